@@ -1,0 +1,149 @@
+"""The command line: headless grids and variations, a contract other tools script against.
+
+    python -m seedlab grid --prompt "a red circle" --seeds 0-7 --out out/ --json
+    python -m seedlab vary --prompt "a red circle" --seed 3 --variation ", on a blue background" --out out/
+
+Bad arguments exit with status 2 and one line naming the option and what is allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from . import determinism, generation, models
+from .recipe import DEFAULT_MODEL, DTYPES, RNG_SOURCES, Recipe
+from .seeds import parse_seeds
+
+# Recipe field -> the option that sets it, so a recipe's error message can name the option.
+_OPTIONS = {
+    "num_inference_steps": "--steps",
+    "guidance_scale": "--guidance",
+    "negative_prompt": "--negative",
+    "prompt": "--prompt",
+    "seed": "--seed",
+    "seeds": "--seeds",
+    "scheduler": "--scheduler",
+    "width": "--width",
+    "height": "--height",
+    "model": "--model",
+    "rng": "--rng",
+    "dtype": "--dtype",
+}
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line instead of argparse's usage block
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m seedlab", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    grid = commands.add_parser("grid", help="one image per seed")
+    grid.add_argument("--seeds", required=True, help='"42", "0-7" or "3, 17, 99"')
+    vary = commands.add_parser("vary", help="the base prompt and each variation, all from one seed")
+    vary.add_argument("--seed", required=True, type=int)
+    vary.add_argument("--variation", action="append", required=True, help="appended to the prompt; repeatable")
+    for command in (grid, vary):
+        command.add_argument("--prompt", required=True)
+        command.add_argument("--out", required=True, type=Path, help="folder for the PNG files")
+        command.add_argument("--model", default=None, help=f"hub id or local folder (default: {DEFAULT_MODEL})")
+        command.add_argument("--steps", type=int, default=20)
+        command.add_argument("--guidance", type=float, default=7.5)
+        command.add_argument("--scheduler", default="default", help="a diffusers scheduler class name")
+        command.add_argument("--negative", default="")
+        command.add_argument("--width", type=int, default=None, help="default: the model's native size")
+        command.add_argument("--height", type=int, default=None, help="default: the model's native size")
+        command.add_argument("--rng", choices=RNG_SOURCES, default="cpu")
+        command.add_argument("--deterministic", action="store_true", help="full-determinism switches on")
+        command.add_argument("--dtype", choices=DTYPES, default="float32")
+        command.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
+        command.add_argument("--threads", type=int, default=None, help="pin torch's intra-op thread count")
+        command.add_argument("--json", action="store_true", help="print one JSON object per image")
+    return parser
+
+
+def _recipe(args: argparse.Namespace, seed: int) -> Recipe:
+    return Recipe(
+        prompt=args.prompt,
+        seed=seed,
+        negative_prompt=args.negative,
+        model=args.model or DEFAULT_MODEL,
+        scheduler=args.scheduler,
+        num_inference_steps=args.steps,
+        guidance_scale=args.guidance,
+        width=args.width or 64,
+        height=args.height or 64,
+        rng=args.rng,
+        deterministic=args.deterministic,
+        dtype=args.dtype,
+    )
+
+
+def _name_option(message: str) -> str:
+    """Turn "num_inference_steps must be ..." into "--steps must be ..."."""
+    for field, option in _OPTIONS.items():
+        if message.startswith(field + " ") or message.startswith(field + ":"):
+            return option + message[len(field):]
+    return message
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "base"
+
+
+def run(args: argparse.Namespace) -> int:
+    # 1. Validate everything before loading a model: bad input fails fast.
+    seeds = parse_seeds(args.seeds) if args.command == "grid" else [args.seed]
+    recipe = _recipe(args, seeds[0])
+    recipes = (
+        generation.grid_recipes(recipe, seeds)
+        if args.command == "grid"
+        else generation.variation_recipes(recipe, args.variation)
+    )
+    if args.threads is not None and args.threads < 1:
+        raise ValueError("--threads must be a positive integer")
+    determinism.configure_process(args.threads)
+    device = models.resolve_device(args.device)
+
+    # 2. Load the model and fill in its native size where none was given.
+    model = models.load_model(recipe.model, device, recipe.dtype)
+    width, height = model.native_size
+    recipes = [r.replace(width=args.width or width, height=args.height or height) for r in recipes]
+
+    # 3. Generate, writing each PNG as soon as it is ready.
+    args.out.mkdir(parents=True, exist_ok=True)
+    for index, result in enumerate(generation.iter_generate(model, recipes)):
+        suffix = _slug(result.recipe.prompt[len(args.prompt):]) if args.command == "vary" else ""
+        path = args.out / f"{index:02d}-seed{result.recipe.seed}{'-' + suffix if suffix else ''}.png"
+        result.image.save(path)
+        if args.json:
+            line = {
+                "seed": result.recipe.seed,
+                "prompt": result.recipe.prompt,
+                "path": str(path),
+                "fingerprint": result.fingerprint,
+                "recipe": result.recipe.to_dict(),
+                "environment": result.environment.to_dict(),
+            }
+            print(json.dumps(line), flush=True)
+        else:
+            print(f"{path}  seed {result.recipe.seed}  {result.fingerprint[:16]}", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return run(args)
+    except (UsageError, ValueError) as error:
+        print(f"seedlab: error: {_name_option(str(error))}", file=sys.stderr)
+        return 2

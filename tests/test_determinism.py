@@ -1,0 +1,67 @@
+import os
+
+import pytest
+import torch
+
+from seedlab.determinism import FULLY_DETERMINISTIC, Environment, Switches, current_environment, full_determinism
+from seedlab.determinism import configure_process, make_generator
+
+
+def test_switches_are_applied_inside_and_restored_after():
+    before = Switches.current()
+    with full_determinism(True) as inside:
+        assert inside == FULLY_DETERMINISTIC
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    assert Switches.current() == before
+
+
+def test_switches_are_restored_after_an_error():
+    before = Switches.current()
+    with pytest.raises(RuntimeError):
+        with full_determinism(True):
+            raise RuntimeError("boom")
+    assert Switches.current() == before
+
+
+def test_a_custom_previous_state_survives():
+    torch.backends.cudnn.benchmark = True
+    try:
+        with full_determinism(True):
+            assert torch.backends.cudnn.benchmark is False
+        assert torch.backends.cudnn.benchmark is True
+        with full_determinism(False) as inside:
+            assert inside.cudnn_benchmark is True  # off means untouched, not "fast"
+    finally:
+        torch.backends.cudnn.benchmark = False
+
+
+def test_generators_are_fresh_and_on_the_cpu_by_default():
+    first = make_generator(42, "cpu", torch.device("cpu"))
+    assert first.device.type == "cpu"
+    a = torch.randn(4, generator=first)
+    assert torch.equal(a, torch.randn(4, generator=make_generator(42, "cpu", torch.device("cpu"))))
+    assert not torch.equal(a, torch.randn(4, generator=first)), "a used generator moves on"
+
+
+def test_environment_records_versions_threads_and_switches_and_lists_differences():
+    env = current_environment(torch.device("cpu"), torch.float32, Switches.current())
+    assert env.torch == torch.__version__ and env.threads == torch.get_num_threads()
+    assert env.device.startswith("cpu")
+    assert Environment.from_dict(env.to_dict()) == env
+    other = Environment.from_dict({**env.to_dict(), "threads": env.threads + 1, "torch": "0.0"})
+    assert sorted(d.split(":")[0] for d in env.differences(other)) == ["threads", "torch"]
+    assert env.differences(env) == []
+
+
+def test_configure_process_sets_the_cublas_workspace_and_pins_threads():
+    threads = torch.get_num_threads()
+    try:
+        configure_process(threads=1)
+        assert torch.get_num_threads() == 1
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"]
+    finally:
+        torch.set_num_threads(threads)
+    with pytest.raises(ValueError, match="threads"):
+        configure_process(threads=0)

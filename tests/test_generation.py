@@ -1,0 +1,171 @@
+"""Properties of generation: grid cell == solo, SeedLab == plain diffusers, no shared RNG state."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import seedlab
+from seedlab import Recipe
+from tests.tiny import tiny_pipeline
+
+# Deterministic and ancestral (noise drawn at every step) schedulers, multistep and single-step.
+SCHEDULERS = [
+    "EulerDiscreteScheduler",
+    "EulerAncestralDiscreteScheduler",
+    "DPMSolverMultistepScheduler",
+    "DDIMScheduler",
+    "KDPM2AncestralDiscreteScheduler",
+]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    pipe = tiny_pipeline(tmp_path_factory.mktemp("tokenizer"))
+    return seedlab.describe("tiny", pipe, torch.device("cpu"))
+
+
+def pixels(result_or_image):
+    image = getattr(result_or_image, "image", result_or_image)
+    return np.asarray(image.convert("RGB"))
+
+
+def plain_diffusers(model, recipe):
+    """What a user gets calling the same pipeline directly, the way diffusers' docs show."""
+    pipe = model.pipeline
+    pipe.scheduler = model.schedulers[recipe.scheduler].from_config(model.scheduler_config)
+    return pipe(
+        recipe.prompt,
+        negative_prompt=recipe.negative_prompt or None,
+        num_inference_steps=recipe.num_inference_steps,
+        guidance_scale=recipe.guidance_scale,
+        width=recipe.width,
+        height=recipe.height,
+        generator=torch.Generator("cpu").manual_seed(recipe.seed),
+    ).images[0]
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+@pytest.mark.parametrize("guidance", [0.0, 7.5])
+def test_grid_cell_equals_solo_regeneration(model, scheduler, guidance):
+    recipe = Recipe(prompt="a red circle", scheduler=scheduler, num_inference_steps=6, guidance_scale=guidance)
+    seeds = [7, 0, 4294967295, 123456]
+    grid = seedlab.generate_grid(model, recipe, seeds)
+    assert [r.recipe.seed for r in grid] == seeds
+    for cell in reversed(grid):  # solo runs in another order: no state carries over between images
+        solo = seedlab.generate(model, recipe.replace(seed=cell.recipe.seed))
+        assert np.array_equal(pixels(solo), pixels(cell))
+        assert solo.fingerprint == cell.fingerprint
+    assert len({r.fingerprint for r in grid}) == len(seeds), "different seeds must give different images"
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+@pytest.mark.parametrize("guidance", [0.0, 5.0])
+def test_seedlab_equals_plain_diffusers(model, scheduler, guidance):
+    recipe = Recipe(
+        prompt="a blue square",
+        negative_prompt="red" if guidance else "",
+        seed=42,
+        scheduler=scheduler,
+        num_inference_steps=5,
+        guidance_scale=guidance,
+    )
+    ours = seedlab.generate(model, recipe)
+    theirs = plain_diffusers(model, recipe)
+    assert np.array_equal(pixels(ours), pixels(theirs))
+
+
+def test_variations_keep_the_anchor_seed_and_start_with_the_base_prompt(model):
+    anchor = Recipe(prompt="a red circle", seed=99, scheduler="EulerAncestralDiscreteScheduler", num_inference_steps=4)
+    results = seedlab.generate_variations(model, anchor, [", highly realistic", "artsy"])
+    assert [r.recipe.prompt for r in results] == ["a red circle", "a red circle, highly realistic", "a red circle, artsy"]
+    assert {r.recipe.seed for r in results} == {99}
+    assert np.array_equal(pixels(results[0]), pixels(seedlab.generate(model, anchor)))
+    direct = plain_diffusers(model, anchor.replace(prompt="a red circle, artsy"))
+    assert np.array_equal(pixels(results[2]), pixels(direct))
+
+
+def test_global_rng_neither_used_nor_consulted(model):
+    recipe = Recipe(prompt="a red circle", seed=5, scheduler="EulerAncestralDiscreteScheduler", num_inference_steps=4)
+    torch.manual_seed(1)  # noqa: the test itself may touch the global RNG to prove generation ignores it
+    state = torch.random.get_rng_state()
+    first = seedlab.generate(model, recipe)
+    assert torch.equal(torch.random.get_rng_state(), state), "generation consumed torch's global RNG"
+    torch.manual_seed(2)
+    assert seedlab.generate(model, recipe).fingerprint == first.fingerprint
+
+
+def test_reusing_one_generator_is_the_pitfall_seedlab_avoids(model):
+    recipe = Recipe(prompt="a red circle", seed=3, num_inference_steps=4)
+    shared = torch.Generator("cpu").manual_seed(3)
+    pipe = model.pipeline
+    pipe.scheduler = model.make_scheduler("default")
+    first = pipe("a red circle", num_inference_steps=4, width=64, height=64, generator=shared).images[0]
+    second = pipe("a red circle", num_inference_steps=4, width=64, height=64, generator=shared).images[0]
+    assert not np.array_equal(pixels(first), pixels(second)), "a used generator must have moved on"
+    assert seedlab.generate(model, recipe).fingerprint == seedlab.generate(model, recipe).fingerprint
+    assert np.array_equal(pixels(seedlab.generate(model, recipe)), pixels(first))
+
+
+def test_device_rng_on_cpu_is_the_cpu_rng(model):
+    recipe = Recipe(prompt="a red circle", seed=11, num_inference_steps=3)
+    assert seedlab.generate(model, recipe.replace(rng="device")).fingerprint == seedlab.generate(model, recipe).fingerprint
+
+
+def test_full_determinism_is_scoped_and_recorded(model):
+    before = seedlab.determinism.Switches.current()
+    result = seedlab.generate(model, Recipe(prompt="a red circle", num_inference_steps=3, deterministic=True))
+    assert seedlab.determinism.Switches.current() == before
+    assert result.environment.switches == seedlab.determinism.FULLY_DETERMINISTIC
+    loose = seedlab.generate(model, Recipe(prompt="a red circle", num_inference_steps=3))
+    assert loose.environment.switches == before
+    assert loose.fingerprint == result.fingerprint  # on CPU the switches change no kernel here
+
+
+def test_progress_counts_every_step_of_every_image(model):
+    seen = []
+    seedlab.generate_grid(model, Recipe(prompt="x", num_inference_steps=3), [1, 2], progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(i, 6) for i in range(1, 7)]
+
+
+def test_cancel_stops_within_a_step(model):
+    cancel = threading.Event()
+    seen = []
+
+    def progress(done, total):
+        seen.append(done)
+        if done == 2:
+            cancel.set()
+
+    recipe = Recipe(prompt="x", num_inference_steps=10)
+    with pytest.raises(seedlab.Cancelled):
+        seedlab.generate_grid(model, recipe, [1, 2, 3], progress=progress, cancel=cancel)
+    assert seen == [1, 2], "no step may run after the cancel was seen"
+    cancel.clear()
+    assert seedlab.generate(model, recipe.replace(seed=1)).recipe.seed == 1  # the model still works
+
+
+def test_recipe_in_result_is_resolved(model):
+    result = seedlab.generate(model, Recipe(prompt="x", num_inference_steps=2))
+    assert result.recipe.scheduler == "EulerDiscreteScheduler"
+    assert result.recipe.model == "tiny"
+    assert result.image.size == (64, 64)
+
+
+def test_unknown_scheduler_and_wrong_dtype_are_refused(model):
+    with pytest.raises(ValueError, match="scheduler must be one of .*DDIMScheduler"):
+        seedlab.generate(model, Recipe(prompt="x", scheduler="NoSuchScheduler"))
+    with pytest.raises(ValueError, match="dtype"):
+        seedlab.generate(model, Recipe(prompt="x", dtype="bfloat16"))
+
+
+def test_fingerprint_is_sha256_of_rgb_pixels(model):
+    import hashlib
+
+    result = seedlab.generate(model, Recipe(prompt="x", num_inference_steps=2))
+    array = np.asarray(result.image)
+    assert result.fingerprint == hashlib.sha256(array.tobytes()).hexdigest()
+    changed = array.copy()
+    changed[0, 0, 0] ^= 1
+    assert seedlab.fingerprint(changed) != result.fingerprint
