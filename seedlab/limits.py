@@ -1,0 +1,82 @@
+"""Limits: what one request may ask of this server, set by the host, enforced on every path.
+
+A public Space is hostile ground: the widgets' ranges mean nothing to an API client or a crafted
+link. The app checks every recipe it is about to run against these limits, whichever endpoint it
+came from, and a refusal names the limit and the setting that raises it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from .recipe import Recipe
+
+_ENV_PREFIX = "SEEDLAB_"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-request ceilings and queue settings; the defaults suit a public Space on one GPU."""
+
+    max_images: int = 16  # images in one grid
+    max_variations: int = 8  # variation lines in one request (the base prompt comes on top)
+    max_steps: int = 50  # num_inference_steps
+    max_size: int = 1024  # width and height, each
+    max_prompt_chars: int = 500  # prompt and negative prompt, each
+    queue_size: int = 32  # requests waiting in the queue before new ones are turned away
+    concurrency: int = 1  # generations running at once (one device: one at a time)
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{self.setting(field.name)} must be a positive integer, got {value!r}")
+
+    @staticmethod
+    def setting(name: str) -> str:
+        """The environment variable that sets a limit: max_steps -> SEEDLAB_MAX_STEPS."""
+        return _ENV_PREFIX + name.upper()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Limits:
+        """Limits from SEEDLAB_MAX_IMAGES, SEEDLAB_MAX_STEPS, ... (unset ones keep their defaults)."""
+        values: dict[str, int] = {}
+        for field in fields(cls):
+            raw = environ.get(cls.setting(field.name))
+            if raw is None or not raw.strip():
+                continue
+            try:
+                values[field.name] = int(raw)
+            except ValueError:
+                raise ValueError(f"{cls.setting(field.name)} must be a positive integer, got {raw!r}") from None
+        return cls(**values)
+
+    def check_count(self, count: int, what: str) -> None:
+        """Refuse more than the allowed number of images ("seeds") or variations ("variations")."""
+        limit, name = (self.max_images, "max_images") if what == "seeds" else (self.max_variations, "max_variations")
+        unit = "images per grid" if what == "seeds" else "variations per request"
+        if count > limit:
+            raise ValueError(f"{what}: this server makes at most {limit} {unit} ({self.setting(name)}), got {count}")
+
+    def check_recipe(self, recipe: Recipe) -> None:
+        """Refuse a recipe that asks for more steps, pixels or prompt than this server allows."""
+        if recipe.num_inference_steps > self.max_steps:
+            raise ValueError(
+                f"num_inference_steps must be at most {self.max_steps} on this server "
+                f"({self.setting('max_steps')}), got {recipe.num_inference_steps}"
+            )
+        for name in ("width", "height"):
+            value = getattr(recipe, name)
+            if value > self.max_size:
+                raise ValueError(
+                    f"{name} must be at most {self.max_size} on this server ({self.setting('max_size')}), got {value}"
+                )
+        for name in ("prompt", "negative_prompt"):
+            length = len(getattr(recipe, name))
+            if length > self.max_prompt_chars:
+                raise ValueError(
+                    f"{name} must be at most {self.max_prompt_chars} characters on this server "
+                    f"({self.setting('max_prompt_chars')}), got {length}"
+                )
