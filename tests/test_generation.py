@@ -169,3 +169,18 @@ def test_fingerprint_is_sha256_of_rgb_pixels(model):
     changed = array.copy()
     changed[0, 0, 0] ^= 1
     assert seedlab.fingerprint(changed) != result.fingerprint
+
+
+def test_threads_sharing_one_model_get_their_own_images(model):
+    """The pipeline's scheduler and torch's switches are shared state: concurrent calls must not mix."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    recipes = [
+        Recipe(prompt=f"a red circle {i}", seed=i, scheduler=SCHEDULERS[i % len(SCHEDULERS)],
+               num_inference_steps=4 + i % 3, deterministic=bool(i % 2))
+        for i in range(8)
+    ]
+    serial = [seedlab.generate(model, r).fingerprint for r in recipes]
+    with ThreadPoolExecutor(4) as pool:
+        concurrent = list(pool.map(lambda r: seedlab.generate(model, r).fingerprint, recipes))
+    assert concurrent == serial
