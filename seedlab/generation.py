@@ -10,6 +10,7 @@ batch-1 calls cost about the same as one batched call (bench/bench_grid.py measu
 from __future__ import annotations
 
 import hashlib
+import queue
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -101,6 +102,49 @@ def iter_generate(
     for recipe in recipes:
         yield _generate_one(model, recipe, done, total, progress, cancel)
         done += recipe.num_inference_steps
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A step finished: `done` of `total` denoising steps, counted over all images of the request."""
+
+    done: int
+    total: int
+
+
+def stream(
+    model: Model, recipes: list[Recipe], *, cancel: threading.Event | None = None
+) -> Iterator[Progress | Result]:
+    """Generate in a worker thread, yielding a Progress after every step and each Result when ready.
+
+    The consumer regains control at every step, so closing this iterator (a closed browser tab, a
+    cancelled API call) stops the work within a step: the worker sees the cancel at its next step
+    callback. Errors from the worker (Cancelled, ValueError) are raised here.
+    """
+    cancel = cancel or threading.Event()
+    events: queue.Queue = queue.Queue()
+    finished = object()
+
+    def work() -> None:
+        try:
+            for result in iter_generate(model, recipes, progress=lambda d, t: events.put(Progress(d, t)), cancel=cancel):
+                events.put(result)
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer's thread
+            events.put(error)
+        finally:
+            events.put(finished)
+
+    worker = threading.Thread(target=work, name="seedlab-generation", daemon=True)
+    worker.start()
+    try:
+        while (event := events.get()) is not finished:
+            if isinstance(event, BaseException):
+                raise event
+            yield event
+    finally:
+        if worker.is_alive():  # the consumer left early: stop the worker at its next step
+            cancel.set()
+            worker.join()
 
 
 def _generate_one(

@@ -184,3 +184,37 @@ def test_threads_sharing_one_model_get_their_own_images(model):
     with ThreadPoolExecutor(4) as pool:
         concurrent = list(pool.map(lambda r: seedlab.generate(model, r).fingerprint, recipes))
     assert concurrent == serial
+
+
+def test_stream_yields_every_step_and_the_same_images(model):
+    recipe = Recipe(prompt="a red circle", num_inference_steps=3)
+    recipes = seedlab.grid_recipes(recipe, [4, 5])
+    events = list(seedlab.stream(model, recipes))
+    steps = [e for e in events if isinstance(e, seedlab.Progress)]
+    results = [e for e in events if isinstance(e, seedlab.Result)]
+    assert [(s.done, s.total) for s in steps] == [(i, 6) for i in range(1, 7)]
+    assert events.index(results[0]) == 3, "the first image arrives right after its last step"
+    assert [r.fingerprint for r in results] == [seedlab.generate(model, r).fingerprint for r in recipes]
+
+
+def test_closing_a_stream_stops_the_worker_within_a_step(model):
+    steps_run, unet_calls = [], []
+    hook = model.pipeline.unet.register_forward_hook(lambda *args: unet_calls.append(1))
+    try:
+        recipe = Recipe(prompt="x", num_inference_steps=50)
+        events = seedlab.stream(model, seedlab.grid_recipes(recipe, [1, 2, 3]))
+        for event in events:
+            steps_run.append(event.done)
+            if event.done == 2:
+                break
+        events.close()  # what Gradio does when the tab is closed or the API call is cancelled
+    finally:
+        hook.remove()
+    assert not any(t.name == "seedlab-generation" and t.is_alive() for t in threading.enumerate())
+    assert steps_run == [1, 2]
+    assert len(unet_calls) <= 4, f"the worker ran {len(unet_calls)} denoising steps of 150 after the close"
+
+
+def test_stream_raises_worker_errors_in_the_consumer(model):
+    with pytest.raises(ValueError, match="scheduler"):
+        list(seedlab.stream(model, [Recipe(prompt="x", scheduler="Nope")]))
