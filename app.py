@@ -2,11 +2,15 @@
 
 Widget values become a Recipe at the edge; a ValueError from the backend becomes a gr.Error.
 Run `python app.py` (honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT), or with `--model`,
-`--device`, `--threads` (also SEEDLAB_MODEL, SEEDLAB_DEVICE, SEEDLAB_THREADS).
+`--device`, `--threads` (also SEEDLAB_MODEL, SEEDLAB_DEVICE, SEEDLAB_THREADS). SEEDLAB_MODELS
+(comma-separated) allows more models beside the default one; SEEDLAB_BASE_URL sets where image
+links point when the address the browser used is not the public one.
 """
 
 import argparse
 import atexit
+import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -15,30 +19,48 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import gradio as gr
+import numpy as np
 import torch
+from PIL import Image
 
 from seedlab import (
     Cancelled,
     ModelStore,
+    Original,
     Recipe,
     Result,
+    compare,
     configure_process,
+    encode_link,
+    fingerprint,
     format_seeds,
+    generate,
     grid_recipes,
     iter_generate,
+    original_from_link,
+    original_from_png,
+    original_from_text,
     parse_seeds,
     random_seeds,
     resolve_device,
     variation_recipes,
 )
+from seedlab import save_png as write_png
 from seedlab.determinism import device_name
+from seedlab.links import KEYS as LINK_KEYS
+from seedlab.links import encode_query
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES, RNG_SOURCES
 from seedlab.seeds import MAX_SEEDS
 
 MAX_PNG_FILES = 1024  # our PNGs kept on disk (Gradio serves its own cached copies); the oldest go first
 MAX_SESSIONS = 512  # cancel events kept at once; the least recently started are forgotten first
+DEFAULT_BASE_URL = "http://127.0.0.1:7860/"  # where links point when a request does not say
+# The controls a recipe restores (a link, a PNG), by recipe field; "seeds" is the seeds box.
+CONTROL_FIELDS = ("prompt", "negative_prompt", "seeds", "num_inference_steps", "guidance_scale", "scheduler", "width",
+                  "height", "rng", "deterministic", "dtype", "model")
 CSS = """
 .pixelated img { image-rendering: pixelated; }  /* 64x64 images, enlarged with crisp pixels */
 """
@@ -62,15 +84,53 @@ def whole(value):
     return value
 
 
-def result_record(result: Result) -> dict:
-    """One image's entry in the results JSON that /grid and /vary return."""
+def result_record(result: Result, base_url: str = DEFAULT_BASE_URL) -> dict:
+    """One image's entry in the results JSON that /grid and /vary return, with its link."""
     return {
         "seed": result.recipe.seed,
         "prompt": result.recipe.prompt,
         "fingerprint": result.fingerprint,
+        "link": encode_link(result.recipe, result.fingerprint, result.environment, base_url),
         "recipe": result.recipe.to_dict(),
         "environment": result.environment.to_dict(),
     }
+
+
+def base_url(request: gr.Request | None) -> str:
+    """Where links point: SEEDLAB_BASE_URL, else the page the browser is on, else the address it called."""
+    configured = os.environ.get("SEEDLAB_BASE_URL", "").strip()
+    if configured:
+        return configured
+    headers = {key.lower(): value for key, value in dict(getattr(request, "headers", None) or {}).items()}
+    referer = headers.get("referer", "")
+    if referer.startswith(("http://", "https://")):  # the page itself (Gradio's API calls live under it)
+        return referer.split("#")[0].split("?")[0]
+    url = urlsplit(str(getattr(request, "url", "") or ""))
+    if url.scheme in ("http", "https") and url.netloc:
+        scheme = headers.get("x-forwarded-proto", url.scheme).split(",")[0].strip()
+        host = headers.get("x-forwarded-host", url.netloc).split(",")[0].strip()
+        return f"{scheme}://{host}/"
+    return DEFAULT_BASE_URL
+
+
+def link_query(request: gr.Request | None) -> str | None:
+    """The page's query string when it carries a link (Gradio passes the page's query to every event)."""
+    params = getattr(request, "query_params", None) or {}
+    items = params.multi_items() if hasattr(params, "multi_items") else list(dict(params).items())
+    items = [(key, value) for key, value in items if not key.startswith("__") and key != "view"]  # Gradio's own
+    if not {"v", "fp", *LINK_KEYS} & {key for key, _ in items}:
+        return None
+    return encode_query(items)
+
+
+def open_accordion() -> gr.Accordion:
+    return gr.Accordion(open=True)
+
+
+def control_values(recipe: Recipe) -> tuple:
+    """The controls' new values for a recipe, in CONTROL_FIELDS order (the seeds box gets the one seed)."""
+    values = {**recipe.to_dict(), "seeds": str(recipe.seed)}
+    return tuple(values[name] for name in CONTROL_FIELDS)
 
 
 class SeedLab:
@@ -161,11 +221,76 @@ class SeedLab:
             return format_seeds(random_seeds(whole(count)))
 
     def select(self, results: list | None, evt: gr.SelectData):
-        """Make the clicked cell's seed the anchor and show its recipe and fingerprint."""
+        """Make the clicked cell's seed the anchor and show its recipe, fingerprint and link."""
         if not results or not 0 <= evt.index < len(results):
             raise gr.Error("that cell has no result yet: wait for the grid to finish", print_exception=False)
         record = results[evt.index]
-        return f"**Anchor seed: {record['seed']}**", record["seed"], record["recipe"], record["fingerprint"]
+        return (f"**Anchor seed: {record['seed']}**", record["seed"], record["recipe"], record["fingerprint"],
+                record.get("link", ""))
+
+    def select_variation(self, results: list | None, evt: gr.SelectData) -> str:
+        """Show the clicked variation's link."""
+        if not results or not 0 <= evt.index < len(results):
+            raise gr.Error("that cell has no result yet: wait for the variations to finish", print_exception=False)
+        return results[evt.index].get("link", "")
+
+    def open_link(self, request: gr.Request):
+        """On page load: a link in the query string restores every control; its regeneration follows.
+
+        Returns (link box, *controls, verdict text, pending original, reproduction accordion). A bad
+        link is explained in the verdict text, and the app stays as it was.
+        """
+        query = link_query(request)
+        keep = tuple(gr.skip() for _ in CONTROL_FIELDS)
+        if query is None:
+            return gr.skip(), *keep, gr.skip(), None, gr.skip()
+        try:
+            original = self.admit(original_from_link(query), strict=True)
+        except ValueError as error:
+            message = f"**This link cannot be opened.** {error}"
+            return gr.skip(), *keep, message, None, gr.Accordion(open=True)
+        link = f"{base_url(request)}?{query}"
+        status = "Regenerating the linked image…"
+        return link, *control_values(original.recipe), status, original, gr.Accordion(open=True)
+
+    def reproduce_pending(self, original: Original | None, request: gr.Request = None,
+                          progress: gr.Progress = gr.Progress()):
+        """Regenerate what open_link or open_png left in the session state: (image, verdict, verdict text)."""
+        if original is None:
+            return gr.skip(), gr.skip(), gr.skip()
+        with user_errors():
+            path, verdict = self.regenerate(original, request, progress)
+        return path, verdict, verdict["summary"]
+
+    def after_reproduce(self, verdict: dict | None):
+        """After /reproduce: the controls show the regenerated recipe, and the verdict its summary."""
+        if not verdict:
+            return *(gr.skip() for _ in CONTROL_FIELDS), gr.skip()
+        return *control_values(Recipe.from_dict(verdict["recipe"])), verdict["summary"]
+
+    def open_png(self, path: str | None):
+        """A dropped PNG restores its recipe into the controls; notes say what could not be mapped.
+
+        Returns (*controls, notes, pending original, regenerate button).
+        """
+        keep = tuple(gr.skip() for _ in CONTROL_FIELDS)
+        if not path:
+            return *keep, "", None, gr.Button(interactive=False)
+        try:
+            original = self.admit(original_from_png(path), strict=False)
+        except ValueError as error:
+            return *keep, f"**This PNG cannot be read.** {error}", None, gr.Button(interactive=False)
+        notes = "\n".join(f"- {note}" for note in original.notes) or "- everything in the PNG was restored"
+        text = f"**Restored from the PNG** (seed {original.recipe.seed}).\n\n{notes}"
+        return *control_values(original.recipe), text, original, gr.Button(interactive=True)
+
+    # Public API endpoint (/reproduce).
+
+    def reproduce(self, link_or_recipe: str, request: gr.Request = None, progress: gr.Progress = gr.Progress()):
+        """Regenerate a link or a recipe (JSON text) and compare: the image, and the verdict (exact, or how far off)."""
+        with user_errors():
+            original = self.admit(original_from_text(link_or_recipe), strict=True)
+            return self.regenerate(original, request, progress)
 
     def stop(self, request: gr.Request) -> None:
         """Ask this session's running generation to stop (the backend checks at every step)."""
@@ -182,6 +307,51 @@ class SeedLab:
         return {"device": device_name(self.store.device), "torch_threads": torch.get_num_threads()}
 
     # Helpers.
+
+    def admit(self, original: Original, strict: bool) -> Original:
+        """Check an untrusted original's recipe against this server (model allowed, scheduler offered).
+
+        strict (links, API): anything this server cannot run is an error. Not strict (a PNG, maybe
+        from another tool): the server's default model or scheduler is used instead, with a note.
+        """
+        recipe, notes = original.recipe, list(original.notes)
+        if not strict:
+            if recipe.model not in self.store.allowed:
+                notes.append(f"model {recipe.model} is not available on this server: {self.store.default} is used")
+                recipe = recipe.replace(model=self.store.default)
+            offered = self.store.get(recipe.model, recipe.dtype).schedulers
+            if recipe.scheduler != DEFAULT_SCHEDULER and recipe.scheduler not in offered:
+                notes.append(f"scheduler {recipe.scheduler} is not offered by this model: its default is used")
+                recipe = recipe.replace(scheduler=DEFAULT_SCHEDULER)
+        recipe = self.recipe(**recipe.to_dict())
+        return Original(recipe, original.fingerprint, original.environment, original.pixels, tuple(notes))
+
+    def regenerate(self, original: Original, request: gr.Request | None, progress=None) -> tuple[str, dict]:
+        """Generate an original's recipe again, save the PNG and compare: (path, verdict with recipe and link)."""
+        if original.pixels is None and original.fingerprint is not None:
+            original = original.with_pixels(self.cached_pixels(original.fingerprint))
+        model = self.store.get(original.recipe.model, original.recipe.dtype)
+
+        def on_step(done: int, total: int) -> None:
+            if progress is not None:
+                progress((done, total), desc="regenerating", unit="steps")
+
+        result = generate(model, original.recipe, progress=on_step)
+        verdict = compare(result, original)
+        link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
+        return self.save_png(result), {**verdict.to_dict(), "recipe": result.recipe.to_dict(), "link": link}
+
+    def cached_pixels(self, print_: str) -> np.ndarray | None:
+        """The pixels of a recent result with this fingerprint, if its PNG is still in the bounded folder."""
+        for path in self.image_dir.glob(f"*-{print_[:20]}-*.png"):
+            try:
+                with Image.open(path) as image:
+                    pixels = np.asarray(image.convert("RGB"))
+            except OSError:  # pruned while reading
+                continue
+            if fingerprint(pixels) == print_:
+                return pixels
+        return None
 
     def recipe(self, *, prompt, seed, negative_prompt, num_inference_steps, guidance_scale, scheduler,
                width, height, rng, deterministic, dtype, model) -> Recipe:
@@ -208,6 +378,7 @@ class SeedLab:
     def run(self, recipes: list[Recipe], captions: list[str], request: gr.Request | None, progress: gr.Progress):
         """Generate recipes one by one, streaming (gallery, results) after each image."""
         cancel = self.new_cancel_event(request)
+        base = base_url(request)
         gallery: list[tuple[str, str]] = []
         results: list[dict] = []
         yield gallery, results  # clear the previous images at once
@@ -220,16 +391,18 @@ class SeedLab:
             try:
                 for result, caption in zip(iter_generate(model, recipes, progress=on_step, cancel=cancel), captions):
                     gallery.append((self.save_png(result), caption))
-                    results.append(result_record(result))
+                    results.append(result_record(result, base))
                     yield gallery, results
             except Cancelled:
                 gr.Warning(f"Stopped after {len(gallery)} of {len(recipes)} images.")
 
     def save_png(self, result: Result) -> str:
-        """Save an image as PNG (lossless, so its fingerprint still holds) and return the path."""
-        path = self.image_dir / f"seed{result.recipe.seed}-{result.fingerprint[:20]}.png"
+        """Save an image as a PNG that carries its recipe (lossless, so its fingerprint still holds)."""
+        # Named by pixels and recipe: equal pixels from two recipes (determinism on and off) are two files.
+        recipe_key = hashlib.sha256(json.dumps(result.recipe.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
+        path = self.image_dir / f"seed{result.recipe.seed}-{result.fingerprint[:20]}-{recipe_key}.png"
         if not path.exists():
-            result.image.save(path, format="PNG")
+            write_png(result, path)
             self.prune_pngs()
         return str(path)
 
@@ -294,7 +467,24 @@ def build_app(store: ModelStore) -> gr.Blocks:
                     deterministic = gr.Checkbox(label="Full determinism", value=False)
                     dtype = gr.Dropdown(list(DTYPES), value=model.dtype, label="dtype", allow_custom_value=True)
                     environment = gr.JSON(app.environment(None), label="Environment fingerprint")
+                with gr.Accordion("Reproduce a link, a recipe or a PNG", open=False):
+                    link_box = gr.Textbox(label="Link or recipe (JSON)", lines=2, elem_id="link-or-recipe",
+                                          placeholder="http://…/?v=1&prompt=…  or  {\"prompt\": …}")
+                    reproduce = gr.Button("Regenerate and compare", elem_id="reproduce")
+                    png_file = gr.File(label="Drop a PNG made by SeedLab (or A1111)", file_types=[".png"],
+                                       type="filepath", elem_id="png-drop")
+                    png_notes = gr.Markdown(elem_id="png-notes")
+                    regenerate_png = gr.Button("Regenerate the PNG and compare", interactive=False,
+                                               elem_id="regenerate-png")
             with gr.Column(scale=3):
+                with gr.Accordion("Reproduction", open=False) as reproduction:
+                    with gr.Row():
+                        reproduced = gr.Image(label="Regenerated", type="filepath", format="png", interactive=False,
+                                              height=256, elem_id="reproduced", elem_classes="pixelated", scale=1)
+                        with gr.Column(scale=2):
+                            verdict_text = gr.Markdown(elem_id="verdict")
+                            with gr.Accordion("Verdict (JSON)", open=False):
+                                verdict = gr.JSON(label="Verdict", elem_id="verdict-json")
                 grid = gr.Gallery(label="Grid", columns=4, object_fit="contain", format="png", type="filepath",
                                   interactive=False, elem_id="grid", elem_classes="pixelated")
                 with gr.Accordion("Anchor", open=True):
@@ -303,12 +493,16 @@ def build_app(store: ModelStore) -> gr.Blocks:
                     anchor_fingerprint = gr.Textbox(label="Pixel fingerprint (sha256 of the RGB pixels)",
                                                     interactive=False, elem_id="anchor-fingerprint")
                     anchor_recipe = gr.JSON(label="Recipe", elem_id="anchor-recipe")
+                    grid_link = gr.Textbox(label="Link to this image", buttons=["copy"], interactive=False,
+                                           elem_id="grid-link")
                 variations = gr.Textbox(label="Variations (one per line)", lines=3,
                                         placeholder=", highly realistic\n, artsy", elem_id="variations-box")
                 vary = gr.Button("Regenerate variations from anchor", variant="primary", elem_id="vary")
                 vary_grid = gr.Gallery(label="Variations", columns=4, object_fit="contain", format="png",
                                        type="filepath", interactive=False, elem_id="variations",
                                        elem_classes="pixelated")
+                variation_link = gr.Textbox(label="Link to the selected variation", buttons=["copy"],
+                                            interactive=False, elem_id="variation-link")
                 with gr.Accordion("Results (JSON)", open=False):
                     grid_results = gr.JSON(label="Grid results")
                     vary_results = gr.JSON(label="Variation results")
@@ -322,14 +516,33 @@ def build_app(store: ModelStore) -> gr.Blocks:
             api_name="grid", concurrency_id="generation",
         )
         grid_event.then(app.environment, grid_results, environment, queue=False, **private)
-        grid.select(app.select, grid_results, [anchor_text, anchor_seed, anchor_recipe, anchor_fingerprint],
+        grid.select(app.select, grid_results, [anchor_text, anchor_seed, anchor_recipe, anchor_fingerprint, grid_link],
                     queue=False, **private)
+        vary_grid.select(app.select_variation, vary_results, variation_link, queue=False, **private)
         vary_event = vary.click(
             app.vary, [prompt, anchor_seed, variations, *recipe_inputs], [vary_grid, vary_results],
             api_name="vary", concurrency_id="generation",
         )
         vary_event.then(app.environment, vary_results, environment, queue=False, **private)
         stop.click(app.stop, None, None, cancels=[grid_event, vary_event], queue=False, **private)
+
+        # Links and PNGs: restore the controls at once, then regenerate and show the verdict.
+        controls = dict(prompt=prompt, negative_prompt=negative_prompt, seeds=seeds, num_inference_steps=steps,
+                        guidance_scale=guidance, scheduler=scheduler, width=width_box, height=height_box, rng=rng,
+                        deterministic=deterministic, dtype=dtype, model=model_box)
+        restore = [controls[name] for name in CONTROL_FIELDS]
+        pending = gr.State(None)  # the original a link or a dropped PNG names, until it is regenerated
+        demo.load(app.open_link, None, [link_box, *restore, verdict_text, pending, reproduction], queue=False,
+                  **private).then(app.reproduce_pending, pending, [reproduced, verdict, verdict_text],
+                                  concurrency_id="generation", **private)
+        reproduce.click(app.reproduce, link_box, [reproduced, verdict], api_name="reproduce",
+                        concurrency_id="generation").success(app.after_reproduce, verdict, [*restore, verdict_text],
+                                                             queue=False, **private)
+        reproduce.click(open_accordion, None, reproduction, queue=False, **private)
+        png_file.upload(app.open_png, png_file, [*restore, png_notes, pending, regenerate_png], **private)
+        regenerate_png.click(open_accordion, None, reproduction, queue=False, **private)
+        regenerate_png.click(app.reproduce_pending, pending, [reproduced, verdict, verdict_text],
+                             concurrency_id="generation", **private)
     return demo
 
 
@@ -345,7 +558,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         configure_process(args.threads)
-        store = ModelStore([args.model], device=resolve_device(args.device))
+        extra = [name.strip() for name in os.environ.get("SEEDLAB_MODELS", "").split(",") if name.strip()]
+        store = ModelStore([args.model, *extra], device=resolve_device(args.device))
         store.get(store.default)
     except ValueError as error:
         parser.exit(2, f"seedlab: {error}\n")

@@ -16,13 +16,25 @@ from .generation import (  # noqa: E402
     stream,
     variation_recipes,
 )
+from .links import decode_link, encode_link  # noqa: E402
+from .metadata import png_info, read_png, save_png  # noqa: E402
 from .models import Model, ModelStore, describe, load_model, resolve_device  # noqa: E402
 from .recipe import MAX_SEED, Recipe, join_prompt  # noqa: E402
+from .reproduction import (  # noqa: E402
+    Original,
+    Verdict,
+    compare,
+    original_from_link,
+    original_from_png,
+    original_from_text,
+)
 from .seeds import format_seeds, parse_seeds, random_seeds  # noqa: E402
 
 __all__ = [
-    "MAX_SEED", "Cancelled", "Environment", "Model", "ModelStore", "Progress", "Recipe", "Result", "configure_process",
-    "describe", "fingerprint", "format_seeds", "full_determinism", "generate", "generate_grid",
-    "generate_variations", "grid_recipes", "iter_generate", "join_prompt", "load_model", "parse_seeds",
-    "random_seeds", "resolve_device", "stream", "variation_recipes",
+    "MAX_SEED", "Cancelled", "Environment", "Model", "ModelStore", "Original", "Progress", "Recipe", "Result",
+    "Verdict", "compare", "configure_process", "decode_link", "describe", "encode_link", "fingerprint",
+    "format_seeds", "full_determinism", "generate", "generate_grid", "generate_variations", "grid_recipes",
+    "iter_generate", "join_prompt", "load_model", "original_from_link", "original_from_png", "original_from_text",
+    "parse_seeds", "png_info", "random_seeds", "read_png", "resolve_device", "save_png", "stream",
+    "variation_recipes",
 ]

@@ -2,21 +2,29 @@
 
     python -m seedlab grid --prompt "a red circle" --seeds 0-7 --out out/ --json
     python -m seedlab vary --prompt "a red circle" --seed 3 --variation ", on a blue background" --out out/
+    python -m seedlab reproduce "http://127.0.0.1:7860/?v=1&prompt=a+red+circle&..."   # or a PNG
 
-Bad arguments exit with status 2 and one line naming the option and what is allowed.
+Bad arguments exit with status 2 and one line naming the option and what is allowed. `reproduce`
+exits 0 when the pixels match the original exactly, 1 when they differ.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
 
 from . import determinism, generation, models
+from .links import encode_link
+from .metadata import save_png
 from .recipe import DEFAULT_MODEL, DTYPES, RNG_SOURCES, Recipe
+from .reproduction import Original, compare, original_from_link, original_from_png
 from .seeds import parse_seeds
+
+DEFAULT_BASE_URL = "http://127.0.0.1:7860/"
 
 # Recipe field -> the option that sets it, so a recipe's error message can name the option.
 _OPTIONS = {
@@ -68,6 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
         command.add_argument("--threads", type=int, default=None, help="pin torch's intra-op thread count")
         command.add_argument("--json", action="store_true", help="print one JSON object per image")
+        command.add_argument("--base-url", default=DEFAULT_BASE_URL, help="where links point (the app's address)")
+    reproduce = commands.add_parser("reproduce", help="regenerate a link or a PNG and compare the pixels")
+    reproduce.add_argument("source", metavar="LINK_OR_PNG", help="a SeedLab link, or a PNG that carries its recipe")
+    reproduce.add_argument("--model", default=None,
+                           help="the model to use (also permits the one a link names; default: embedded only)")
+    reproduce.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
+    reproduce.add_argument("--threads", type=int, default=None,
+                           help="torch's intra-op thread count (default: the original's, when it is recorded)")
+    reproduce.add_argument("--out", type=Path, default=None, help="also write the regenerated image to this PNG")
+    reproduce.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
     return parser
 
 
@@ -101,6 +119,8 @@ def _slug(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.command == "reproduce":
+        return reproduce(args)
     # 1. Validate everything before loading a model: bad input fails fast.
     seeds = parse_seeds(args.seeds) if args.command == "grid" else [args.seed]
     recipe = _recipe(args, seeds[0])
@@ -111,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.threads is not None and args.threads < 1:
         raise ValueError("--threads must be a positive integer")
+    if not args.base_url.startswith(("http://", "https://")):
+        raise ValueError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
     determinism.configure_process(args.threads)
     device = models.resolve_device(args.device)
 
@@ -124,13 +146,14 @@ def run(args: argparse.Namespace) -> int:
     for index, result in enumerate(generation.iter_generate(model, recipes)):
         suffix = _slug(result.recipe.prompt[len(args.prompt):]) if args.command == "vary" else ""
         path = args.out / f"{index:02d}-seed{result.recipe.seed}{'-' + suffix if suffix else ''}.png"
-        result.image.save(path)
+        save_png(result, path)
         if args.json:
             line = {
                 "seed": result.recipe.seed,
                 "prompt": result.recipe.prompt,
                 "path": str(path),
                 "fingerprint": result.fingerprint,
+                "link": encode_link(result.recipe, result.fingerprint, result.environment, args.base_url),
                 "recipe": result.recipe.to_dict(),
                 "environment": result.environment.to_dict(),
             }
@@ -138,6 +161,65 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"{path}  seed {result.recipe.seed}  {result.fingerprint[:16]}", flush=True)
     return 0
+
+
+def reproduce(args: argparse.Namespace) -> int:
+    """Regenerate a link or a PNG and print the verdict: exit 0 when exact, 1 when the pixels differ."""
+    # 1. Read the original; the CLI user is the host, so --model decides which model may load.
+    original = _read_original(args.source)
+    recipe, notes = original.recipe, list(original.notes)
+    if args.model is not None and args.model != recipe.model:
+        notes.append(f"the original names model {recipe.model!r}; --model {args.model!r} is used instead")
+        recipe = recipe.replace(model=args.model)
+    elif args.model is None and recipe.model != DEFAULT_MODEL:
+        raise UsageError(f"the original names model {recipe.model!r}, which is only loaded with your permission: "
+                         f"pass --model {recipe.model!r} (or another model) to use it")
+    threads = args.threads
+    if threads is None and original.environment is not None:  # the thread count changes low bits on CPU
+        recorded = _get(original.environment, "threads")
+        if isinstance(recorded, int) and 1 <= recorded <= (os.cpu_count() or 1):
+            threads = recorded
+        else:  # an untrusted file or link must not start thousands of threads unasked
+            notes.append(f"the original used {recorded} threads and this machine has {os.cpu_count()} cores: "
+                         f"pass --threads {recorded} to match it")
+    if threads is not None and threads < 1:
+        raise UsageError("--threads must be a positive integer")
+
+    # 2. Regenerate and compare.
+    determinism.configure_process(threads)
+    try:
+        model = models.load_model(recipe.model, models.resolve_device(args.device), recipe.dtype)
+        result = generation.generate(model, recipe)
+    except ValueError as error:  # an unknown model or scheduler: the message names it
+        raise UsageError(str(error)) from None
+    verdict = compare(result, Original(recipe, original.fingerprint, original.environment, original.pixels,
+                                       tuple(notes)))
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        save_png(result, args.out)
+    if args.json:
+        print(json.dumps(verdict.to_dict()), flush=True)
+    else:
+        print(verdict.summary)
+        for note in verdict.notes:
+            print(f"note: {note}")
+    return 0 if verdict.exact else 1
+
+
+def _read_original(source: str) -> Original:
+    """A PNG file (by path) or a link; errors become one usage line."""
+    try:
+        if "?" in source or source.startswith("v="):
+            return original_from_link(source)
+        if not Path(source).is_file():
+            raise ValueError(f"{source} is neither a link (http://...?v=1&...) nor a PNG file here")
+        return original_from_png(source)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def _get(environment, name: str):
+    return environment.get(name) if isinstance(environment, dict) else getattr(environment, name)
 
 
 def main(argv: list[str] | None = None) -> int:

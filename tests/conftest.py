@@ -23,35 +23,64 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return save_tiny_pipeline(tmp_path_factory.mktemp("tiny-model"))
 
 
-@pytest.fixture(scope="session")
-def app_url(tiny_model_dir, tmp_path_factory) -> str:
-    """The URL of `python app.py --model <tiny>` started in a subprocess, stopped after the session."""
-    port = _free_port()
-    folder = tmp_path_factory.mktemp("app")
-    log = folder / "app.log"
-    env = {
-        **os.environ,
-        "TMPDIR": str(folder),  # the app's PNGs and Gradio's cache stay in pytest's temp folder
-        "GRADIO_SERVER_NAME": "127.0.0.1",
-        "GRADIO_SERVER_PORT": str(port),
-        "GRADIO_ANALYTICS_ENABLED": "False",
-        "HF_HUB_OFFLINE": "1",
-    }
-    command = [sys.executable, "app.py", "--model", str(tiny_model_dir), "--device", "cpu",
-               "--threads", str(APP_THREADS)]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_up(url, process, log)
-        yield url
-    finally:
-        process.terminate()
+class AppServer:
+    """`python app.py --model <tiny>` in a subprocess on a fixed port, which can be restarted in place."""
+
+    def __init__(self, model_dir: Path, folder: Path):
+        self.model_dir, self.folder = model_dir, folder
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        env = {
+            **os.environ,
+            "TMPDIR": str(self.folder),  # the app's PNGs and Gradio's cache stay in pytest's temp folder
+            "GRADIO_SERVER_NAME": "127.0.0.1",
+            "GRADIO_SERVER_PORT": str(self.port),
+            "GRADIO_ANALYTICS_ENABLED": "False",
+            "HF_HUB_OFFLINE": "1",
+        }
+        env.pop("SEEDLAB_BASE_URL", None)  # links point at this server
+        command = [sys.executable, "app.py", "--model", str(self.model_dir), "--device", "cpu",
+                   "--threads", str(APP_THREADS)]
+        log = self.folder / "app.log"
+        with open(log, "ab") as out:
+            self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _wait_until_up(self.url, self.process, log)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
         try:
-            process.wait(timeout=15)
+            self.process.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def restart(self) -> None:
+        """Stop the server and start a fresh process on the same port and model: nothing in memory survives."""
+        self.stop()
+        self.start()
+
+
+@pytest.fixture(scope="session")
+def app_server(tiny_model_dir, tmp_path_factory) -> AppServer:
+    """The real app serving the tiny model, stopped after the session."""
+    server = AppServer(tiny_model_dir, tmp_path_factory.mktemp("app"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def app_url(app_server) -> str:
+    """The URL of `python app.py --model <tiny>` (the same after a restart)."""
+    return app_server.url
 
 
 def _free_port() -> int:

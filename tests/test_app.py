@@ -1,16 +1,33 @@
 """The web app through its public Gradio API (the real `python app.py`), and its UI-only handlers."""
 
+import json
+import re
 from contextlib import contextmanager
 from types import SimpleNamespace
+from urllib.parse import parse_qsl
 
+import gradio as gr
 import numpy as np
 import pytest
 import torch
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 
-from seedlab import ModelStore, Recipe, fingerprint, generate, join_prompt, load_model, parse_seeds
+from app import CONTROL_FIELDS, base_url
+from seedlab import (
+    ModelStore,
+    Recipe,
+    encode_link,
+    fingerprint,
+    generate,
+    join_prompt,
+    load_model,
+    parse_seeds,
+    read_png,
+    save_png,
+)
 from tests.conftest import APP_THREADS
 
 STEPS = 4  # enough for the scheduler to matter, fast on the tiny model
@@ -108,9 +125,9 @@ def test_bad_input_is_a_clear_error_and_the_server_keeps_serving(client, api_nam
     assert [cell["caption"] for cell in gallery] == ["seed 5"]
 
 
-def test_only_grid_and_vary_are_public(client):
+def test_only_grid_vary_and_reproduce_are_public(client):
     info = client.view_api(return_format="dict", print_info=False)
-    assert set(info["named_endpoints"]) == {"/grid", "/vary"}
+    assert set(info["named_endpoints"]) == {"/grid", "/vary", "/reproduce"}
     assert not info["unnamed_endpoints"]
     recipe_fields = ["negative_prompt", "num_inference_steps", "guidance_scale", "scheduler", "width", "height",
                      "rng", "deterministic", "dtype", "model"]
@@ -118,7 +135,9 @@ def test_only_grid_and_vary_are_public(client):
     vary = [p["parameter_name"] for p in info["named_endpoints"]["/vary"]["parameters"]]
     assert grid == ["prompt", "seeds", *recipe_fields]
     assert vary == ["prompt", "seed", "variations", *recipe_fields]
-    for name in ("/dice", "/select", "/stop", "/environment"):
+    reproduce = [p["parameter_name"] for p in info["named_endpoints"]["/reproduce"]["parameters"]]
+    assert reproduce == ["link_or_recipe"]
+    for name in ("/dice", "/select", "/stop", "/environment", "/open_link", "/open_png", "/reproduce_pending"):
         with pytest.raises(ValueError):
             client.predict(api_name=name)
 
@@ -143,8 +162,10 @@ def test_dice_draws_the_requested_number_of_seeds(seedlab_app):
 
 def test_select_makes_the_cell_the_anchor(seedlab_app):
     results = [{"seed": s, "recipe": {"seed": s}, "fingerprint": f"f{s}"} for s in (5, 6, 7)]
-    text, seed, recipe, print_ = seedlab_app.select(results, SimpleNamespace(index=2))
-    assert (text, seed, recipe, print_) == ("**Anchor seed: 7**", 7, {"seed": 7}, "f7")
+    results[2]["link"] = "http://x/?v=1"
+    text, seed, recipe, print_, link = seedlab_app.select(results, SimpleNamespace(index=2))
+    assert (text, seed, recipe, print_, link) == ("**Anchor seed: 7**", 7, {"seed": 7}, "f7", "http://x/?v=1")
+    assert seedlab_app.select_variation(results, SimpleNamespace(index=2)) == "http://x/?v=1"
 
 
 def test_stop_cancels_this_sessions_generation(seedlab_app):
@@ -164,3 +185,132 @@ def test_stop_cancels_this_sessions_generation(seedlab_app):
     gallery, _ = list(seedlab_app.grid(prompt=PROMPT, seeds="0-1", num_inference_steps=1, request=request,
                                        progress=lambda *args, **kwargs: None))[-1]
     assert len(gallery) == 2  # a new run is not stopped by the old Stop
+
+
+# Links, PNG metadata and /reproduce.
+
+
+def test_served_pngs_are_the_files_with_their_recipe(client, app_url):
+    gallery, results = client.predict(prompt=PROMPT, seeds="8-9", num_inference_steps=STEPS, api_name="/grid")
+    for cell, record in zip(gallery, results):  # the client downloaded what the server serves
+        recipe, print_, environment, notes = read_png(cell["image"])
+        assert (recipe.to_dict(), print_, environment.to_dict(), notes) == (
+            record["recipe"], record["fingerprint"], record["environment"], [])
+        with Image.open(cell["image"]) as image:
+            assert "Steps: 4, Sampler: Euler, CFG scale: 7.5, Seed: " in image.text["parameters"]
+        assert record["link"].startswith(f"{app_url}/?v=1&prompt=a+red+circle&seed=")
+
+
+def test_reproduce_a_link_from_the_grid_is_exact(client):
+    _, results = client.predict(prompt=PROMPT, seeds="11", num_inference_steps=STEPS, api_name="/grid")
+    image, verdict = client.predict(link_or_recipe=results[0]["link"], api_name="/reproduce")
+    assert verdict["exact"] is True and "exact" in verdict["summary"].lower()
+    assert verdict["environment_differences"] == []
+    assert verdict["max_difference"] == 0 == verdict["pixels_differing"]  # the server still had the original PNG
+    assert read_png(image)[1] == results[0]["fingerprint"] == verdict["fingerprint"]
+    assert verdict["recipe"] == results[0]["recipe"]
+
+
+def test_reproduce_a_recipe_json(client, reference_model):
+    record = {"recipe": solo(reference_model, prompt=PROMPT, seed=12).recipe.to_dict()}
+    image, verdict = client.predict(link_or_recipe=json.dumps(record["recipe"]), api_name="/reproduce")
+    assert verdict["exact"] is False and verdict["original_fingerprint"] is None  # nothing to compare with
+    assert fingerprint(pixels(image)) == solo(reference_model, prompt=PROMPT, seed=12).fingerprint
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda link: link.replace("steps=4", "steps=999"), "steps"),
+        (lambda link: link + "&seed=1", "seed appears more than once"),
+        (lambda link: re.sub(r"model=[^&]+", "model=../x", link), "model '../x' is not available on this server"),
+        (lambda link: re.sub(r"model=[^&]+", "model=someone/else", link), "model 'someone/else' is not available"),
+        (lambda link: re.sub(r"sampler=[^&]+", "sampler=NoSuchScheduler", link), "scheduler must be one of"),
+        (lambda link: "{broken", "recipe JSON is not valid"),
+    ],
+)
+def test_reproduce_refuses_bad_links_with_a_message_naming_the_field(client, change, named):
+    _, results = client.predict(prompt=PROMPT, seeds="13", num_inference_steps=STEPS, api_name="/grid")
+    with pytest.raises(AppError, match=re.escape(named)) as error:
+        client.predict(link_or_recipe=change(results[0]["link"]), api_name="/reproduce")
+    assert "Traceback" not in str(error.value)
+
+
+def page_request(query: str) -> SimpleNamespace:
+    """What a page load brings: the page's query parameters and the page address as referer."""
+    return SimpleNamespace(query_params=dict(parse_qsl(query, keep_blank_values=True)), session_hash="s",
+                           headers={"referer": f"http://seedlab.example/?{query}"})
+
+
+def controls_for(recipe: Recipe) -> dict:
+    """Every control's expected value: the recipe's fields, with the seed in the seeds box."""
+    values = recipe.to_dict()
+    values["seeds"] = str(values.pop("seed"))
+    return values
+
+
+def test_links_point_at_the_configured_address_or_the_page(monkeypatch):
+    monkeypatch.delenv("SEEDLAB_BASE_URL", raising=False)
+    assert base_url(page_request("v=1")) == "http://seedlab.example/"
+    proxied = SimpleNamespace(headers={"X-Forwarded-Proto": "https", "X-Forwarded-Host": "lab.example, proxy"},
+                              url="http://10.0.0.5:7860/gradio_api/queue/join?x=1")
+    assert base_url(proxied) == "https://lab.example/"
+    assert base_url(None) == "http://127.0.0.1:7860/"
+    monkeypatch.setenv("SEEDLAB_BASE_URL", "https://seedlab.example.org/space/")
+    assert base_url(page_request("v=1")) == "https://seedlab.example.org/space/"
+
+
+def test_opening_a_link_restores_every_control_then_regenerates_exactly(seedlab_app, reference_model, monkeypatch):
+    monkeypatch.delenv("SEEDLAB_BASE_URL", raising=False)
+    expected = solo(reference_model, prompt="a blue square", seed=4294967295, negative_prompt="red",
+                    scheduler="DDIMScheduler", guidance_scale=3.5, deterministic=True)
+    link = encode_link(expected.recipe, expected.fingerprint, expected.environment, "http://elsewhere/")
+    query = link.split("?", 1)[1]
+    link_box, *controls, text, original, _ = seedlab_app.open_link(page_request(query))
+    assert link_box.startswith("http://seedlab.example/?v=1&prompt=a+blue+square")
+    assert dict(zip(CONTROL_FIELDS, controls)) == controls_for(expected.recipe)
+    assert text.startswith("Regenerating")
+    with torch_threads(APP_THREADS):
+        image, verdict, summary = seedlab_app.reproduce_pending(original, page_request(query))
+    assert verdict["exact"] and "exact" in summary.lower()
+    assert read_png(image)[0] == expected.recipe
+
+
+def test_a_bad_link_is_a_message_and_no_link_changes_nothing(seedlab_app):
+    link_box, *controls, text, original, _ = seedlab_app.open_link(page_request("v=1&prompt=x&steps=0&fp=" + "0" * 64))
+    assert text.startswith("**This link cannot be opened.** link: steps (num_inference_steps) must be")
+    assert original is None and all(isinstance(value, type(gr.skip())) for value in [link_box, *controls])
+    *_, text, original, _ = seedlab_app.open_link(page_request("__theme=dark"))
+    assert original is None and isinstance(text, type(gr.skip()))
+
+
+def test_a_dropped_png_restores_its_recipe_and_regenerates_exactly(seedlab_app, reference_model, tmp_path):
+    expected = solo(reference_model, prompt="a red circle", seed=77)
+    path = save_png(expected, tmp_path / "dropped.png")
+    *controls, notes, original, button = seedlab_app.open_png(str(path))
+    assert dict(zip(CONTROL_FIELDS, controls)) == controls_for(expected.recipe)
+    assert "everything in the PNG was restored" in notes and button.interactive
+    with torch_threads(APP_THREADS):
+        _, verdict, summary = seedlab_app.reproduce_pending(original, None)
+    assert verdict["exact"] and verdict["max_difference"] == 0 and "exact" in summary.lower()
+
+
+def test_an_a1111_png_is_restored_with_notes(seedlab_app, tmp_path):
+    info = PngInfo()
+    info.add_text("parameters", "a red circle\nNegative prompt: blue\nSteps: 3, Sampler: DPM++ 2M Karras, "
+                                "CFG scale: 7, Seed: 9, Size: 64x64, Model hash: 6ce0161689, "
+                                "Model: v1-5-pruned-emaonly, Clip skip: 2, Version: v1.9.4")
+    Image.new("RGB", (64, 64)).save(tmp_path / "a1111.png", pnginfo=info)
+    *controls, notes, original, _ = seedlab_app.open_png(str(tmp_path / "a1111.png"))
+    values = dict(zip(CONTROL_FIELDS, controls))
+    assert (values["prompt"], values["negative_prompt"], values["seeds"], values["num_inference_steps"]) == (
+        "a red circle", "blue", "9", 3)
+    assert values["model"] == seedlab_app.store.default
+    for expected in ("Schedule type Karras", "Model hash", "Clip skip 2",
+                     "model v1-5-pruned-emaonly is not available on this server"):
+        assert expected in notes, notes
+    _, verdict, _ = seedlab_app.reproduce_pending(original, None)
+    assert verdict["exact"] is False and verdict["max_difference"] is not None  # measured against the PNG's pixels
+
+    *_, notes, original, _ = seedlab_app.open_png(str(tmp_path / "missing.png"))
+    assert notes.startswith("**This PNG cannot be read.**") and original is None

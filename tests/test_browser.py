@@ -1,12 +1,15 @@
-"""The whole loop in a real browser: seeds, dice, grid, pick an anchor, variations.
+"""The whole loop in a real browser: seeds, dice, grid, pick an anchor, variations, share a link.
 
 Set SEEDLAB_SCREENSHOT=1 to save a screenshot of the UI after the run to docs/screenshot.png.
 """
 
+import io
 import os
 from pathlib import Path
 
 import pytest
+
+from seedlab import read_png
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "screenshot.png"
@@ -16,7 +19,7 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {
 
 
 @pytest.fixture(scope="module")
-def page(app_url):
+def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -25,11 +28,25 @@ def page(app_url):
             headless=True,
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
         )
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(TIMEOUT_MS)
-        page.goto(app_url)
-        yield page
+        yield browser
         browser.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, app_url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app_url)
+    return page
+
+
+def fresh_page(browser, url: str):
+    """A page in a new browser context: no cookies, no Gradio session, nothing shared with other pages."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    return page
 
 
 def thumbnails(page, gallery: str):
@@ -47,11 +64,17 @@ def wait_for_images(page, gallery: str, count: int) -> None:
     )
 
 
-def assert_served_as_png(page, images) -> None:
+def assert_served_as_png(page, images) -> list[bytes]:
+    """Every image is served as the PNG file SeedLab wrote, recipe chunks included; returns the files."""
+    files = []
     for src in images.evaluate_all("images => images.map(img => img.src)"):
         response = page.request.get(src)
         assert response.ok, src
         assert response.body()[:8] == b"\x89PNG\r\n\x1a\n", f"{src} is not a PNG"
+        recipe, print_, environment, notes = read_png(io.BytesIO(response.body()))
+        assert print_ is not None and environment is not None and notes == []
+        files.append(response.body())
+    return files
 
 
 def test_grid_anchor_and_variations(page):
@@ -90,3 +113,56 @@ def test_grid_anchor_and_variations(page):
     if os.environ.get("SEEDLAB_SCREENSHOT") == "1":
         SCREENSHOT.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+
+def test_a_copied_link_regenerates_exactly_after_a_server_restart(browser, app_server, tmp_path):
+    page = fresh_page(browser, app_server.url)
+    page.goto(app_server.url)
+    page.locator("#prompt textarea").fill("a blue square")
+    page.locator("#seeds textarea").fill("5, 6")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 2)
+    first_png, _ = assert_served_as_png(page, thumbnails(page, "grid"))
+    (tmp_path / "seed5.png").write_bytes(first_png)
+
+    # Clicking a cell shows its link; the copy button puts it on the clipboard.
+    page.locator("#grid .thumbnail-item").nth(1).click()
+    page.wait_for_function("document.querySelector('#grid-link textarea').value.startsWith('http')")
+    page.locator("#grid-link button[aria-label=Copy]").click()
+    link = page.evaluate("navigator.clipboard.readText()")
+    assert link == page.locator("#grid-link textarea").input_value()
+    assert link.startswith(f"{app_server.url}/?v=1&prompt=a+blue+square&seed=6&"), link
+    assert len(link) < 500
+    page.context.close()
+
+    app_server.restart()  # nothing of the first server survives: the link alone must be enough
+
+    # A visitor opens the link: every control is restored, the image regenerated and checked.
+    page = fresh_page(browser, app_server.url)
+    page.goto(link)
+    verdict = page.locator("#verdict")
+    verdict.get_by_text("Exact match").wait_for()
+    assert "same pixel fingerprint" in verdict.inner_text()  # the new server has no copy of the original
+    page.wait_for_function("(() => { const img = document.querySelector('#reproduced img');"
+                           " return img !== null && img.complete && img.naturalWidth > 0; })()")
+    (served,) = assert_served_as_png(page, page.locator("#reproduced img"))
+    assert read_png(io.BytesIO(served))[1] == link.split("&fp=")[1].split("&")[0]
+    assert page.locator("#prompt textarea").input_value() == "a blue square"
+    assert page.locator("#seeds textarea").input_value() == "6"
+
+    # The PNG downloaded from the first server restores its recipe and regenerates pixel for pixel.
+    page.get_by_text("Reproduce a link, a recipe or a PNG").click()
+    page.locator("#png-drop input[type=file]").set_input_files(str(tmp_path / "seed5.png"))
+    page.locator("#png-notes").get_by_text("Restored from the PNG").wait_for()
+    assert page.locator("#seeds textarea").input_value() == "5"
+    page.locator("#regenerate-png").click()
+    verdict.get_by_text("pixel for pixel").wait_for()
+
+    # A bad link is explained on the page, and the app stays usable.
+    page.goto(f"{app_server.url}/?v=1&prompt=x&steps=0&fp={'0' * 64}")
+    verdict.get_by_text("This link cannot be opened").wait_for()
+    assert "steps (num_inference_steps) must be an integer from 1 to 200, got 0" in verdict.inner_text()
+    page.locator("#seeds textarea").fill("3")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 1)
+    page.context.close()

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 
 import seedlab
 from seedlab.cli import main
@@ -84,3 +85,81 @@ def test_bad_arguments_exit_status_from_a_real_process(tmp_path):
     run = cli("vary", "--prompt", "x", "--seed", "-1", "--variation", "y", "--out", str(tmp_path))
     assert run.returncode == 2
     assert run.stderr.strip() == "seedlab: error: --seed must be an integer from 0 to 4294967295, got -1"
+
+
+# Links, PNG metadata and `reproduce`.
+
+
+@pytest.fixture(scope="module")
+def grid_run(tiny_dir, tmp_path_factory):
+    """One CLI grid, shared by the reproduction tests: (JSON lines, output folder)."""
+    out = tmp_path_factory.mktemp("grid")
+    run = cli("grid", "--prompt", "a red circle", "--seeds", "4-5", "--out", str(out), "--model", str(tiny_dir),
+              "--steps", "3", "--json", "--base-url", "https://seedlab.example/app/")
+    assert run.returncode == 0, run.stderr
+    return [json.loads(line) for line in run.stdout.splitlines()], out
+
+
+def test_grid_lines_carry_links_and_the_pngs_carry_their_recipe(grid_run):
+    lines, _ = grid_run
+    for line in lines:
+        assert line["link"].startswith("https://seedlab.example/app/?v=1&prompt=a+red+circle&seed=")
+        recipe, print_, environment = seedlab.decode_link(line["link"])
+        assert (recipe.to_dict(), print_) == (line["recipe"], line["fingerprint"])
+        assert environment["threads"] == line["environment"]["threads"]
+        recipe, print_, environment, notes = seedlab.read_png(line["path"])
+        assert (recipe.to_dict(), print_, environment.to_dict(), notes) == (
+            line["recipe"], line["fingerprint"], line["environment"], [])
+
+
+def test_reproduce_a_link_is_exact_with_exit_0(grid_run, tiny_dir):
+    lines, _ = grid_run
+    run = cli("reproduce", lines[1]["link"], "--model", str(tiny_dir))
+    assert run.returncode == 0, run.stderr
+    assert "exact" in run.stdout.lower()
+
+
+def test_reproduce_a_png_is_exact_with_exit_0(grid_run, tiny_dir):
+    lines, _ = grid_run
+    run = cli("reproduce", lines[0]["path"], "--model", str(tiny_dir), "--json")
+    assert run.returncode == 0, run.stderr
+    verdict = json.loads(run.stdout)
+    assert verdict["exact"] and verdict["max_difference"] == 0 and "exact" in verdict["summary"].lower()
+
+
+def test_reproduce_a_png_with_altered_pixels_exits_1_with_the_max_difference(grid_run, tiny_dir, tmp_path):
+    lines, _ = grid_run
+    with Image.open(lines[0]["path"]) as image:
+        pixels, info = np.asarray(image.convert("RGB")).copy(), image.text
+    pixels[10:12, 20:23, 0] ^= 4  # six pixels, one channel each, four levels apart
+    chunks = PngInfo()  # the recipe chunks, kept as they were
+    for key, value in info.items():
+        chunks.add_text(key, value)
+    Image.fromarray(pixels).save(tmp_path / "edited.png", pnginfo=chunks)
+    run = cli("reproduce", str(tmp_path / "edited.png"), "--model", str(tiny_dir))
+    assert run.returncode == 1, run.stderr
+    assert "max difference 4 levels, 6 pixels differ" in run.stdout
+    assert "exact" not in run.stdout.lower()
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda link: link.replace("steps=3", "steps=0"), "link: steps (num_inference_steps) must be"),
+        (lambda link: link + "&colour=red", "link: unknown key 'colour'"),
+        (lambda link: link.replace("v=1", "v=9"), "link: v=9"),
+        (lambda link: link.split("&fp=")[0], "link: fp is missing"),
+        (lambda link: "no/such/file.png", "no/such/file.png is neither a link"),
+    ],
+)
+def test_reproduce_a_bad_link_or_file_exits_2_with_one_line(grid_run, tiny_dir, capsys, change, named):
+    lines, _ = grid_run
+    assert main(["reproduce", change(lines[0]["link"]), "--model", str(tiny_dir)]) == 2
+    message = capsys.readouterr().err.strip().splitlines()
+    assert len(message) == 1 and named in message[0], message
+
+
+def test_reproduce_loads_a_model_a_link_names_only_with_permission(grid_run, capsys):
+    lines, _ = grid_run
+    assert main(["reproduce", lines[0]["link"]]) == 2
+    assert "pass --model" in capsys.readouterr().err

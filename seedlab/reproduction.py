@@ -1,0 +1,179 @@
+"""Reproduction: regenerate an image from a link, a PNG or a recipe, and say how close it came.
+
+An `Original` is what a regeneration is checked against: its recipe, the fingerprint it had, the
+environment it was made in and, when they are here (a PNG, or a server's cache of recent
+results), its pixels. A `Verdict` compares a regenerated Result with it: exact (same pixels),
+or how far off, and which parts of the environment differ.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+from PIL import Image
+
+from .determinism import Environment
+from .generation import Result, fingerprint
+from .links import check_fingerprint, decode_link
+from .metadata import read_png
+from .recipe import Recipe
+
+
+@dataclass(frozen=True, eq=False)
+class Original:
+    """The image a regeneration should match, and what is known about it."""
+
+    recipe: Recipe
+    fingerprint: str | None
+    environment: Environment | dict[str, Any] | None  # a link carries a compact, flat environment
+    pixels: np.ndarray | None = field(default=None, repr=False)  # (height, width, 3) uint8, when here
+    notes: tuple[str, ...] = ()
+
+    def with_pixels(self, pixels: np.ndarray | None) -> Original:
+        return Original(self.recipe, self.fingerprint, self.environment, pixels, self.notes)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a regenerated image compares with its original."""
+
+    exact: bool
+    fingerprint: str  # of the regenerated image
+    original_fingerprint: str | None
+    max_difference: int | None  # largest per-channel difference in uint8 levels, when the original pixels are here
+    pixels_differing: int | None  # pixels with any channel different, when the original pixels are here
+    environment_differences: tuple[str, ...]  # "threads: 2 here, 1 there"
+    notes: tuple[str, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        """One line for people; it says "exact" only for an exact match."""
+        environment = "; ".join(self.environment_differences)
+        if self.exact:
+            how = "pixel for pixel" if self.max_difference == 0 else "same pixel fingerprint"
+            same = f"; the environment differs: {environment}" if environment else ""
+            return f"Exact match: the regenerated image is identical to the original ({how}){same}."
+        if self.original_fingerprint is None and self.max_difference is None:
+            return "Regenerated, but there is no original fingerprint or image to compare it with."
+        if self.max_difference is not None:
+            how = f"max difference {self.max_difference} levels, {self.pixels_differing} pixels differ"
+        elif any(note.startswith("size differs") for note in self.notes):
+            how = "the image size differs"
+        else:
+            how = "the fingerprint differs; the original pixels are not here to measure by how much"
+        cause = f" Environment: {environment}." if environment else " The environment is the same as far as known."
+        return f"Differs from the original: {how}.{cause}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exact": self.exact,
+            "max_difference": self.max_difference,
+            "pixels_differing": self.pixels_differing,
+            "environment_differences": list(self.environment_differences),
+            "summary": self.summary,
+            "fingerprint": self.fingerprint,
+            "original_fingerprint": self.original_fingerprint,
+            "notes": list(self.notes),
+        }
+
+
+def compare(result: Result, original: Original) -> Verdict:
+    """The verdict for `result`, regenerated from `original.recipe`."""
+    notes = list(original.notes)
+    max_difference = pixels_differing = None
+    exact = original.fingerprint is not None and result.fingerprint == original.fingerprint
+    if original.pixels is not None:
+        mine = np.asarray(result.image.convert("RGB"))
+        if mine.shape != original.pixels.shape:
+            notes.append(f"size differs: the original is {_size(original.pixels)}, the regenerated image {_size(mine)}")
+            exact = False
+        else:
+            difference = np.abs(mine.astype(np.int16) - original.pixels.astype(np.int16))
+            max_difference = int(difference.max())
+            pixels_differing = int(np.count_nonzero(difference.max(axis=2)))
+            exact = max_difference == 0
+    return Verdict(
+        exact=exact,
+        fingerprint=result.fingerprint,
+        original_fingerprint=original.fingerprint,
+        max_difference=max_difference,
+        pixels_differing=pixels_differing,
+        environment_differences=tuple(environment_differences(result.environment, original.environment)),
+        notes=tuple(notes),
+    )
+
+
+def environment_differences(here: Environment, there: Environment | dict[str, Any] | None) -> list[str]:
+    """What differs between this environment and the original's, for the parts the original records."""
+    if there is None:
+        return []
+    if isinstance(there, Environment):
+        return here.differences(there)
+    mine = _flat(here.to_dict())
+    return [f"{key}: {mine[key]} here, {value} there" for key, value in _flat(there).items()
+            if key in mine and mine[key] != value]
+
+
+def original_from_link(link: str) -> Original:
+    """The original named by a link (a URL or its query string)."""
+    recipe, print_, environment = decode_link(link)
+    return Original(recipe, print_, environment)
+
+
+def original_from_png(path_or_file: str | Path | IO[bytes]) -> Original:
+    """The original in a PNG: its recipe and its pixels, which are what the file shows."""
+    recipe, recorded, environment, notes = read_png(path_or_file)
+    if hasattr(path_or_file, "seek"):
+        path_or_file.seek(0)
+    try:
+        with Image.open(path_or_file) as image:
+            pixels = np.asarray(image.convert("RGB"))
+    except (OSError, Image.DecompressionBombError) as error:  # truncated pixel data after readable chunks
+        raise ValueError(f"file's pixels cannot be read ({error})") from None
+    actual = fingerprint(pixels)
+    if recorded is not None and recorded != actual:
+        notes = [*notes, "the PNG's pixels do not match the fingerprint it records: the file was edited or re-encoded"]
+    return Original(recipe, actual, environment, pixels, tuple(notes))
+
+
+def original_from_text(text: str) -> Original:
+    """A link, or recipe JSON: a bare recipe, or a result record {"recipe", "fingerprint", "environment"}."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("link_or_recipe is empty: paste a SeedLab link or a recipe as JSON")
+    if not text.lstrip().startswith("{"):
+        return original_from_link(text)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"recipe JSON is not valid ({error.msg} at character {error.pos})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("recipe", data), dict):
+        raise ValueError("recipe JSON must be an object: a recipe, or {recipe, fingerprint, environment}")
+    if "recipe" not in data:
+        return Original(Recipe.from_dict(data), None, None)
+    unknown = sorted(set(data) - {"recipe", "fingerprint", "environment", "seed", "prompt", "link", "path"})
+    if unknown:
+        raise ValueError(f"recipe JSON: unknown key {unknown[0]!r}; expected recipe, fingerprint, environment")
+    print_ = data.get("fingerprint")
+    if print_ is not None:
+        check_fingerprint("fingerprint", print_)
+    environment = None
+    if data.get("environment") is not None:
+        try:
+            environment = Environment.from_dict(data["environment"])
+        except (TypeError, KeyError, AttributeError) as error:
+            raise ValueError(f"environment is malformed ({error})") from None
+    return Original(Recipe.from_dict(data["recipe"]), print_, environment)
+
+
+def _flat(environment: dict[str, Any]) -> dict[str, Any]:
+    flat = dict(environment)
+    flat.update(flat.pop("switches", None) or {})
+    return flat
+
+
+def _size(pixels: np.ndarray) -> str:
+    return f"{pixels.shape[1]}x{pixels.shape[0]}"

@@ -1,0 +1,193 @@
+"""PNG metadata: recipe -> PNG -> recipe, and A1111 `parameters` texts as A1111 writes them."""
+
+import io
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image
+from PIL.PngImagePlugin import PngInfo
+
+from seedlab import MAX_SEED, Recipe, Result, fingerprint, png_info, read_png, save_png
+from seedlab.metadata import SAMPLERS, parameters_text, read_parameters
+from tests.test_links import ENV, recipes
+
+IMAGE = Image.fromarray(np.arange(8 * 8 * 3, dtype=np.uint8).reshape(8, 8, 3))
+
+
+def png_bytes(result: Result) -> io.BytesIO:
+    buffer = io.BytesIO()
+    result.image.save(buffer, format="PNG", pnginfo=png_info(result))
+    buffer.seek(0)
+    return buffer
+
+
+def a1111_png(text: str) -> io.BytesIO:
+    """A PNG the way A1111 saves one: only a `parameters` text chunk."""
+    info = PngInfo()
+    info.add_text("parameters", text)
+    buffer = io.BytesIO()
+    IMAGE.save(buffer, format="PNG", pnginfo=info)
+    buffer.seek(0)
+    return buffer
+
+
+@settings(max_examples=150, deadline=None)
+@given(recipes)
+def test_a_png_restores_the_recipe_fingerprint_and_environment(recipe):
+    result = Result(recipe, IMAGE, fingerprint(IMAGE), ENV)
+    assert read_png(png_bytes(result)) == (recipe, result.fingerprint, ENV, [])
+
+
+def test_save_png_writes_both_chunks_and_lossless_pixels(tmp_path):
+    recipe = Recipe(prompt="a red circle, large", negative_prompt="blurry", seed=7,
+                    scheduler="EulerAncestralDiscreteScheduler", guidance_scale=6.0)
+    result = Result(recipe, IMAGE, fingerprint(IMAGE), ENV)
+    path = save_png(result, tmp_path / "x.png")
+    with Image.open(path) as image:
+        assert fingerprint(image) == result.fingerprint
+        chunks = image.text
+    assert chunks["parameters"] == (
+        'a red circle, large\nNegative prompt: blurry\n'
+        'Steps: 20, Sampler: Euler a, CFG scale: 6.0, Seed: 7, Size: 64x64, Model: embedded, '
+        'Scheduler: EulerAncestralDiscreteScheduler, RNG: cpu, Dtype: float32, Full determinism: off, '
+        f'Fingerprint: {result.fingerprint}, SeedLab: 0.1.0'
+    )
+    assert json.loads(chunks["seedlab"]) == {"version": 1, "recipe": recipe.to_dict(),
+                                             "fingerprint": result.fingerprint, "environment": ENV.to_dict()}
+
+
+# Prompts as A1111 writes them: it strips the whole text, and a line that starts with
+# "Negative prompt:" would end the prompt in any reader.
+line = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r\n"), max_size=40)
+prompts = st.lists(line, min_size=1, max_size=4).map("\n".join).map(str.strip).filter(
+    lambda prompt: not any(text.startswith("Negative prompt:") for text in prompt.split("\n")))
+a1111_recipes = st.builds(
+    Recipe, prompt=prompts | st.just("a cat,\n\nwithout a Negative prompt: line"),
+    negative_prompt=st.just("") | st.lists(line, min_size=1, max_size=3).map("\n".join),
+    seed=st.integers(0, MAX_SEED), num_inference_steps=st.integers(1, 150),
+    guidance_scale=st.floats(0, 30, allow_nan=False), width=st.integers(8, 256).map(lambda n: 8 * n),
+    height=st.integers(8, 256).map(lambda n: 8 * n), scheduler=st.sampled_from(sorted(SAMPLERS.values())),
+    model=st.sampled_from(["v1-5-pruned-emaonly", "sd_xl_base_1.0", "my model, v2: final"]),
+)
+
+
+def a1111_text(prompt: str, negative: str, fields: dict) -> str:
+    """A reference writer following A1111's create_infotext: JSON-quote values with , : or a newline."""
+    def quote(value):
+        value = str(value)
+        return json.dumps(value, ensure_ascii=False) if any(mark in value for mark in ",:\n") else value
+
+    negative_line = f"\nNegative prompt: {negative}" if negative else ""
+    params = ", ".join(key if key == value else f"{key}: {quote(value)}" for key, value in fields.items())
+    return f"{prompt}{negative_line}\n{params}".strip()
+
+
+@settings(max_examples=150, deadline=None)
+@given(a1111_recipes, st.sampled_from(["Euler a", "DPM++ 2M Karras", "DPM++ 2M"]), st.booleans())
+def test_a1111_texts_restore_prompt_seed_steps_cfg_size_and_sampler(recipe, sampler, karras_type):
+    fields = {
+        "Steps": recipe.num_inference_steps,
+        "Sampler": sampler,
+        **({"Schedule type": "Karras"} if karras_type else {}),
+        "CFG scale": recipe.guidance_scale,
+        "Seed": recipe.seed,
+        "Size": f"{recipe.width}x{recipe.height}",
+        "Model hash": "6ce0161689",
+        "Model": recipe.model,
+        "Lora hashes": "add_detail: 7c6bad76eb54, more_details: 3b8aa1d351ef",
+        "Emphasis": "Original",
+        "Version": "v1.10.1",
+    }
+    restored, print_, notes = read_parameters(a1111_text(recipe.prompt, recipe.negative_prompt, fields))
+    expected_scheduler = SAMPLERS[sampler.removesuffix(" Karras")]
+    assert restored == recipe.replace(scheduler=expected_scheduler)
+    assert print_ is None
+    assert any(note.startswith("Model hash 6ce0161689") for note in notes)
+    assert any(note.startswith("Lora hashes: add_detail: 7c6bad76eb54, more") for note in notes)
+    assert any(note.startswith("Emphasis: Original") for note in notes)
+    assert any("Karras" in note for note in notes) == ("Karras" in sampler or karras_type)
+
+
+@settings(max_examples=150, deadline=None)
+@given(a1111_recipes)
+def test_seedlabs_own_parameters_text_reads_back_without_the_json_chunk(recipe):
+    restored, print_, notes = read_parameters(parameters_text(recipe, "ab" * 32))
+    assert (restored, print_, notes) == (recipe, "ab" * 32, [])
+
+
+A1111_EXAMPLE = """\
+masterpiece, a lighthouse on a cliff,
+(stormy sea:1.2), <lora:add_detail:0.5>
+Negative prompt: lowres, bad anatomy
+worst quality
+Steps: 28, Sampler: DPM++ 2M, Schedule type: Karras, CFG scale: 6.5, Seed: 3839811283, Size: 512x768, \
+Model hash: 6ce0161689, Model: v1-5-pruned-emaonly, Denoising strength: 0.45, Clip skip: 2, \
+Hires upscale: 2, Hires steps: 10, Hires upscaler: Latent, \
+Lora hashes: "add_detail: 7c6bad76eb54", TI hashes: "easynegative: c74b4e810b03", Version: v1.9.4"""
+
+
+def test_a_real_a1111_png_restores_its_recipe_with_notes():
+    recipe, print_, environment, notes = read_png(a1111_png(A1111_EXAMPLE))
+    assert recipe == Recipe(
+        prompt="masterpiece, a lighthouse on a cliff,\n(stormy sea:1.2), <lora:add_detail:0.5>",
+        negative_prompt="lowres, bad anatomy\nworst quality", seed=3839811283, num_inference_steps=28,
+        guidance_scale=6.5, width=512, height=768, scheduler="DPMSolverMultistepScheduler",
+        model="v1-5-pruned-emaonly",
+    )
+    assert (print_, environment) == (None, None)
+    text = "\n".join(notes)
+    for expected in ("Schedule type Karras", "Model hash 6ce0161689", "Clip skip 2",
+                     "hires fix (Denoising strength: 0.45, Hires upscale: 2, Hires steps: 10, Hires upscaler: Latent)",
+                     "Lora hashes: add_detail: 7c6bad76eb54", "TI hashes"):
+        assert expected in text, text
+
+
+@pytest.mark.parametrize(("sampler", "scheduler"), [*SAMPLERS.items(),
+                                                    ("DPM++ 2M Karras", "DPMSolverMultistepScheduler"),
+                                                    ("Euler a Exponential", "EulerAncestralDiscreteScheduler")])
+def test_a1111_sampler_names_map_to_diffusers_schedulers(sampler, scheduler):
+    recipe, _, _ = read_parameters(f"x\nSteps: 20, Sampler: {sampler}, CFG scale: 7, Seed: 1, Size: 64x64")
+    assert recipe.scheduler == scheduler
+
+
+@pytest.mark.parametrize("sampler", ["DPM fast", "DPM adaptive", "Restart", "DPM++ 2M SDE Heun Karras"])
+def test_a_sampler_without_an_equivalent_uses_the_default_with_a_note(sampler):
+    recipe, _, notes = read_parameters(f"x\nSteps: 20, Sampler: {sampler}, CFG scale: 7, Seed: 1, Size: 64x64")
+    assert recipe.scheduler == "default"
+    assert notes == [f"Sampler {sampler} has no clear diffusers equivalent: the model's default scheduler is used"]
+
+
+def test_texts_without_a_parameter_line_are_all_prompt():
+    recipe, _, notes = read_parameters("a cat: cute, fluffy\non a mat")
+    assert (recipe.prompt, recipe.seed, notes) == ("a cat: cute, fluffy\non a mat", 0, [])
+
+
+@pytest.mark.parametrize(("line", "named"), [("Steps: 0", "num_inference_steps"), ("Steps: x", "Steps"),
+                                             ("Seed: -1", "Seed"), ("Size: 512", "Size"), ("Size: 500x500", "width"),
+                                             ("CFG scale: 99", "guidance_scale")])
+def test_bad_a1111_values_are_errors_naming_the_field(line, named):
+    with pytest.raises(ValueError, match=named):
+        read_parameters(f"x\nSampler: Euler, Model: m, Version: 1, {line}")
+
+
+def test_files_without_a_recipe_are_errors(tmp_path):
+    plain = io.BytesIO()
+    IMAGE.save(plain, format="PNG")
+    plain.seek(0)
+    with pytest.raises(ValueError, match="no recipe"):
+        read_png(plain)
+    jpeg = io.BytesIO()
+    IMAGE.save(jpeg, format="JPEG")
+    jpeg.seek(0)
+    with pytest.raises(ValueError, match="must be a PNG, got JPEG"):
+        read_png(jpeg)
+    with pytest.raises(ValueError, match="not a readable PNG"):
+        read_png(io.BytesIO(b"not an image"))
+    chunk = PngInfo()
+    chunk.add_text("seedlab", json.dumps({"version": 1, "recipe": {"prompt": "x", "seed": -5}}))
+    IMAGE.save(tmp_path / "bad.png", pnginfo=chunk)
+    with pytest.raises(ValueError, match="seedlab chunk: seed must be"):
+        read_png(tmp_path / "bad.png")

@@ -1,0 +1,132 @@
+"""Reproduction verdicts: exact, how far off, which part of the environment differs; from links, PNGs, JSON."""
+
+import dataclasses
+import io
+import json
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import seedlab
+from seedlab import Original, Recipe, compare, encode_link, original_from_png, original_from_text, save_png
+from seedlab.reproduction import environment_differences
+from tests.tiny import tiny_pipeline
+
+STEPS = 3
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return seedlab.describe("tiny", tiny_pipeline(tmp_path_factory.mktemp("tokenizer")), torch.device("cpu"))
+
+
+@pytest.fixture(scope="module")
+def result(model):
+    return seedlab.generate(model, Recipe(prompt="a red circle", seed=5, model="tiny", num_inference_steps=STEPS))
+
+
+def altered(image: Image.Image, levels: int, count: int) -> np.ndarray:
+    pixels = np.asarray(image).copy()
+    flat = pixels.reshape(-1, 3)
+    flat[:count, 1] = (flat[:count, 1].astype(int) + levels) % 256  # `count` pixels, one channel each
+    return pixels
+
+
+def test_a_regenerated_link_is_an_exact_match(model, result):
+    link = encode_link(result.recipe, result.fingerprint, result.environment, "http://x/")
+    original = original_from_text(link)
+    verdict = compare(seedlab.generate(model, original.recipe), original)
+    assert verdict.exact and (verdict.max_difference, verdict.pixels_differing) == (None, None)
+    assert verdict.environment_differences == ()
+    assert "exact" in verdict.summary.lower()
+    assert verdict.to_dict()["exact"] is True
+
+
+def test_a_regenerated_png_is_an_exact_match_pixel_for_pixel(model, result, tmp_path):
+    original = original_from_png(save_png(result, tmp_path / "a.png"))
+    assert original.notes == () and original.environment == result.environment
+    verdict = compare(seedlab.generate(model, original.recipe), original)
+    assert verdict.exact and (verdict.max_difference, verdict.pixels_differing) == (0, 0)
+
+
+def test_altered_pixels_say_how_far_off_and_the_summary_never_says_exact(result, tmp_path):
+    path = save_png(result, tmp_path / "a.png")
+    with Image.open(path) as image:
+        info = image.info
+        Image.fromarray(altered(image, 3, 10)).save(path, pnginfo=seedlab.png_info(result))  # metadata kept
+    assert "seedlab" in info
+    original = original_from_png(path)
+    assert original.notes == ("the PNG's pixels do not match the fingerprint it records: the file was edited or "
+                              "re-encoded",)
+    verdict = compare(result, original)
+    assert not verdict.exact
+    assert (verdict.max_difference, verdict.pixels_differing) == (3, 10)
+    assert "max difference 3 levels, 10 pixels differ" in verdict.summary
+    assert "exact" not in verdict.summary.lower()
+
+
+def test_without_the_original_pixels_a_different_fingerprint_says_so(result):
+    verdict = compare(result, Original(result.recipe, "0" * 64, None))
+    assert not verdict.exact and verdict.max_difference is None
+    assert "original pixels are not here" in verdict.summary and "exact" not in verdict.summary.lower()
+    verdict = compare(result, Original(result.recipe, None, None))
+    assert "no original fingerprint" in verdict.summary and not verdict.exact
+
+
+def test_a_different_size_is_a_difference(result):
+    verdict = compare(result, Original(result.recipe, "0" * 64, None, np.zeros((8, 8, 3), np.uint8)))
+    assert not verdict.exact and verdict.notes == ("size differs: the original is 8x8, the regenerated image 64x64",)
+    assert "size differs" in verdict.summary
+
+
+def test_environment_differences_name_the_part_full_or_compact(result):
+    here = result.environment
+    there = dataclasses.replace(here, threads=here.threads + 7, torch="2.12.0")
+    assert environment_differences(here, there) == [f"torch: {here.torch} here, 2.12.0 there",
+                                                    f"threads: {here.threads} here, {here.threads + 7} there"]
+    compact = {"torch": "2.12.0", "threads": here.threads, "cudnn_tf32": not here.switches.cudnn_tf32}
+    assert environment_differences(here, compact) == [
+        f"torch: {here.torch} here, 2.12.0 there",
+        f"cudnn_tf32: {here.switches.cudnn_tf32} here, {not here.switches.cudnn_tf32} there",
+    ]
+    assert environment_differences(here, None) == []
+    verdict = compare(result, Original(result.recipe, result.fingerprint, there))
+    assert verdict.exact and "threads" in verdict.summary  # exact even though the environment differs
+
+
+def test_recipe_json_is_a_bare_recipe_or_a_result_record(result):
+    bare = original_from_text(json.dumps(result.recipe.to_dict()))
+    assert (bare.recipe, bare.fingerprint, bare.environment) == (result.recipe, None, None)
+    record = {"recipe": result.recipe.to_dict(), "fingerprint": result.fingerprint,
+              "environment": result.environment.to_dict(), "seed": 5}
+    full = original_from_text(json.dumps(record))
+    assert (full.recipe, full.fingerprint, full.environment) == (result.recipe, result.fingerprint, result.environment)
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("", "link_or_recipe is empty"),
+        ("{not json", "recipe JSON is not valid"),
+        ("[1]", "link"),
+        ('{"prompt": "x", "seed": -1}', "seed"),
+        ('{"prompt": "x", "colour": 1}', "colour"),
+        ('{"recipe": {"prompt": "x"}, "fingerprint": "abc"}', "fingerprint"),
+        ('{"recipe": {"prompt": "x"}, "environment": {"torch": 1}}', "environment"),
+        ('{"recipe": {"prompt": "x"}, "extra": 1}', "extra"),
+        ("http://x/?v=1&prompt=x&fp=" + "0" * 64 + "&steps=0", "steps"),
+    ],
+)
+def test_bad_reproduction_input_is_an_error_naming_the_field(text, named):
+    with pytest.raises(ValueError, match=named):
+        original_from_text(text)
+
+
+def test_a_png_file_object_is_read_too(result):
+    buffer = io.BytesIO()
+    result.image.save(buffer, format="PNG", pnginfo=seedlab.png_info(result))
+    buffer.seek(0)
+    original = original_from_png(buffer)
+    assert original.fingerprint == result.fingerprint and np.array_equal(original.pixels, np.asarray(result.image))
