@@ -4,7 +4,9 @@ Widget values become a Recipe at the edge; a ValueError from the backend becomes
 Run `python app.py` (honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT), or with `--model`,
 `--device`, `--threads` (also SEEDLAB_MODEL, SEEDLAB_DEVICE, SEEDLAB_THREADS). SEEDLAB_MODELS
 (comma-separated) allows more models beside the default one; SEEDLAB_BASE_URL sets where image
-links point when the address the browser used is not the public one.
+links point when the address the browser used is not the public one. Per-request limits and queue
+settings come from SEEDLAB_MAX_* (see seedlab/limits.py). On a ZeroGPU Space (the `spaces` package
+is importable) the generation runs inside `spaces.GPU`; elsewhere nothing changes.
 """
 
 import argparse
@@ -39,23 +41,30 @@ from seedlab import (
     format_seeds,
     generate,
     grid_recipes,
-    iter_generate,
+    Progress,
     original_from_link,
     original_from_png,
     original_from_text,
     parse_seeds,
     random_seeds,
     resolve_device,
+    stream,
     variation_recipes,
 )
 from seedlab import save_png as write_png
 from seedlab.determinism import device_name
 from seedlab.links import KEYS as LINK_KEYS
 from seedlab.links import encode_query
+from seedlab.limits import Limits
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES, RNG_SOURCES
-from seedlab.seeds import MAX_SEEDS
+
+try:  # Hugging Face ZeroGPU: GPU work must run inside a function decorated with spaces.GPU
+    import spaces
+except ImportError:
+    spaces = None
 
 MAX_PNG_FILES = 1024  # our PNGs kept on disk (Gradio serves its own cached copies); the oldest go first
+MAX_UPLOAD = "8mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB
 MAX_SESSIONS = 512  # cancel events kept at once; the least recently started are forgotten first
 DEFAULT_BASE_URL = "http://127.0.0.1:7860/"  # where links point when a request does not say
 # The controls a recipe restores (a link, a PNG), by recipe field; "seeds" is the seeds box.
@@ -66,6 +75,17 @@ CSS = """
 """
 
 # --- handlers -------------------------------------------------------------------------------------
+
+
+def on_gpu(function):
+    """`function` wrapped by spaces.GPU on a ZeroGPU Space; unchanged anywhere else."""
+    return spaces.GPU(duration=120)(function) if spaces is not None else function
+
+
+# The two ways the app runs a model: a streamed grid or variation set, and one image (reproduce).
+# On ZeroGPU the cancel event cannot reach the GPU process, so a Stop takes effect at the next image.
+stream_on_gpu = on_gpu(stream)
+generate_on_gpu = on_gpu(generate)
 
 
 @contextmanager
@@ -136,9 +156,10 @@ def control_values(recipe: Recipe) -> tuple:
 class SeedLab:
     """The app object: the model store, the PNG folder and each session's cancel event."""
 
-    def __init__(self, store: ModelStore, image_dir: Path):
+    def __init__(self, store: ModelStore, image_dir: Path, limits: Limits | None = None):
         self.store = store
         self.image_dir = image_dir
+        self.limits = limits or Limits()
         self.default = store.get(store.default)  # loaded once, at start-up
         self._cancel_events: OrderedDict[str, threading.Event] = OrderedDict()
         self._lock = threading.Lock()
@@ -165,6 +186,7 @@ class SeedLab:
         """A grid: the prompt once per seed ("42", "0-7", "3, 17, 99"), each image captioned with its seed."""
         with user_errors():
             seed_list = parse_seeds(seeds)
+            self.limits.check_count(len(seed_list), "seeds")
             base = self.recipe(
                 prompt=prompt, seed=seed_list[0], negative_prompt=negative_prompt,
                 num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, scheduler=scheduler,
@@ -198,8 +220,7 @@ class SeedLab:
                 raise ValueError("seed is missing: pick an anchor by clicking a cell of the grid first")
             if not lines:
                 raise ValueError('variations: write at least one, one per line, such as ", highly realistic"')
-            if len(lines) >= MAX_SEEDS:
-                raise ValueError(f"variations: at most {MAX_SEEDS - 1} lines at once, got {len(lines)}")
+            self.limits.check_count(len(lines), "variations")
             anchor = self.recipe(
                 prompt=prompt, seed=seed, negative_prompt=negative_prompt,
                 num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, scheduler=scheduler,
@@ -336,7 +357,7 @@ class SeedLab:
             if progress is not None:
                 progress((done, total), desc="regenerating", unit="steps")
 
-        result = generate(model, original.recipe, progress=on_step)
+        result = generate_on_gpu(model, original.recipe, progress=on_step)
         verdict = compare(result, original)
         link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
         return self.save_png(result), {**verdict.to_dict(), "recipe": result.recipe.to_dict(), "link": link}
@@ -355,7 +376,10 @@ class SeedLab:
 
     def recipe(self, *, prompt, seed, negative_prompt, num_inference_steps, guidance_scale, scheduler,
                width, height, rng, deterministic, dtype, model) -> Recipe:
-        """Turn widget (or API) values into a validated Recipe; the scheduler is checked against the model."""
+        """Turn widget, API or link values into a validated Recipe within this server's limits.
+
+        Every path to a generation (grid, vary, links, PNGs, /reproduce) comes through here.
+        """
         name = self.store.check(model or self.store.default)
         native_width, native_height = self.default.native_size
         recipe = Recipe(
@@ -372,26 +396,34 @@ class SeedLab:
             deterministic=deterministic,
             dtype=dtype,
         )
+        self.limits.check_recipe(recipe)
         self.store.get(recipe.model, recipe.dtype).make_scheduler(recipe.scheduler)
         return recipe
 
     def run(self, recipes: list[Recipe], captions: list[str], request: gr.Request | None, progress: gr.Progress):
-        """Generate recipes one by one, streaming (gallery, results) after each image."""
+        """Generate recipes one by one, streaming (gallery, results) after each image.
+
+        The stream hands control back at every step: when Gradio closes this generator (Stop, a
+        closed tab, a cancelled API call) the stream is closed and the worker stops within a step.
+        """
         cancel = self.new_cancel_event(request)
         base = base_url(request)
         gallery: list[tuple[str, str]] = []
         results: list[dict] = []
         yield gallery, results  # clear the previous images at once
 
-        def on_step(done: int, total: int) -> None:
-            progress((done, total), desc=f"image {len(gallery) + 1} of {len(recipes)}", unit="steps")
-
         with user_errors():
             model = self.store.get(recipes[0].model, recipes[0].dtype)
+            events = stream_on_gpu(model, recipes, cancel=cancel)
             try:
-                for result, caption in zip(iter_generate(model, recipes, progress=on_step, cancel=cancel), captions):
-                    gallery.append((self.save_png(result), caption))
-                    results.append(result_record(result, base))
+                for event in events:
+                    if isinstance(event, Progress):
+                        progress((event.done, event.total), desc=f"image {len(gallery) + 1} of {len(recipes)}",
+                                 unit="steps")
+                        yield gr.skip(), gr.skip()  # hands control to Gradio, which may close us here
+                        continue
+                    gallery.append((self.save_png(event), captions[len(gallery)]))
+                    results.append(result_record(event, base))
                     yield gallery, results
             except Cancelled:
                 gr.Warning(f"Stopped after {len(gallery)} of {len(recipes)} images.")
@@ -428,11 +460,11 @@ class SeedLab:
 # --- layout and wiring ----------------------------------------------------------------------------
 
 
-def build_app(store: ModelStore) -> gr.Blocks:
+def build_app(store: ModelStore, limits: Limits | None = None) -> gr.Blocks:
     """The UI for the models in `store` (the default one is loaded here if it is not yet)."""
     image_dir = Path(tempfile.mkdtemp(prefix="seedlab-png-"))
     atexit.register(shutil.rmtree, image_dir, ignore_errors=True)
-    app = SeedLab(store, image_dir)
+    app = SeedLab(store, image_dir, limits)
     model = app.default
     width, height = model.native_size
     schedulers = [(f"model default ({model.default_scheduler})", DEFAULT_SCHEDULER), *model.schedulers]
@@ -557,15 +589,18 @@ def main(argv: list[str] | None = None) -> None:
                         help="torch intra-op threads; pin it to reproduce links across machines (env SEEDLAB_THREADS)")
     args = parser.parse_args(argv)
     try:
+        limits = Limits.from_env()
         configure_process(args.threads)
         extra = [name.strip() for name in os.environ.get("SEEDLAB_MODELS", "").split(",") if name.strip()]
         store = ModelStore([args.model, *extra], device=resolve_device(args.device))
         store.get(store.default)
     except ValueError as error:
         parser.exit(2, f"seedlab: {error}\n")
-    demo = build_app(store)
-    demo.queue(default_concurrency_limit=1)
-    demo.launch(css=CSS)
+    demo = build_app(store, limits)
+    # One generation at a time per device (all generating events share one concurrency group);
+    # the rest wait in a bounded queue and see their position.
+    demo.queue(max_size=limits.queue_size, default_concurrency_limit=limits.concurrency)
+    demo.launch(css=CSS, max_file_size=MAX_UPLOAD)
 
 
 if __name__ == "__main__":

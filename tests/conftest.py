@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+APP_MAX_STEPS = 150
 APP_THREADS = 1  # the thread count changes low bits of CPU results: reference runs in tests use the same
 START_TIMEOUT_S = 180  # importing torch, diffusers and gradio on a busy 2-core machine is slow
 
@@ -40,6 +41,7 @@ class AppServer:
             "GRADIO_SERVER_PORT": str(self.port),
             "GRADIO_ANALYTICS_ENABLED": "False",
             "HF_HUB_OFFLINE": "1",
+            "SEEDLAB_MAX_STEPS": str(APP_MAX_STEPS),  # room for a long run to cancel; other limits as shipped
         }
         env.pop("SEEDLAB_BASE_URL", None)  # links point at this server
         command = [sys.executable, "app.py", "--model", str(self.model_dir), "--device", "cpu",

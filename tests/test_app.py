@@ -168,23 +168,55 @@ def test_select_makes_the_cell_the_anchor(seedlab_app):
     assert seedlab_app.select_variation(results, SimpleNamespace(index=2)) == "http://x/?v=1"
 
 
+def images(updates):
+    """The (gallery, results) updates of a handler, without the per-step no-change updates."""
+    return [update for update in updates if isinstance(update[0], list)]
+
+
+def next_images(updates):
+    return next(update for update in updates if isinstance(update[0], list))
+
+
 def test_stop_cancels_this_sessions_generation(seedlab_app):
     request = SimpleNamespace(session_hash="session-a")
     other = SimpleNamespace(session_hash="session-b")
     steps = seedlab_app.grid(prompt=PROMPT, seeds="0-3", num_inference_steps=2, request=request,
                              progress=lambda *args, **kwargs: None)
     assert next(steps) == ([], [])  # cleared at once
-    gallery, _ = next(steps)
+    gallery, _ = next_images(steps)
     assert len(gallery) == 1
     seedlab_app.stop(other)  # another session's Stop leaves this one running
-    gallery, _ = next(steps)
+    gallery, _ = next_images(steps)
     assert len(gallery) == 2
     seedlab_app.stop(request)
     with pytest.warns(UserWarning, match="Stopped after 2 of 4"):
-        assert list(steps) == []
-    gallery, _ = list(seedlab_app.grid(prompt=PROMPT, seeds="0-1", num_inference_steps=1, request=request,
-                                       progress=lambda *args, **kwargs: None))[-1]
+        assert images(steps) == []
+    gallery, _ = images(seedlab_app.grid(prompt=PROMPT, seeds="0-1", num_inference_steps=1, request=request,
+                                         progress=lambda *args, **kwargs: None))[-1]
     assert len(gallery) == 2  # a new run is not stopped by the old Stop
+
+
+def test_every_step_hands_control_back_so_a_closed_tab_stops_the_work(seedlab_app):
+    unet_calls = []
+    hook = seedlab_app.default.pipeline.unet.register_forward_hook(lambda *args: unet_calls.append(1))
+    try:
+        updates = seedlab_app.grid(prompt=PROMPT, seeds="0-3", num_inference_steps=50,
+                                   request=SimpleNamespace(session_hash="tab"), progress=lambda *a, **k: None)
+        next(updates), next(updates), next(updates)  # cleared, then two steps
+        updates.close()  # what Gradio does when the tab closes or the API call is cancelled
+    finally:
+        hook.remove()
+    assert len(unet_calls) <= 4, f"{len(unet_calls)} of 200 steps ran"
+
+
+def test_generation_runs_inside_spaces_gpu_when_spaces_is_importable(monkeypatch):
+    import app
+
+    fake_spaces = SimpleNamespace(GPU=lambda duration: lambda fn: ("on ZeroGPU", fn, duration))
+    monkeypatch.setattr(app, "spaces", fake_spaces)
+    assert app.on_gpu(generate) == ("on ZeroGPU", generate, 120)
+    monkeypatch.setattr(app, "spaces", None)
+    assert app.on_gpu(generate) is generate
 
 
 # Links, PNG metadata and /reproduce.

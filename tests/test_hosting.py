@@ -1,0 +1,59 @@
+"""A public Space's hostile ground, through the real app: limits on every path, and cancellation."""
+
+import time
+
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+
+from seedlab import Recipe, encode_link
+from tests.conftest import APP_MAX_STEPS
+
+PROMPT = "a red circle"
+
+
+@pytest.fixture(scope="module")
+def client(app_url) -> Client:
+    return Client(app_url, verbose=False)
+
+
+@pytest.mark.parametrize(
+    ("api_name", "arguments", "named"),
+    [
+        ("/grid", {"seeds": "0-16"}, "SEEDLAB_MAX_IMAGES"),
+        ("/vary", {"seed": 1, "variations": "\n".join(f", v{i}" for i in range(9))}, "SEEDLAB_MAX_VARIATIONS"),
+        ("/grid", {"seeds": "1", "num_inference_steps": APP_MAX_STEPS + 1}, "SEEDLAB_MAX_STEPS"),
+        ("/grid", {"seeds": "1", "width": 1032}, "SEEDLAB_MAX_SIZE"),
+        ("/vary", {"seed": 1, "variations": "x", "height": 2048}, "SEEDLAB_MAX_SIZE"),
+        ("/grid", {"seeds": "1", "prompt": "x" * 501}, "SEEDLAB_MAX_PROMPT_CHARS"),
+        ("/grid", {"seeds": "1", "negative_prompt": "x" * 501}, "SEEDLAB_MAX_PROMPT_CHARS"),
+    ],
+)
+def test_each_limit_is_enforced_on_the_server_with_a_message_naming_it(client, api_name, arguments, named):
+    with pytest.raises(AppError, match=named):
+        client.predict(**{"prompt": PROMPT, **arguments}, api_name=api_name)
+    _, results = client.predict(prompt=PROMPT, seeds="3", num_inference_steps=1, api_name="/grid")
+    assert [r["seed"] for r in results] == [3]  # still serving
+
+
+def test_a_link_cannot_bypass_the_limits(client, tiny_model_dir):
+    recipe = Recipe(prompt="x" * 501, model=str(tiny_model_dir))
+    link = encode_link(recipe, "0" * 64, None, "http://127.0.0.1/")
+    with pytest.raises(AppError, match="prompt must be at most 500 characters on this server"):
+        client.predict(link_or_recipe=link, api_name="/reproduce")
+
+
+def test_cancelling_a_long_grid_frees_the_server_within_a_few_steps(client):
+    job = client.submit(prompt=PROMPT, seeds="0-15", num_inference_steps=APP_MAX_STEPS, api_name="/grid")
+    deadline = time.monotonic() + 120
+    while not job.status().progress_data and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert job.status().progress_data, "the long grid never reported progress"
+    started = time.monotonic()
+    job.cancel()
+    _, results = client.predict(prompt=PROMPT, seeds="5", num_inference_steps=1, api_name="/grid")
+    waited = time.monotonic() - started
+    assert [r["seed"] for r in results] == [5]
+    # The cancelled grid had 16 x 200 steps left (over a minute here); only a step or two may run on.
+    assert waited < 20, f"the next request waited {waited:.1f} s after the cancel"
+    print(f"cancel -> next request served in {waited:.2f} s")
