@@ -16,7 +16,8 @@ import platform
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 import torch
 
@@ -132,7 +133,20 @@ class Environment:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> Environment:
+    def from_dict(cls, data: Any) -> Environment:
+        """Read an environment from untrusted JSON (a PNG chunk, an API call): ValueError if malformed."""
+        if not isinstance(data, dict) or not isinstance(data.get("switches"), dict):
+            raise ValueError("environment must be an object with a switches object")
+        expected = {f.name: f.type for f in fields(cls) if f.name != "switches"}
+        switches = {f.name for f in fields(Switches)}
+        if set(data) != {*expected, "switches"} or set(data["switches"]) != switches:
+            raise ValueError(f"environment must have exactly the keys {', '.join(sorted([*expected, 'switches']))}")
+        for name, kind in expected.items():  # field types are "str" or "int" (annotations are strings here)
+            value = data[name]
+            if isinstance(value, bool) or not isinstance(value, {"str": str, "int": int}[kind]):
+                raise ValueError(f"environment {name} must be {kind}, got {value!r}")
+        if not all(isinstance(value, bool) for value in data["switches"].values()):
+            raise ValueError("environment switches must be true or false")
         return cls(**{**data, "switches": Switches(**data["switches"])})
 
     def differences(self, other: Environment) -> list[str]:
@@ -151,7 +165,7 @@ def current_environment(device: torch.device, dtype: torch.dtype, switches: Swit
     return Environment(
         seedlab=__version__,
         diffusers=diffusers.__version__,
-        torch=torch.__version__,
+        torch=str(torch.__version__),
         device=device_name(device),
         dtype=str(dtype).removeprefix("torch."),
         threads=torch.get_num_threads(),

@@ -146,10 +146,7 @@ def read_seedlab_chunk(text: str) -> tuple[Recipe, str | None, Environment | Non
         check_fingerprint("seedlab chunk fingerprint", fingerprint)
     environment = None
     if data.get("environment") is not None:
-        try:
-            environment = Environment.from_dict(data["environment"])
-        except (TypeError, KeyError, AttributeError) as error:
-            raise ValueError(f"seedlab chunk environment is malformed ({error})") from None
+        environment = Environment.from_dict(data["environment"])
     return recipe, fingerprint, environment, []
 
 

@@ -162,10 +162,7 @@ def original_from_text(text: str) -> Original:
         check_fingerprint("fingerprint", print_)
     environment = None
     if data.get("environment") is not None:
-        try:
-            environment = Environment.from_dict(data["environment"])
-        except (TypeError, KeyError, AttributeError) as error:
-            raise ValueError(f"environment is malformed ({error})") from None
+        environment = Environment.from_dict(data["environment"])
     return Original(Recipe.from_dict(data["recipe"]), print_, environment)
 
 

@@ -65,3 +65,21 @@ def test_configure_process_sets_the_cublas_workspace_and_pins_threads():
         torch.set_num_threads(threads)
     with pytest.raises(ValueError, match="threads"):
         configure_process(threads=0)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d: d.pop("torch"),
+        lambda d: d.update(threads="2"),
+        lambda d: d.update(extra=1),
+        lambda d: d.update(switches=[]),
+        lambda d: d["switches"].update(cudnn_benchmark="no"),
+        lambda d: d["switches"].pop("matmul_tf32"),
+    ],
+)
+def test_environment_from_untrusted_json_is_checked(change):
+    data = current_environment(torch.device("cpu"), torch.float32, Switches.current()).to_dict()
+    change(data)
+    with pytest.raises(ValueError, match="environment"):
+        Environment.from_dict(data)
