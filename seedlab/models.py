@@ -90,7 +90,7 @@ def load_model(name: str = DEFAULT_MODEL, device: torch.device | None = None, dt
     device = device or resolve_device()
     try:
         pipeline = DiffusionPipeline.from_pretrained(source, dtype=_TORCH_DTYPES[dtype])
-    except (OSError, ValueError, EnvironmentError) as error:  # not found, offline, not a pipeline
+    except (OSError, ValueError) as error:  # not found, offline, not a pipeline
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(f"model {name!r} could not be loaded: {reason}") from error
     pipeline.to(device)

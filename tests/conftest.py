@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny model folder, and the real app (`python app.py`) serving it."""
+"""Shared fixtures: a tiny model folder, and the real app (`python app.py`) serving the embedded model."""
 
 import os
 import socket
@@ -24,11 +24,19 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return save_tiny_pipeline(tmp_path_factory.mktemp("tiny-model"))
 
 
-class AppServer:
-    """`python app.py --model <tiny>` in a subprocess on a fixed port, which can be restarted in place."""
+@pytest.fixture(scope="session")
+def app_model(tiny_model_dir) -> str:
+    """The model the app under test serves: the embedded checkpoint (the real path), else the tiny one."""
+    from seedlab.models import EMBEDDED_MODEL_DIR
 
-    def __init__(self, model_dir: Path, folder: Path):
-        self.model_dir, self.folder = model_dir, folder
+    return "embedded" if (EMBEDDED_MODEL_DIR / "model_index.json").exists() else str(tiny_model_dir)
+
+
+class AppServer:
+    """`python app.py --model MODEL` in a subprocess on a fixed port, which can be restarted in place."""
+
+    def __init__(self, model: str, folder: Path):
+        self.model, self.folder = model, folder
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
@@ -44,7 +52,7 @@ class AppServer:
             "SEEDLAB_MAX_STEPS": str(APP_MAX_STEPS),  # room for a long run to cancel; other limits as shipped
         }
         env.pop("SEEDLAB_BASE_URL", None)  # links point at this server
-        command = [sys.executable, "app.py", "--model", str(self.model_dir), "--device", "cpu",
+        command = [sys.executable, "app.py", "--model", self.model, "--device", "cpu",
                    "--threads", str(APP_THREADS)]
         log = self.folder / "app.log"
         with open(log, "ab") as out:
@@ -69,9 +77,9 @@ class AppServer:
 
 
 @pytest.fixture(scope="session")
-def app_server(tiny_model_dir, tmp_path_factory) -> AppServer:
-    """The real app serving the tiny model, stopped after the session."""
-    server = AppServer(tiny_model_dir, tmp_path_factory.mktemp("app"))
+def app_server(app_model, tmp_path_factory) -> AppServer:
+    """The real app serving `app_model`, stopped after the session."""
+    server = AppServer(app_model, tmp_path_factory.mktemp("app"))
     server.start()
     try:
         yield server
@@ -81,7 +89,7 @@ def app_server(tiny_model_dir, tmp_path_factory) -> AppServer:
 
 @pytest.fixture(scope="session")
 def app_url(app_server) -> str:
-    """The URL of `python app.py --model <tiny>` (the same after a restart)."""
+    """The URL of `python app.py --model MODEL` (the same after a restart)."""
     return app_server.url
 
 

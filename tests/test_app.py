@@ -40,9 +40,9 @@ def client(app_url) -> Client:
 
 
 @pytest.fixture(scope="module")
-def reference_model(tiny_model_dir):
+def reference_model(app_model):
     """The same tiny folder loaded in this process, to check the server's pixels against."""
-    return load_model(str(tiny_model_dir), torch.device("cpu"))
+    return load_model(app_model, torch.device("cpu"))
 
 
 @contextmanager

@@ -17,8 +17,8 @@ STEPS = 3
 
 
 @pytest.fixture(scope="module")
-def reference_model(tiny_model_dir):
-    return load_model(str(tiny_model_dir), torch.device("cpu"))
+def reference_model(app_model):
+    return load_model(app_model, torch.device("cpu"))
 
 
 def request_for(client_index: int, request_index: int) -> dict:

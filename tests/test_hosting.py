@@ -36,8 +36,8 @@ def test_each_limit_is_enforced_on_the_server_with_a_message_naming_it(client, a
     assert [r["seed"] for r in results] == [3]  # still serving
 
 
-def test_a_link_cannot_bypass_the_limits(client, tiny_model_dir):
-    recipe = Recipe(prompt="x" * 501, model=str(tiny_model_dir))
+def test_a_link_cannot_bypass_the_limits(client, app_model):
+    recipe = Recipe(prompt="x" * 501, model=app_model)
     link = encode_link(recipe, "0" * 64, None, "http://127.0.0.1/")
     with pytest.raises(AppError, match="prompt must be at most 500 characters on this server"):
         client.predict(link_or_recipe=link, api_name="/reproduce")
