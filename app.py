@@ -481,7 +481,7 @@ def build_app(store: ModelStore, limits: Limits | None = None) -> gr.Blocks:
                                        elem_id="seeds")
                     dice_count = gr.Number(label="How many", value=4, precision=0, min_width=80, scale=1,
                                            elem_id="dice-count")
-                    dice = gr.Button("🎲", min_width=60, scale=0, elem_id="dice")
+                    dice = gr.Button("🎲 Random", min_width=90, scale=0, elem_id="dice")
                 with gr.Row():
                     steps = gr.Number(label="Steps", value=20, precision=0)
                     guidance = gr.Number(label="Guidance scale", value=7.5, step=0.5)
@@ -517,8 +517,10 @@ def build_app(store: ModelStore, limits: Limits | None = None) -> gr.Blocks:
                             verdict_text = gr.Markdown(elem_id="verdict")
                             with gr.Accordion("Verdict (JSON)", open=False):
                                 verdict = gr.JSON(label="Verdict", elem_id="verdict-json")
+                # No preview on click: the grid stays in view while the clicked cell becomes the anchor.
                 grid = gr.Gallery(label="Grid", columns=4, object_fit="contain", format="png", type="filepath",
-                                  interactive=False, elem_id="grid", elem_classes="pixelated")
+                                  interactive=False, allow_preview=False, height="auto", elem_id="grid",
+                                  elem_classes="pixelated")
                 with gr.Accordion("Anchor", open=True):
                     anchor_text = gr.Markdown("Anchor seed: none yet (click a cell of the grid)", elem_id="anchor")
                     anchor_seed = gr.Number(value=None, precision=0, visible=False)
@@ -531,7 +533,7 @@ def build_app(store: ModelStore, limits: Limits | None = None) -> gr.Blocks:
                                         placeholder=", highly realistic\n, artsy", elem_id="variations-box")
                 vary = gr.Button("Regenerate variations from anchor", variant="primary", elem_id="vary")
                 vary_grid = gr.Gallery(label="Variations", columns=4, object_fit="contain", format="png",
-                                       type="filepath", interactive=False, elem_id="variations",
+                                       type="filepath", interactive=False, height="auto", elem_id="variations",
                                        elem_classes="pixelated")
                 variation_link = gr.Textbox(label="Link to the selected variation", buttons=["copy"],
                                             interactive=False, elem_id="variation-link")
