@@ -17,7 +17,7 @@ def front_matter() -> dict:
 
 def pins() -> dict[str, str]:
     lines = (ROOT / "requirements.txt").read_text().splitlines()
-    return dict(line.split("==", 1) for line in (l.split("#")[0].strip() for l in lines) if "==" in line)
+    return dict(line.split("==", 1) for line in (raw.split("#")[0].strip() for raw in lines) if "==" in line)
 
 
 def test_front_matter_names_the_gradio_sdk_pinned_like_requirements():
@@ -30,7 +30,7 @@ def test_front_matter_names_the_gradio_sdk_pinned_like_requirements():
 
 
 def test_every_runtime_requirement_is_pinned():
-    lines = [l.split("#")[0].strip() for l in (ROOT / "requirements.txt").read_text().splitlines()]
-    requirements = [l for l in lines if l]
-    assert requirements and all("==" in l for l in requirements), requirements
+    lines = [raw.split("#")[0].strip() for raw in (ROOT / "requirements.txt").read_text().splitlines()]
+    requirements = [line for line in lines if line]
+    assert requirements and all("==" in line for line in requirements), requirements
     assert pins()["torch"] == "2.13.0"
