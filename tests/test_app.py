@@ -229,7 +229,8 @@ def test_served_pngs_are_the_files_with_their_recipe(client, app_url):
         assert (recipe.to_dict(), print_, environment.to_dict(), notes) == (
             record["recipe"], record["fingerprint"], record["environment"], [])
         with Image.open(cell["image"]) as image:
-            assert "Steps: 4, Sampler: Euler, CFG scale: 7.5, Seed: " in image.text["parameters"]
+            assert f"Steps: {STEPS}, Sampler: " in image.text["parameters"]
+            assert f"CFG scale: 7.5, Seed: {record['seed']}, Size: 64x64" in image.text["parameters"]
         assert record["link"].startswith(f"{app_url}/?v=1&prompt=a+red+circle&seed=")
 
 
@@ -250,13 +251,18 @@ def test_reproduce_a_recipe_json(client, reference_model):
     assert fingerprint(pixels(image)) == solo(reference_model, prompt=PROMPT, seed=12).fingerprint
 
 
+def with_model(link: str, name: str) -> str:
+    """The link naming another model (the default model is left out of links, so add the key then)."""
+    return re.sub(r"model=[^&]+", f"model={name}", link) if "&model=" in link else f"{link}&model={name}"
+
+
 @pytest.mark.parametrize(
     ("change", "named"),
     [
         (lambda link: link.replace("steps=4", "steps=999"), "steps"),
         (lambda link: link + "&seed=1", "seed appears more than once"),
-        (lambda link: re.sub(r"model=[^&]+", "model=../x", link), "model '../x' is not available on this server"),
-        (lambda link: re.sub(r"model=[^&]+", "model=someone/else", link), "model 'someone/else' is not available"),
+        (lambda link: with_model(link, "../x"), "model '../x' is not available on this server"),
+        (lambda link: with_model(link, "someone/else"), "model 'someone/else' is not available"),
         (lambda link: re.sub(r"sampler=[^&]+", "sampler=NoSuchScheduler", link), "scheduler must be one of"),
         (lambda link: "{broken", "recipe JSON is not valid"),
     ],
