@@ -16,14 +16,26 @@ from training.shapes import (
     MARGIN,
     PALETTE,
     Shape,
+    SIZES,
     caption,
     held_out_triples,
+    place_shape,
     render,
     sample_shape,
     shape_height,
     training_triples,
 )
-from training.train import CaptionTokens, TrainConfig, diffusion_loss, noise_schedule, run, stage_tokenizer
+from training.train import (
+    CaptionTokens,
+    TrainConfig,
+    coupled_batch,
+    coupled_shapes,
+    diffusion_loss,
+    noise_layout,
+    noise_schedule,
+    run,
+    stage_tokenizer,
+)
 
 TINY_MODEL = ModelConfig(
     vae_channels=(8, 8, 8),
@@ -117,6 +129,77 @@ def test_held_out_triples_never_reach_training():
             assert (named.group(1), named.group(2), background.group(1)) not in held
 
 
+def test_place_shape_spans_every_position_and_width_and_stays_inside():
+    for kind, size in [(k, s) for k in KINDS for s in SIZES]:
+        corners = [place_shape("red", kind, size, "blue", (u, u, u)) for u in (0.0, 0.5, 1.0)]
+        low, high = SIZES[size]
+        assert [c.width for c in corners] == [low, (low + high + 1) // 2, high]
+        assert corners[0].x0 == corners[0].y0 == MARGIN
+        for shape in corners:
+            _, mask = render(shape)
+            rows, cols = np.nonzero(mask)
+            assert rows.min() >= MARGIN and cols.min() >= MARGIN
+            assert rows.max() < IMAGE_SIZE - MARGIN and cols.max() < IMAGE_SIZE - MARGIN
+        # the far corner reaches the far margin (to within the pixel rounding of the outline)
+        _, mask = render(corners[-1])
+        rows, cols = np.nonzero(mask)
+        assert cols.max() >= IMAGE_SIZE - MARGIN - 2 and rows.max() >= IMAGE_SIZE - MARGIN - 2
+
+
+def test_noise_layout_is_uniform_smooth_and_blind_to_offset_noise():
+    noise = torch.randn(4000, 4, 16, 16, generator=torch.Generator().manual_seed(0))
+    layout = noise_layout(noise)
+    assert layout.shape == (4000, 4) and layout.min() >= 0 and layout.max() < 1
+    for column in layout.T:  # uniform: every fifth of [0, 1) holds about a fifth of the draws
+        counts = np.histogram(column, bins=5, range=(0, 1))[0]
+        assert counts.min() > 0.17 * len(column) and counts.max() < 0.23 * len(column)
+    shifted = noise + 0.3 * torch.randn(4000, 4, 1, 1, generator=torch.Generator().manual_seed(1))
+    np.testing.assert_allclose(noise_layout(shifted), layout, atol=1e-5)
+    # The right half brighter in channel 0 moves the shape right; nothing else changes.
+    nudged = noise.clone()
+    nudged[:, 0, :, 8:] += 0.1
+    moved = noise_layout(nudged)
+    assert (moved[:, 0] > layout[:, 0]).all()
+    np.testing.assert_allclose(moved[:, 1:], layout[:, 1:], atol=1e-6)
+
+
+def test_coupled_shapes_sit_where_their_noise_says_and_obey_named_sizes():
+    noise = torch.randn(600, 4, 16, 16, generator=torch.Generator().manual_seed(2))
+    layouts = noise_layout(noise)
+    pairs = coupled_shapes(np.random.default_rng(5), layouts, caption_dropout=0.1)
+    held = set(held_out_triples())
+    silent = 0
+    for (shape, text), (ux, uy, uw, uclass) in zip(pairs, layouts):
+        assert (shape.colour, shape.kind, shape.background) not in held
+        named = {"small", "large"} & set(text.replace(",", " ").split())
+        if named:
+            assert {shape.size} == named  # the words decide the size class...
+        else:
+            silent += 1
+            assert shape.size == ("small" if uclass < 0.5 else "large")  # ...else the noise does
+        assert shape == place_shape(shape.colour, shape.kind, shape.size, shape.background, (ux, uy, uw))
+    assert 0.3 * len(pairs) < silent < 0.7 * len(pairs)
+    assert 20 < sum(text == "" for _, text in pairs) < 100
+
+
+def test_coupled_batch_encodes_its_renders_and_replays_on_resume(tmp_path):
+    from training.models import build_vae
+
+    config = TrainConfig(model=TINY_MODEL, batch=6)
+    tokens = CaptionTokens(stage_tokenizer(tmp_path, config))
+    vae = build_vae(TINY_MODEL).eval()
+    first = coupled_batch(vae, {"scaling_factor": 0.5}, config, 7, tokens, torch.Generator().manual_seed(3))
+    again = coupled_batch(vae, {"scaling_factor": 0.5}, config, 7, tokens, torch.Generator().manual_seed(3))
+    latents, token_ids, noise = first
+    assert latents.shape == noise.shape == (6, 4, 16, 16) and token_ids.shape == (6, 32)
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    pairs = coupled_shapes(np.random.default_rng([config.seed, 4, 7]), noise_layout(noise), config.caption_dropout)
+    images = np.stack([render(shape)[0] for shape, _ in pairs])
+    with torch.no_grad():
+        expected = vae.encode(torch.from_numpy(images).permute(0, 3, 1, 2).float() / 127.5 - 1).latent_dist.mean * 0.5
+    torch.testing.assert_close(latents, expected)
+
+
 def test_loss_is_finite_and_falls_on_a_fixed_batch(tmp_path):
     torch.manual_seed(0)
     config = TrainConfig(model=TINY_MODEL)
@@ -130,7 +213,7 @@ def test_loss_is_finite_and_falls_on_a_fixed_batch(tmp_path):
     losses = []
     for _ in range(15):
         generator = torch.Generator().manual_seed(0)  # same noise and timesteps every step
-        loss = diffusion_loss(unet, text_encoder, noise_schedule(config), latents, token_ids, generator, 5.0)
+        loss = diffusion_loss(unet, text_encoder, noise_schedule(config), latents, token_ids, generator, 5.0, 0.25)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
