@@ -9,7 +9,7 @@ import torch
 from training.evaluate import classify, generate, iou
 
 MODEL = Path(__file__).resolve().parent.parent / "seedlab" / "embedded_model"
-GUIDANCE = 5.0  # the recommended guidance scale (training/README.md)
+GUIDANCE = 5.0  # the guidance scale the README reports the evaluation at
 STEPS = 20
 
 pytestmark = pytest.mark.skipif(

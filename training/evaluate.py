@@ -166,13 +166,14 @@ def main() -> None:
     parser.add_argument("--composition-seeds", type=int, default=6)
     parser.add_argument("--json", type=Path, default=Path("training/runs/eval.json"))
     parser.add_argument("--samples", type=Path, default=None, help="also save a sample sheet PNG (first setting)")
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--scheduler", choices=["shipped", "dpm"], default="shipped",
                         help="the folder's scheduler, or DPM-Solver++ 2M built from its config")
     args = parser.parse_args()
 
     from diffusers import DPMSolverMultistepScheduler, StableDiffusionPipeline
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     pipe = StableDiffusionPipeline.from_pretrained(args.model)
     pipe.set_progress_bar_config(disable=True)
     if args.scheduler == "dpm":
