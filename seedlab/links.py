@@ -63,6 +63,7 @@ _INT = re.compile(r"^[0-9]{1,20}$")
 _FLOAT = re.compile(r"^-?[0-9]{1,20}(\.[0-9]{1,30})?([eE][-+]?[0-9]{1,3})?$")
 _FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
 _VERSION = re.compile(r"^[A-Za-z0-9.+_-]{1,40}$")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # a scheme at the start: http://, https://
 
 
 def encode_link(recipe: Recipe, fingerprint: str, environment: Environment | None, base_url: str) -> str:
@@ -125,9 +126,9 @@ def parse_query(url_or_query: str) -> dict[str, str]:
     if not isinstance(url_or_query, str):
         raise ValueError(f"link must be text, got {type(url_or_query).__name__}")
     text = url_or_query.strip().split("#", 1)[0]  # a raw # starts the fragment; one in a value is %23
-    if "?" in text:
+    if "?" in text:  # a URL with a query (a link's own values never hold a raw ?: it is written %3F)
         text = text.split("?", 1)[1]
-    elif "://" in text or "=" not in text:
+    elif _URL.match(text) or "=" not in text:  # a URL without a query; "://" inside a value is no URL
         text = ""
     if not text:
         raise ValueError("link: there is no query string (the part after ?) to read a recipe from")

@@ -51,6 +51,13 @@ def test_a_link_restores_the_recipe_fingerprint_and_environment(recipe):
     assert decode_link(link.split("?", 1)[1]) == (recipe, FP, flat(ENV))  # the query string alone works too
 
 
+def test_a_query_alone_may_hold_url_like_values():
+    recipe = Recipe(prompt="see https://example.com/x", negative_prompt="://")
+    query_only = encode_link(recipe, FP, ENV, BASE).split("?", 1)[1]
+    assert "://" in query_only  # ":" and "/" are left readable, so the query alone looks URL-like
+    assert decode_link(query_only) == (recipe, FP, flat(ENV))
+
+
 def test_a_typical_link_is_short_readable_and_omits_defaults():
     recipe = Recipe(prompt="a red circle on a blue background", seed=3141592653,
                     scheduler="EulerAncestralDiscreteScheduler", num_inference_steps=25)
