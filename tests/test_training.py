@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from training.evaluate import classify, size_of
 from training.models import ModelConfig, build_text_encoder, build_unet
@@ -16,25 +17,23 @@ from training.shapes import (
     MARGIN,
     PALETTE,
     Shape,
-    SIZES,
     caption,
     held_out_triples,
-    place_shape,
     render,
     sample_shape,
     shape_height,
     training_triples,
 )
+from training.latent import LATENT_CHANNELS, latent_code, shape_code, unfold_mask
 from training.train import (
     CaptionTokens,
     TrainConfig,
-    coupled_batch,
-    coupled_shapes,
     diffusion_loss,
-    noise_layout,
     noise_schedule,
     run,
     stage_tokenizer,
+    training_batch,
+    vae_loss,
 )
 
 TINY_MODEL = ModelConfig(
@@ -129,75 +128,59 @@ def test_held_out_triples_never_reach_training():
             assert (named.group(1), named.group(2), background.group(1)) not in held
 
 
-def test_place_shape_spans_every_position_and_width_and_stays_inside():
-    for kind, size in [(k, s) for k in KINDS for s in SIZES]:
-        corners = [place_shape("red", kind, size, "blue", (u, u, u)) for u in (0.0, 0.5, 1.0)]
-        low, high = SIZES[size]
-        assert [c.width for c in corners] == [low, (low + high + 1) // 2, high]
-        assert corners[0].x0 == corners[0].y0 == MARGIN
-        for shape in corners:
-            _, mask = render(shape)
-            rows, cols = np.nonzero(mask)
-            assert rows.min() >= MARGIN and cols.min() >= MARGIN
-            assert rows.max() < IMAGE_SIZE - MARGIN and cols.max() < IMAGE_SIZE - MARGIN
-        # the far corner reaches the far margin (to within the pixel rounding of the outline)
-        _, mask = render(corners[-1])
-        rows, cols = np.nonzero(mask)
-        assert cols.max() >= IMAGE_SIZE - MARGIN - 2 and rows.max() >= IMAGE_SIZE - MARGIN - 2
+def test_code_folds_the_32px_mask_like_pixel_unshuffle_and_holds_constant_colours():
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        shape = sample_shape(rng, training_triples())
+        image, code = shape_code(shape)
+        mask = render(shape)[1]
+        coverage = torch.from_numpy(mask.reshape(32, 2, 32, 2).mean(axis=(1, 3)) * 2 - 1).float()
+        assert code.shape == (LATENT_CHANNELS, 16, 16) and code.dtype == np.float32
+        torch.testing.assert_close(torch.from_numpy(code[:4]), F.pixel_unshuffle(coverage[None], 2))
+        np.testing.assert_array_equal(unfold_mask(code), coverage.numpy())
+        colours = np.array([*PALETTE[shape.colour], *PALETTE[shape.background]]) / 127.5 - 1
+        np.testing.assert_allclose(code[4:], np.broadcast_to(colours[:, None, None], (6, 16, 16)), atol=1e-6)
 
 
-def test_noise_layout_is_uniform_smooth_and_blind_to_offset_noise():
-    noise = torch.randn(4000, 4, 16, 16, generator=torch.Generator().manual_seed(0))
-    layout = noise_layout(noise)
-    assert layout.shape == (4000, 4) and layout.min() >= 0 and layout.max() < 1
-    for column in layout.T:  # uniform: every fifth of [0, 1) holds about a fifth of the draws
-        counts = np.histogram(column, bins=5, range=(0, 1))[0]
-        assert counts.min() > 0.17 * len(column) and counts.max() < 0.23 * len(column)
-    shifted = noise + 0.3 * torch.randn(4000, 4, 1, 1, generator=torch.Generator().manual_seed(1))
-    np.testing.assert_allclose(noise_layout(shifted), layout, atol=1e-5)
-    # The right half brighter in channel 0 moves the shape right; nothing else changes.
-    nudged = noise.clone()
-    nudged[:, 0, :, 8:] += 0.1
-    moved = noise_layout(nudged)
-    assert (moved[:, 0] > layout[:, 0]).all()
-    np.testing.assert_allclose(moved[:, 1:], layout[:, 1:], atol=1e-6)
+def test_changing_a_colour_leaves_the_mask_channels_untouched():
+    _, mask = render(Shape("red", "star", "large", "blue", 40, 9, 13))
+    codes = [latent_code(mask, colour, background) for colour, background in [("red", "blue"), ("red", "white"), ("green", "black")]]
+    for code in codes[1:]:
+        np.testing.assert_array_equal(code[:4], codes[0][:4])
+        assert not np.array_equal(code[4:], codes[0][4:])
 
 
-def test_coupled_shapes_sit_where_their_noise_says_and_obey_named_sizes():
-    noise = torch.randn(600, 4, 16, 16, generator=torch.Generator().manual_seed(2))
-    layouts = noise_layout(noise)
-    pairs = coupled_shapes(np.random.default_rng(5), layouts, caption_dropout=0.1)
-    held = set(held_out_triples())
-    silent = 0
-    for (shape, text), (ux, uy, uw, uclass) in zip(pairs, layouts):
-        assert (shape.colour, shape.kind, shape.background) not in held
-        named = {"small", "large"} & set(text.replace(",", " ").split())
-        if named:
-            assert {shape.size} == named  # the words decide the size class...
-        else:
-            silent += 1
-            assert shape.size == ("small" if uclass < 0.5 else "large")  # ...else the noise does
-        assert shape == place_shape(shape.colour, shape.kind, shape.size, shape.background, (ux, uy, uw))
-    assert 0.3 * len(pairs) < silent < 0.7 * len(pairs)
-    assert 20 < sum(text == "" for _, text in pairs) < 100
+def test_training_batch_renders_codes_and_replays_on_resume(tmp_path):
+    config = TrainConfig(model=TINY_MODEL, batch=40)
+    tokens = CaptionTokens(stage_tokenizer(tmp_path, config))
+    codes, token_ids = training_batch(config, 7, tokens)
+    again = training_batch(config, 7, tokens)
+    assert codes.shape == (40, LATENT_CHANNELS, 16, 16) and token_ids.shape == (40, 32)
+    assert torch.equal(codes, again[0]) and torch.equal(token_ids, again[1])
+    assert not torch.equal(codes, training_batch(config, 8, tokens)[0])
+    assert codes[:, :4].min() == -1 and codes[:, :4].max() == 1  # every batch holds background and shape
 
 
-def test_coupled_batch_encodes_its_renders_and_replays_on_resume(tmp_path):
+def test_vae_learns_to_decode_codes_on_a_fixed_batch():
     from training.models import build_vae
 
-    config = TrainConfig(model=TINY_MODEL, batch=6)
-    tokens = CaptionTokens(stage_tokenizer(tmp_path, config))
-    vae = build_vae(TINY_MODEL).eval()
-    first = coupled_batch(vae, {"scaling_factor": 0.5}, config, 7, tokens, torch.Generator().manual_seed(3))
-    again = coupled_batch(vae, {"scaling_factor": 0.5}, config, 7, tokens, torch.Generator().manual_seed(3))
-    latents, token_ids, noise = first
-    assert latents.shape == noise.shape == (6, 4, 16, 16) and token_ids.shape == (6, 32)
-    assert all(torch.equal(a, b) for a, b in zip(first, again))
-    pairs = coupled_shapes(np.random.default_rng([config.seed, 4, 7]), noise_layout(noise), config.caption_dropout)
-    images = np.stack([render(shape)[0] for shape, _ in pairs])
-    with torch.no_grad():
-        expected = vae.encode(torch.from_numpy(images).permute(0, 3, 1, 2).float() / 127.5 - 1).latent_dist.mean * 0.5
-    torch.testing.assert_close(latents, expected)
+    torch.manual_seed(0)
+    vae = build_vae(TINY_MODEL)
+    optimizer = torch.optim.AdamW(vae.parameters(), lr=3e-3)
+    rng = np.random.default_rng(6)
+    shapes = [sample_shape(rng, training_triples()) for _ in range(4)]
+    images, codes = zip(*(shape_code(s) for s in shapes))
+    images = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 127.5 - 1
+    codes = torch.from_numpy(np.stack(codes))
+    losses = []
+    for _ in range(20):
+        loss, _ = vae_loss(vae, images, codes, torch.Generator().manual_seed(0), code_noise=0.3)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert all(np.isfinite(losses))
+    assert np.mean(losses[-3:]) < 0.7 * np.mean(losses[:3])
 
 
 def test_loss_is_finite_and_falls_on_a_fixed_batch(tmp_path):
@@ -208,7 +191,7 @@ def test_loss_is_finite_and_falls_on_a_fixed_batch(tmp_path):
     text_encoder = build_text_encoder(TINY_MODEL, len(tokenizer))
     params = list(unet.parameters()) + list(text_encoder.parameters())
     optimizer = torch.optim.AdamW(params, lr=2e-3)
-    latents = torch.randn(8, 4, 16, 16)
+    latents = torch.randn(8, LATENT_CHANNELS, 16, 16)
     token_ids = CaptionTokens(tokenizer)(["a red circle", "a blue star on a white background"] * 4)
     losses = []
     for _ in range(15):
@@ -233,8 +216,8 @@ def test_tiny_run_exports_a_loadable_pipeline(tmp_path):
     from diffusers import StableDiffusionPipeline
 
     config = TrainConfig(
-        model=TINY_MODEL, vae_steps=2, vae_batch=4, dataset_size=32, decoder_steps=2, unet_steps=3, batch=4,
-        warmup_steps=1, checkpoint_every=2, log_every=1,
+        model=TINY_MODEL, vae_steps=2, vae_batch=4, unet_steps=3, batch=4, warmup_steps=1, checkpoint_every=2,
+        log_every=1,
     )
     run(tmp_path / "run", config, export_dir=None)
     folder = tmp_path / "run" / "pipeline"
@@ -247,7 +230,8 @@ def test_tiny_run_exports_a_loadable_pipeline(tmp_path):
     pipe.set_progress_bar_config(disable=True)
     image = pipe("a red circle", num_inference_steps=2, generator=torch.Generator("cpu").manual_seed(0)).images[0]
     assert image.size == (64, 64)
-    assert pipe.vae.config.scaling_factor != 0.18215  # set from the data, not the SD default
+    assert pipe.vae.config.scaling_factor == 1.0  # the designed code is at unit scale, not SD's 0.18215
+    assert pipe.unet.config.in_channels == pipe.vae.config.latent_channels == LATENT_CHANNELS
 
     # Resuming a finished run is a no-op for training and exports the same weights again.
     run(tmp_path / "run", config, export_dir=tmp_path / "again")

@@ -10,8 +10,8 @@ from transformers import CLIPTextConfig, CLIPTextModel
 class ModelConfig:
     """Sizes of the VAE, UNet and text encoder. The defaults are the shipped model."""
 
-    latent_channels: int = 4
-    vae_channels: tuple[int, ...] = (16, 32, 64)  # 3 levels: 64x64 -> 16x16 latents; thin at 64x64 for speed
+    latent_channels: int = 10  # the designed code of training.latent
+    vae_channels: tuple[int, ...] = (32, 64, 64)  # 3 levels: 64x64 -> 16x16 latents
     unet_channels: tuple[int, ...] = (64, 96)  # 2 levels: 16x16 and 8x8; sized for the 2 s grid
     unet_attention_head_dim: int = 32
     text_hidden: int = 64

@@ -90,22 +90,6 @@ def sample_shape(rng: np.random.Generator, triples: list[tuple[str, str, str]]) 
     return Shape(colour, kind, size, background, width, x0, y0)
 
 
-def place_shape(colour: str, kind: str, size: str, background: str, layout: tuple[float, float, float]) -> Shape:
-    """The shape whose width and position are read off three numbers in [0, 1): (x, y, width).
-
-    0 puts the shape at the left (top) margin or gives the smallest width of its size class, values
-    near 1 the right (bottom) margin or the largest width. Used by the coupled training, where
-    these numbers come from the diffusion noise, so the seed decides the layout.
-    """
-    ux, uy, uw = (min(max(float(u), 0.0), 1.0 - 1e-9) for u in layout)
-    low, high = SIZES[size]
-    width = low + int(uw * (high - low + 1))
-    height = shape_height(kind, width)
-    x0 = MARGIN + int(ux * (IMAGE_SIZE - 2 * MARGIN - width + 1))
-    y0 = MARGIN + int(uy * (IMAGE_SIZE - 2 * MARGIN - height + 1))
-    return Shape(colour, kind, size, background, width, x0, y0)
-
-
 def _polygon_mask(vertices: np.ndarray, size: int = IMAGE_SIZE) -> np.ndarray:
     """Boolean (size, size) mask of pixel centres inside a polygon (even-odd rule), vertices (n, 2) as x, y."""
     ys, xs = np.mgrid[0:size, 0:size] + 0.5

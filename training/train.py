@@ -1,16 +1,17 @@
 """Train the embedded default model from scratch and export it as a diffusers folder.
 
-    python -m training.train --out training/runs/main
+    python -m training.train --out training/runs/main --export seedlab/embedded_model
 
 Stages run in order and each one is skipped when its output already exists, so an interrupted
 run resumes by running the same command again:
 
 1. tokenizer: CLIP tokenizer with every vocabulary word as one token.
-2. vae:       AutoencoderKL trained on freshly rendered images (64x64 -> 4x16x16 latents).
-3. data:      a fixed dataset of rendered shapes, encoded once to latent means.
-4. unet:      UNet + text encoder trained jointly on the latents (checkpointed, resumable).
-5. decoder:   VAE decoder fine-tuned on those same latents (encoder untouched) for sharper edges.
-6. export:    EMA weights written as a StableDiffusionPipeline folder.
+2. vae:       AutoencoderKL taught the designed latent code of training.latent: the encoder maps
+              an image to its code, the decoder maps codes (and noisy codes near them) to the image.
+3. unet:      UNet + text encoder trained jointly on the codes of freshly rendered shapes
+              (checkpointed, resumable; every step's batch is a pure function of (seed, step)).
+              It never needs the VAE, so stage 2 runs beside it in a child process.
+4. export:    EMA weights written as a StableDiffusionPipeline folder.
 """
 
 import argparse
@@ -27,8 +28,9 @@ import torch.nn.functional as F
 from diffusers import AutoencoderKL, DDPMScheduler, DPMSolverMultistepScheduler, StableDiffusionPipeline
 from transformers import CLIPTokenizer
 
+from training.latent import shape_code
 from training.models import ModelConfig, build_text_encoder, build_unet, build_vae
-from training.shapes import SIZES, VOCABULARY, caption, place_shape, render, sample_shape, training_triples
+from training.shapes import VOCABULARY, Shape, caption, sample_shape, training_triples
 from training.tokenizer import write_clip_tokenizer
 
 
@@ -39,17 +41,14 @@ class TrainConfig:
     seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
     # VAE stage
-    vae_steps: int = 2500
+    vae_steps: int = 1500
     vae_batch: int = 16
     vae_lr: float = 1e-3
-    vae_kl_weight: float = 1e-6  # per latent element; only keeps latents bounded and the decoder robust
-    # data stage
-    dataset_size: int = 40_000
-    # decoder stage: sharpen the decoder on the fixed dataset latents (the UNet's targets stay valid)
-    decoder_steps: int = 1500
-    decoder_lr: float = 3e-4
+    # The decoder sees codes with this much Gaussian noise at most (uniform per image), so the
+    # UNet's slightly-off codes still decode to flat colours and clean edges.
+    code_noise: float = 0.3
     # UNet stage
-    unet_steps: int = 3000
+    unet_steps: int = 2400
     batch: int = 64
     lr: float = 6e-4
     warmup_steps: int = 200
@@ -66,10 +65,6 @@ class TrainConfig:
     # the seed and followed "on a blue background" only ~45% of the time (measured). A random
     # per-channel constant in the training noise makes that mean uninformative.
     offset_noise: float = 0.25
-    # Seed-decided layout: each training image is rendered where its own diffusion noise says (see
-    # noise_layout), so at sampling time the seed's initial latent decides position and size, and
-    # a prompt variation that changes the background keeps the composition.
-    couple_layout: bool = True
     checkpoint_every: int = 100
     log_every: int = 25
     # One intra-op thread: on this shared 2-core machine two OpenMP threads spent most of each step
@@ -108,10 +103,12 @@ def to_tensor(images: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(images).permute(0, 3, 1, 2).float() / 127.5 - 1.0
 
 
-def render_batch(rng: np.random.Generator, n: int, triples: list) -> tuple[np.ndarray, list]:
-    """Render n random training shapes; return (n, 64, 64, 3) uint8 images and their Shapes."""
+def render_batch(rng: np.random.Generator, n: int) -> tuple[np.ndarray, torch.Tensor, list[Shape]]:
+    """n random training shapes: (n, 64, 64, 3) uint8 images, (n, 10, 16, 16) codes, the Shapes."""
+    triples = training_triples()
     shapes = [sample_shape(rng, triples) for _ in range(n)]
-    return np.stack([render(s)[0] for s in shapes]), shapes
+    images, codes = zip(*(shape_code(s) for s in shapes))
+    return np.stack(images), torch.from_numpy(np.stack(codes)), shapes
 
 
 def cosine_lr(step: int, total: int, warmup: int, min_ratio: float) -> float:
@@ -138,38 +135,44 @@ def stage_tokenizer(out: Path, config: TrainConfig) -> CLIPTokenizer:
 # ---------------------------------------------------------------- stage 2: VAE
 
 
-def vae_loss(vae: AutoencoderKL, images: torch.Tensor, kl_weight: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """L1 + MSE reconstruction of a posterior sample, plus a tiny KL; returns (loss, reconstruction L1)."""
-    posterior = vae.encode(images).latent_dist  # mean, std: (b, 4, 16, 16)
-    reconstruction = vae.decode(posterior.sample()).sample
+def vae_loss(vae: AutoencoderKL, images: torch.Tensor, codes: torch.Tensor, generator, code_noise: float):
+    """Encoder regression to the code plus decoder reconstruction from noisy codes; returns (loss, decoder L1).
+
+    images (b, 3, 64, 64) in [-1, 1]; codes (b, 10, 16, 16). The encoder's log-variance is pulled
+    to -10 (std 0.007), so a posterior sample is the code itself for img2img users.
+    """
+    posterior = vae.encode(images).latent_dist
+    encoder = F.mse_loss(posterior.mean.float(), codes) + 1e-3 * ((posterior.logvar.float() + 10) ** 2).mean()
+    strength = code_noise * torch.rand((len(codes), 1, 1, 1), generator=generator)
+    noisy = codes + strength * torch.randn(codes.shape, generator=generator)
+    reconstruction = vae.decode(noisy).sample.float()
     l1 = (reconstruction - images).abs().mean()
-    mse = F.mse_loss(reconstruction, images)
-    kl = posterior.kl().mean() / posterior.mean[0].numel()
-    return l1 + mse + kl_weight * kl, l1
+    return encoder + l1 + F.mse_loss(reconstruction, images), l1
 
 
 def stage_vae(out: Path, config: TrainConfig) -> AutoencoderKL:
-    """Train the autoencoder on freshly rendered images, save out/vae, return it."""
+    """Train the autoencoder on freshly rendered images and their codes, save out/vae, return it."""
     if (out / "vae" / "config.json").exists():
         return AutoencoderKL.from_pretrained(out / "vae")
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.seed)  # initial weights only; batches and noise come from seeded generators
     vae = build_vae(config.model).to(memory_format=torch.channels_last)
     optimizer = torch.optim.AdamW(vae.parameters(), lr=config.vae_lr, weight_decay=0.0)
-    triples = training_triples()
     start = time.time()
     for step in range(config.vae_steps):
         for group in optimizer.param_groups:
             group["lr"] = config.vae_lr * cosine_lr(step, config.vae_steps, 50, 0.05)
-        rng = np.random.default_rng([config.seed, 1, step])
-        images = to_tensor(render_batch(rng, config.vae_batch, triples)[0])
+        images, codes, _ = render_batch(np.random.default_rng([config.seed, 1, step]), config.vae_batch)
+        generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
         with fast_cpu_precision():
-            loss, l1 = vae_loss(vae, images.contiguous(memory_format=torch.channels_last), config.vae_kl_weight)
+            images = to_tensor(images).contiguous(memory_format=torch.channels_last)
+            loss, l1 = vae_loss(vae, images, codes, generator, config.code_noise)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         if step % 100 == 0 or step == config.vae_steps - 1:
             log(out, f"vae step {step} loss {loss.item():.4f} l1 {l1.item():.4f} ({time.time() - start:.0f}s)")
     vae.eval().to(memory_format=torch.contiguous_format)  # safetensors wants contiguous weights
+    vae.register_to_config(scaling_factor=1.0)  # the code is already at unit scale
     save_reconstructions(vae, out / "vae_reconstructions.png", config.seed)
     vae.save_pretrained(out / "vae")
     return vae
@@ -177,48 +180,17 @@ def stage_vae(out: Path, config: TrainConfig) -> AutoencoderKL:
 
 @torch.no_grad()
 def save_reconstructions(vae: AutoencoderKL, path: Path, seed: int) -> None:
-    """Save 16 originals (top rows) above their reconstructions (bottom rows) for a visual check."""
+    """Save 16 originals (top rows) above the decodings of their codes (bottom rows) for a visual check."""
     from PIL import Image
 
-    images, _ = render_batch(np.random.default_rng([seed, 99]), 16, training_triples())
-    decoded = vae.decode(vae.encode(to_tensor(images)).latent_dist.mean).sample
+    images, codes, _ = render_batch(np.random.default_rng([seed, 99]), 16)
+    decoded = vae.decode(codes).sample
     decoded = ((decoded.clamp(-1, 1) + 1) * 127.5).round().byte().permute(0, 2, 3, 1).numpy()
     rows = [np.concatenate(list(batch[i : i + 8]), axis=1) for batch in (images, decoded) for i in (0, 8)]
     Image.fromarray(np.concatenate(rows, axis=0)).resize((1024, 512), Image.NEAREST).save(path)
 
 
-# ---------------------------------------------------------------- stage 3: data
-
-
-@torch.no_grad()
-def stage_data(out: Path, config: TrainConfig, vae: AutoencoderKL) -> dict:
-    """Render the dataset once, encode to posterior means, set the VAE scaling factor; cache in out/latents.pt."""
-    path = out / "latents.pt"
-    if path.exists():
-        return torch.load(path)
-    rng = np.random.default_rng([config.seed, 2])
-    triples = training_triples()
-    latents, shapes = [], []
-    vae.to(memory_format=torch.channels_last)
-    start = time.time()
-    for first in range(0, config.dataset_size, 256):
-        images, batch_shapes = render_batch(rng, min(256, config.dataset_size - first), triples)
-        with fast_cpu_precision():
-            posterior = vae.encode(to_tensor(images).contiguous(memory_format=torch.channels_last)).latent_dist
-        latents.append(posterior.mean.float().contiguous().half())  # (256, 4, 16, 16)
-        shapes += [asdict(s) for s in batch_shapes]
-        if first % 10240 == 0:
-            log(out, f"data {first}/{config.dataset_size} ({time.time() - start:.0f}s)")
-    vae.to(memory_format=torch.contiguous_format)
-    latents = torch.cat(latents)
-    scaling_factor = 1.0 / latents.float().std().item()
-    data = {"latents": latents, "shapes": shapes, "scaling_factor": scaling_factor}
-    torch.save(data, path)
-    log(out, f"data done: {len(shapes)} latents, mean {latents.float().mean():.3f}, scaling factor {scaling_factor:.4f}")
-    return data
-
-
-# ---------------------------------------------------------------- stage 4: UNet + text encoder
+# ---------------------------------------------------------------- stage 3: UNet + text encoder
 
 
 class CaptionTokens:
@@ -237,16 +209,10 @@ class CaptionTokens:
         return torch.stack([self.cache[text] for text in captions])
 
 
-def diffusion_loss(
-    unet, text_encoder, scheduler, latents, token_ids, generator, min_snr_gamma, offset_noise=0.0, noise=None
-) -> torch.Tensor:
-    """Epsilon-prediction loss with min-SNR weighting and offset noise; latents (b, 4, 16, 16) already scaled.
-
-    noise: the (b, 4, 16, 16) Gaussian noise to use (drawn from generator when None).
-    """
+def diffusion_loss(unet, text_encoder, scheduler, latents, token_ids, generator, min_snr_gamma, offset_noise=0.0) -> torch.Tensor:
+    """Epsilon-prediction loss with min-SNR weighting and offset noise; latents (b, c, 16, 16)."""
     batch, channels = latents.shape[:2]
-    if noise is None:
-        noise = torch.randn(latents.shape, generator=generator)
+    noise = torch.randn(latents.shape, generator=generator)
     noise = noise + offset_noise * torch.randn((batch, channels, 1, 1), generator=generator)  # per-channel constant
     timesteps = torch.randint(0, scheduler.config.num_train_timesteps, (batch,), generator=generator)
     noisy = scheduler.add_noise(latents, noise, timesteps)
@@ -259,71 +225,17 @@ def diffusion_loss(
     return (weight * per_sample).mean()
 
 
-def noise_layout(noise: torch.Tensor) -> np.ndarray:
-    """Four numbers in [0, 1) per (4, 16, 16) noise: x, y, width within the size class, size class.
-
-    Each is a half-against-half contrast of one channel (right minus left, or bottom minus top),
-    mapped through the normal CDF: uniform for Gaussian noise, smooth in the noise, and blind to the
-    per-channel constant of offset noise. A global linear feature is easy for the UNet's 8x8
-    attention block to read from the initial latent. Returns (b, 4).
-    """
-    half = noise.shape[-1] // 2
-    horizontal = noise[..., half:].mean(dim=(-2, -1)) - noise[..., :half].mean(dim=(-2, -1))  # (b, 4)
-    vertical = noise[..., half:, :].mean(dim=(-2, -1)) - noise[..., :half, :].mean(dim=(-2, -1))
-    std = math.sqrt(2 / (noise.shape[-1] * half))  # of a difference of two means of iid N(0, 1)
-    contrast = torch.stack([horizontal[:, 0], vertical[:, 1], horizontal[:, 2], vertical[:, 3]], dim=1) / std
-    return (0.5 * (1 + torch.erf(contrast / math.sqrt(2)))).numpy()
-
-
-def coupled_shapes(rng: np.random.Generator, layouts: np.ndarray, caption_dropout: float) -> list[tuple["Shape", str]]:
-    """One (shape, caption) per noise layout row.
-
-    Colour, kind, background and wording come from rng; position and width from the layout, and
-    the size class too unless the caption names it (then the words decide).
-    """
-    from training.shapes import Shape
-
-    triples = training_triples()
-    pairs = []
-    for ux, uy, uw, uclass in layouts:
-        colour, kind, background = triples[rng.integers(len(triples))]
-        size = "small" if rng.random() < 0.5 else "large"
-        text = caption(Shape(colour, kind, size, background, SIZES[size][0], 0, 0), rng)
-        if rng.random() < caption_dropout:
-            text = ""  # the unconditional branch of classifier-free guidance
-        if size not in text.replace(",", " ").split():
-            size = "small" if uclass < 0.5 else "large"  # the caption is silent: the seed decides
-        pairs.append((place_shape(colour, kind, size, background, (ux, uy, uw)), text))
-    return pairs
-
-
-@torch.no_grad()
-def coupled_batch(vae: AutoencoderKL, data: dict, config: TrainConfig, step: int, tokens: "CaptionTokens", generator):
-    """The step's batch, each image rendered where its own noise says: (scaled latents, token ids, noise)."""
-    rng = np.random.default_rng([config.seed, 4, step])
-    noise = torch.randn((config.batch, config.model.latent_channels, 16, 16), generator=generator)
-    pairs = coupled_shapes(rng, noise_layout(noise), config.caption_dropout)
-    images = np.stack([render(shape)[0] for shape, _ in pairs])
-    latents = vae.encode(to_tensor(images)).latent_dist.mean * data["scaling_factor"]
-    return latents, tokens([text for _, text in pairs]), noise
-
-
-def sample_batch(data: dict, config: TrainConfig, step: int, tokens: CaptionTokens) -> tuple[torch.Tensor, torch.Tensor]:
-    """The step's batch, a pure function of (seed, step) so resuming gives the same run."""
-    from training.shapes import Shape
-
+def training_batch(config: TrainConfig, step: int, tokens: CaptionTokens) -> tuple[torch.Tensor, torch.Tensor]:
+    """The step's (codes, token ids), freshly rendered: a pure function of (seed, step) so resuming replays it."""
     rng = np.random.default_rng([config.seed, 3, step])
-    index = rng.integers(0, len(data["shapes"]), config.batch)
-    latents = data["latents"][torch.from_numpy(index)].float() * data["scaling_factor"]
-    captions = [
-        "" if rng.random() < config.caption_dropout else caption(Shape(**data["shapes"][i]), rng) for i in index
-    ]
-    return latents, tokens(captions)
+    _, codes, shapes = render_batch(rng, config.batch)
+    captions = ["" if rng.random() < config.caption_dropout else caption(shape, rng) for shape in shapes]
+    return codes, tokens(captions)
 
 
-def stage_unet(out: Path, config: TrainConfig, data: dict, tokenizer: CLIPTokenizer, vae: AutoencoderKL):
+def stage_unet(out: Path, config: TrainConfig, tokenizer: CLIPTokenizer):
     """Train UNet + text encoder with AdamW, warmup + cosine, EMA; checkpoint to out/checkpoint."""
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.seed)  # initial weights only
     unet = build_unet(config.model)
     text_encoder = build_text_encoder(config.model, len(tokenizer))
     params = list(unet.parameters()) + list(text_encoder.parameters())
@@ -342,13 +254,8 @@ def stage_unet(out: Path, config: TrainConfig, data: dict, tokenizer: CLIPTokeni
         for group in optimizer.param_groups:
             group["lr"] = config.lr * cosine_lr(step, config.unet_steps, config.warmup_steps, config.min_lr_ratio)
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-        if config.couple_layout:
-            latents, token_ids, noise = coupled_batch(vae, data, config, step, tokens, generator)
-        else:
-            (latents, token_ids), noise = sample_batch(data, config, step, tokens), None
-        loss = diffusion_loss(
-            unet, text_encoder, scheduler, latents, token_ids, generator, config.min_snr_gamma, config.offset_noise, noise
-        )
+        latents, token_ids = training_batch(config, step, tokens)
+        loss = diffusion_loss(unet, text_encoder, scheduler, latents, token_ids, generator, config.min_snr_gamma, config.offset_noise)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -398,48 +305,11 @@ def load_ema(params, ema) -> None:
             p.copy_(e)
 
 
-# ---------------------------------------------------------------- stage 5: decoder
+# ---------------------------------------------------------------- stage 4: export
 
 
-def stage_decoder(out: Path, config: TrainConfig, vae: AutoencoderKL, data: dict) -> AutoencoderKL:
-    """Fine-tune only the decoder to map the stored latent means back to their exact renders."""
-    from training.shapes import Shape
-
-    if (out / "vae_tuned" / "config.json").exists():
-        return AutoencoderKL.from_pretrained(out / "vae_tuned")
-    decoder_params = list(vae.post_quant_conv.parameters()) + list(vae.decoder.parameters())
-    optimizer = torch.optim.AdamW(decoder_params, lr=config.decoder_lr, weight_decay=0.0)
-    vae.train().to(memory_format=torch.channels_last)
-    start = time.time()
-    for step in range(config.decoder_steps):
-        for group in optimizer.param_groups:
-            group["lr"] = config.decoder_lr * cosine_lr(step, config.decoder_steps, 20, 0.05)
-        rng = np.random.default_rng([config.seed, 5, step])
-        index = rng.integers(0, len(data["shapes"]), config.vae_batch)
-        images = to_tensor(np.stack([render(Shape(**data["shapes"][i]))[0] for i in index]))
-        latents = data["latents"][torch.from_numpy(index)].float()  # (b, 4, 16, 16) unscaled means
-        with fast_cpu_precision():
-            reconstruction = vae.decode(latents.contiguous(memory_format=torch.channels_last)).sample
-        reconstruction = reconstruction.float()
-        l1 = (reconstruction - images).abs().mean()
-        loss = l1 + F.mse_loss(reconstruction, images)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        if step % 100 == 0 or step == config.decoder_steps - 1:
-            log(out, f"decoder step {step} loss {loss.item():.4f} l1 {l1.item():.4f} ({time.time() - start:.0f}s)")
-    vae.eval().to(memory_format=torch.contiguous_format)
-    save_reconstructions(vae, out / "vae_tuned_reconstructions.png", config.seed)
-    vae.save_pretrained(out / "vae_tuned")
-    return vae
-
-
-# ---------------------------------------------------------------- stage 6: export
-
-
-def export(folder: Path, config: TrainConfig, vae: AutoencoderKL, unet, text_encoder, tokenizer: CLIPTokenizer, scaling_factor: float) -> None:
+def export(folder: Path, config: TrainConfig, vae: AutoencoderKL, unet, text_encoder, tokenizer: CLIPTokenizer) -> None:
     """Save a plain StableDiffusionPipeline folder (safetensors, no safety checker)."""
-    vae.register_to_config(scaling_factor=scaling_factor)
     pipe = StableDiffusionPipeline(
         vae=vae.eval(),
         text_encoder=text_encoder.eval(),
@@ -454,7 +324,7 @@ def export(folder: Path, config: TrainConfig, vae: AutoencoderKL, unet, text_enc
 
 
 def snapshot(out: Path, config: TrainConfig, folder: Path) -> None:
-    """Export the latest checkpoint's EMA weights (with the untuned decoder) to look at a run in progress."""
+    """Export the latest checkpoint's EMA weights, to look at a run in progress."""
     tokenizer = CLIPTokenizer.from_pretrained(out / "tokenizer")
     unet = build_unet(config.model)
     text_encoder = build_text_encoder(config.model, len(tokenizer))
@@ -462,16 +332,15 @@ def snapshot(out: Path, config: TrainConfig, folder: Path) -> None:
     ema = [p.detach().clone() for p in params]
     step = load_checkpoint(out / "checkpoint", params, ema, torch.optim.AdamW(params))
     load_ema(params, ema)
-    scaling_factor = torch.load(out / "latents.pt")["scaling_factor"]
-    export(folder, config, AutoencoderKL.from_pretrained(out / "vae"), unet, text_encoder, tokenizer, scaling_factor)
+    export(folder, config, AutoencoderKL.from_pretrained(out / "vae"), unet, text_encoder, tokenizer)
     print(f"exported step {step} to {folder}")
 
 
 def _prepare(out: Path, config: TrainConfig) -> None:
-    """The VAE and data stages, for a child process."""
+    """The VAE stage, for a child process."""
     torch.set_flush_denormal(True)
     torch.set_num_threads(config.threads)
-    stage_data(out, config, stage_vae(out, config))
+    stage_vae(out, config)
 
 
 def run(out: Path, config: TrainConfig, export_dir: Path | None) -> None:
@@ -481,21 +350,22 @@ def run(out: Path, config: TrainConfig, export_dir: Path | None) -> None:
     (out / "config.json").write_text(json.dumps(asdict(config), indent=2))
     start = time.time()
     tokenizer = stage_tokenizer(out, config)
-    if not (out / "latents.pt").exists():
-        # The bf16 VAE stages run in a child process: after oneDNN's bf16 (AMX) kernels ran in a
-        # process, its fp32 UNet steps were ~15x slower (9.8 s vs 0.65 s per step, measured).
+    child = None
+    if not (out / "vae" / "config.json").exists():
+        # The UNet trains on designed codes and never needs the VAE, so the VAE trains beside it
+        # on the second core. In a child process: after oneDNN's bf16 kernels ran in a process,
+        # its fp32 UNet steps were ~15x slower (9.8 s vs 0.65 s per step, measured).
         child = multiprocessing.get_context("spawn").Process(target=_prepare, args=(out, config))
         child.start()
+    unet, text_encoder = stage_unet(out, config, tokenizer)
+    if child is not None:
         child.join()
         if child.exitcode != 0:
-            raise RuntimeError(f"the vae/data stages failed (exit code {child.exitcode}); see {out / 'log.txt'}")
+            raise RuntimeError(f"the vae stage failed (exit code {child.exitcode}); see {out / 'log.txt'}")
     vae = stage_vae(out, config)
-    data = stage_data(out, config, vae)
-    unet, text_encoder = stage_unet(out, config, data, tokenizer, vae)
-    vae = stage_decoder(out, config, vae, data)
-    export(out / "pipeline", config, vae, unet, text_encoder, tokenizer, data["scaling_factor"])
+    export(out / "pipeline", config, vae, unet, text_encoder, tokenizer)
     if export_dir is not None:
-        export(export_dir, config, vae, unet, text_encoder, tokenizer, data["scaling_factor"])
+        export(export_dir, config, vae, unet, text_encoder, tokenizer)
     log(out, f"finished in {(time.time() - start) / 60:.1f} min (this invocation); pipeline at {out / 'pipeline'}")
 
 
@@ -506,13 +376,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("training/runs/main"))
     parser.add_argument("--export", type=Path, default=None, help="also export the pipeline here, e.g. seedlab/embedded_model")
-    parser.add_argument("--pilot", action="store_true", help="a 2-3 minute run that checks the pipeline end to end")
+    parser.add_argument("--pilot", action="store_true", help="a 1-2 minute run that checks the pipeline end to end")
     parser.add_argument("--unet-steps", type=int, default=None, help="override the UNet step count (resume longer)")
     parser.add_argument("--snapshot", type=Path, default=None, help="only export the latest checkpoint here and exit")
     args = parser.parse_args()
     config = TrainConfig()
     if args.pilot:
-        config = TrainConfig(vae_steps=20, dataset_size=512, decoder_steps=10, unet_steps=30, warmup_steps=5, log_every=5, checkpoint_every=10)
+        config = TrainConfig(vae_steps=20, unet_steps=30, warmup_steps=5, log_every=5, checkpoint_every=10)
     if args.unet_steps is not None:
         config.unet_steps = args.unet_steps
     if args.snapshot is not None:
