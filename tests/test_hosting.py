@@ -57,3 +57,28 @@ def test_cancelling_a_long_grid_frees_the_server_within_a_few_steps(client):
     # The cancelled grid had 16 x 200 steps left (over a minute here); only a step or two may run on.
     assert waited < 20, f"the next request waited {waited:.1f} s after the cancel"
     print(f"cancel -> next request served in {waited:.2f} s")
+
+
+def test_queue_size_and_concurrency_come_from_the_host_settings(monkeypatch, tiny_model_dir):
+    import gradio as gr
+
+    import app
+
+    served = []
+    monkeypatch.setattr(gr.Blocks, "launch", lambda self, **kwargs: served.append(self))
+    monkeypatch.setenv("SEEDLAB_QUEUE_SIZE", "3")
+    monkeypatch.setenv("SEEDLAB_CONCURRENCY", "2")
+    app.main(["--model", str(tiny_model_dir), "--device", "cpu"])
+    (demo,) = served
+    assert (demo._queue.max_size, demo._queue.default_concurrency_limit) == (3, 2)
+    generating = [fn for fn in demo.fns.values() if fn.api_name in ("grid", "vary", "reproduce")]
+    assert len(generating) == 3 and {fn.concurrency_id for fn in generating} == {"generation"}  # one shared limit
+
+
+def test_a_bad_host_setting_stops_the_app_with_a_message_naming_it(monkeypatch, tiny_model_dir, capsys):
+    import app
+
+    monkeypatch.setenv("SEEDLAB_MAX_STEPS", "lots")
+    with pytest.raises(SystemExit) as exit_:
+        app.main(["--model", str(tiny_model_dir), "--device", "cpu"])
+    assert exit_.value.code == 2 and "SEEDLAB_MAX_STEPS must be a positive integer" in capsys.readouterr().err
