@@ -1,6 +1,6 @@
 """Load run against the real app: concurrent clients, a cancel, and the server's memory.
 
-    python bench/bench_load.py [--model embedded] [--clients 4] [--requests 5]
+    python bench/bench_load.py [--model embedded] [--clients 4] [--requests 5] [--threads 2]
 
 Starts `python app.py` on 127.0.0.1 (a free port), then in one run:
 1. measures the server's resident memory (RSS) once it is up and warm;
@@ -66,9 +66,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--requests", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2, help="the app's torch threads (1 on a shared machine)")
     args = parser.parse_args()
 
-    process, url = start_app(args.model, threads=2)
+    process, url = start_app(args.model, threads=args.threads)
     try:
         grid(url, "warm up", "0-3", args.steps)
         before = rss_mib(process)
@@ -101,7 +102,7 @@ def main() -> None:
         short_s = time.perf_counter() - start
 
         after = rss_mib(process)
-        print(f"model {args.model}: {args.clients} concurrent clients x {args.requests} grid requests "
+        print(f"model {args.model}, {args.threads} torch threads: {args.clients} concurrent clients x {args.requests} grid requests "
               f"(4 images, {args.steps} steps) in {concurrent_s:.1f} s")
         print(f"requests whose images differed from the same request sent alone: {differing} of {len(answers)}")
         print(f"cancel -> short request served: {after_cancel_s:.2f} s (the short request alone: {short_s:.2f} s)")
