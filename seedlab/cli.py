@@ -133,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--threads must be a positive integer")
     if not args.base_url.startswith(("http://", "https://")):
         raise ValueError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
+    _make_folder(args.out)
     determinism.configure_process(args.threads)
     device = models.resolve_device(args.device)
 
@@ -142,7 +143,6 @@ def run(args: argparse.Namespace) -> int:
     recipes = [r.replace(width=args.width or width, height=args.height or height) for r in recipes]
 
     # 3. Generate, writing each PNG as soon as it is ready.
-    args.out.mkdir(parents=True, exist_ok=True)
     for index, result in enumerate(generation.iter_generate(model, recipes)):
         suffix = _slug(result.recipe.prompt[len(args.prompt):]) if args.command == "vary" else ""
         path = args.out / f"{index:02d}-seed{result.recipe.seed}{'-' + suffix if suffix else ''}.png"
@@ -184,6 +184,8 @@ def reproduce(args: argparse.Namespace) -> int:
                          f"pass --threads {recorded} to match it")
     if threads is not None and threads < 1:
         raise UsageError("--threads must be a positive integer")
+    if args.out is not None:
+        _make_folder(args.out.parent)
 
     # 2. Regenerate and compare.
     determinism.configure_process(threads)
@@ -195,7 +197,6 @@ def reproduce(args: argparse.Namespace) -> int:
     verdict = compare(result, Original(recipe, original.fingerprint, original.environment, original.pixels,
                                        tuple(notes)))
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         save_png(result, args.out)
     if args.json:
         print(json.dumps(verdict.to_dict()), flush=True)
@@ -216,6 +217,14 @@ def _read_original(source: str) -> Original:
         return original_from_png(source)
     except ValueError as error:
         raise UsageError(str(error)) from None
+
+
+def _make_folder(folder: Path) -> None:
+    """Create the output folder before any model loads, so a bad --out fails fast with one line."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file of that name, no permission, a read-only disk
+        raise UsageError(f"--out needs a folder it can write to; {folder} cannot be one ({error.strerror})") from None
 
 
 def _get(environment, name: str):

@@ -81,6 +81,15 @@ def test_bad_arguments_exit_2_with_one_line_naming_the_option(tiny_dir, tmp_path
     assert not list(tmp_path.glob("*.png"))
 
 
+def test_an_out_folder_that_cannot_be_made_exits_2_with_one_line(tiny_dir, tmp_path, capsys):
+    taken = tmp_path / "a-file"
+    taken.write_text("not a folder")
+    for out in (taken, taken / "sub"):
+        assert main(["grid", "--prompt", "x", "--seeds", "1", "--model", str(tiny_dir), "--out", str(out)]) == 2
+        message = capsys.readouterr().err.strip().splitlines()
+        assert len(message) == 1 and message[0].startswith("seedlab: error: --out "), message
+
+
 def test_bad_arguments_exit_status_from_a_real_process(tmp_path):
     run = cli("vary", "--prompt", "x", "--seed", "-1", "--variation", "y", "--out", str(tmp_path))
     assert run.returncode == 2
