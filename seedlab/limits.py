@@ -11,7 +11,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from .recipe import Recipe
+from .recipe import MAX_PROMPT_CHARS, MAX_SIZE, MAX_STEPS, Recipe
+from .seeds import MAX_SEEDS
+
+# What a Recipe (or a seed list) accepts at all: a host limit above it would silently never apply.
+_CEILINGS = {"max_images": MAX_SEEDS, "max_steps": MAX_STEPS, "max_size": MAX_SIZE,
+             "max_prompt_chars": MAX_PROMPT_CHARS}
 
 _ENV_PREFIX = "SEEDLAB_"
 
@@ -33,6 +38,10 @@ class Limits:
             value = getattr(self, field.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{self.setting(field.name)} must be a positive integer, got {value!r}")
+            ceiling = _CEILINGS.get(field.name)
+            if ceiling is not None and value > ceiling:
+                raise ValueError(f"{self.setting(field.name)} must be at most {ceiling} (SeedLab's own ceiling), "
+                                 f"got {value}")
 
     @staticmethod
     def setting(name: str) -> str:

@@ -44,3 +44,11 @@ def test_from_env_reads_each_setting_and_rejects_bad_values():
         Limits.from_env({"SEEDLAB_MAX_STEPS": "many"})
     with pytest.raises(ValueError, match="SEEDLAB_CONCURRENCY must be a positive integer, got 0"):
         Limits.from_env({"SEEDLAB_CONCURRENCY": "0"})
+
+
+@pytest.mark.parametrize(("setting", "ceiling"), [("SEEDLAB_MAX_IMAGES", 64), ("SEEDLAB_MAX_STEPS", 200),
+                                                  ("SEEDLAB_MAX_SIZE", 4096), ("SEEDLAB_MAX_PROMPT_CHARS", 2000)])
+def test_a_setting_above_what_a_recipe_accepts_is_refused_not_silently_capped(setting, ceiling):
+    Limits.from_env({setting: str(ceiling)})
+    with pytest.raises(ValueError, match=f"{setting} must be at most {ceiling}"):
+        Limits.from_env({setting: str(ceiling + 1)})
