@@ -39,7 +39,6 @@ from seedlab import (
     encode_link,
     fingerprint,
     format_seeds,
-    generate,
     grid_recipes,
     Progress,
     original_from_link,
@@ -82,10 +81,9 @@ def on_gpu(function):
     return spaces.GPU(duration=120)(function) if spaces is not None else function
 
 
-# The two ways the app runs a model: a streamed grid or variation set, and one image (reproduce).
+# Every generation (a grid, a variation set, one regenerated image) is a stream of per-step events.
 # On ZeroGPU the cancel event cannot reach the GPU process, so a Stop takes effect at the next image.
 stream_on_gpu = on_gpu(stream)
-generate_on_gpu = on_gpu(generate)
 
 
 @contextmanager
@@ -278,10 +276,19 @@ class SeedLab:
                           progress: gr.Progress = gr.Progress()):
         """Regenerate what open_link or open_png left in the session state: (image, verdict, verdict text)."""
         if original is None:
-            return gr.skip(), gr.skip(), gr.skip()
+            yield gr.skip(), gr.skip(), gr.skip()
+            return
         with user_errors():
-            path, verdict = self.regenerate(original, request, progress)
-        return path, verdict, verdict["summary"]
+            try:
+                for update in self.regenerate(original, request, progress):
+                    if update is None:
+                        yield gr.skip(), gr.skip(), gr.skip()  # hands control to Gradio, which may close us here
+                        continue
+                    path, verdict = update
+                    yield path, verdict, verdict["summary"]
+            except Cancelled:
+                gr.Warning("Stopped: the image was not regenerated.")
+                yield None, None, "Stopped before the image was regenerated."
 
     def after_reproduce(self, verdict: dict | None):
         """After /reproduce: the controls show the regenerated recipe, and the verdict its summary."""
@@ -311,7 +318,12 @@ class SeedLab:
         """Regenerate a link or a recipe (JSON text) and compare: the image, and the verdict (exact, or how far off)."""
         with user_errors():
             original = self.admit(original_from_text(link_or_recipe), strict=True)
-            return self.regenerate(original, request, progress)
+            try:
+                for update in self.regenerate(original, request, progress):
+                    yield update if update is not None else (gr.skip(), gr.skip())
+            except Cancelled:
+                gr.Warning("Stopped: the image was not regenerated.")
+                yield None, None
 
     def stop(self, request: gr.Request) -> None:
         """Ask this session's running generation to stop (the backend checks at every step)."""
@@ -347,20 +359,28 @@ class SeedLab:
         recipe = self.recipe(**recipe.to_dict())
         return Original(recipe, original.fingerprint, original.environment, original.pixels, tuple(notes))
 
-    def regenerate(self, original: Original, request: gr.Request | None, progress=None) -> tuple[str, dict]:
-        """Generate an original's recipe again, save the PNG and compare: (path, verdict with recipe and link)."""
+    def regenerate(self, original: Original, request: gr.Request | None,
+                   progress=None) -> Iterator[tuple[str, dict] | None]:
+        """Generate an original's recipe again, save the PNG and compare.
+
+        Yields None after every step, then (path, verdict with recipe and link). Cancelled like
+        run(): Stop sets this session's cancel event, and closing this generator (a closed tab, a
+        cancelled API call) closes the stream, so the worker stops within a step.
+        """
+        cancel = self.new_cancel_event(request)
         if original.pixels is None and original.fingerprint is not None:
             original = original.with_pixels(self.cached_pixels(original.fingerprint))
         model = self.store.get(original.recipe.model, original.recipe.dtype)
-
-        def on_step(done: int, total: int) -> None:
-            if progress is not None:
-                progress((done, total), desc="regenerating", unit="steps")
-
-        result = generate_on_gpu(model, original.recipe, progress=on_step)
+        for event in stream_on_gpu(model, [original.recipe], cancel=cancel):
+            if isinstance(event, Progress):
+                if progress is not None:
+                    progress((event.done, event.total), desc="regenerating", unit="steps")
+                yield None
+                continue
+            result = event
         verdict = compare(result, original)
         link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
-        return self.save_png(result), {**verdict.to_dict(), "recipe": result.recipe.to_dict(), "link": link}
+        yield self.save_png(result), {**verdict.to_dict(), "recipe": result.recipe.to_dict(), "link": link}
 
     def cached_pixels(self, print_: str) -> np.ndarray | None:
         """The pixels of a recent result with this fingerprint, if its PNG is still in the bounded folder."""
@@ -558,7 +578,6 @@ def build_app(store: ModelStore, limits: Limits | None = None) -> gr.Blocks:
             api_name="vary", concurrency_id="generation",
         )
         vary_event.then(app.environment, vary_results, environment, queue=False, **private)
-        stop.click(app.stop, None, None, cancels=[grid_event, vary_event], queue=False, **private)
 
         # Links and PNGs: restore the controls at once, then regenerate and show the verdict.
         controls = dict(prompt=prompt, negative_prompt=negative_prompt, seeds=seeds, num_inference_steps=steps,
@@ -566,17 +585,21 @@ def build_app(store: ModelStore, limits: Limits | None = None) -> gr.Blocks:
                         deterministic=deterministic, dtype=dtype, model=model_box)
         restore = [controls[name] for name in CONTROL_FIELDS]
         pending = gr.State(None)  # the original a link or a dropped PNG names, until it is regenerated
-        demo.load(app.open_link, None, [link_box, *restore, verdict_text, pending, reproduction], queue=False,
-                  **private).then(app.reproduce_pending, pending, [reproduced, verdict, verdict_text],
-                                  concurrency_id="generation", **private)
-        reproduce.click(app.reproduce, link_box, [reproduced, verdict], api_name="reproduce",
-                        concurrency_id="generation").success(app.after_reproduce, verdict, [*restore, verdict_text],
-                                                             queue=False, **private)
+        link_event = demo.load(app.open_link, None, [link_box, *restore, verdict_text, pending, reproduction],
+                               queue=False, **private).then(app.reproduce_pending, pending,
+                                                            [reproduced, verdict, verdict_text],
+                                                            concurrency_id="generation", **private)
+        reproduce_event = reproduce.click(app.reproduce, link_box, [reproduced, verdict], api_name="reproduce",
+                                          concurrency_id="generation")
+        reproduce_event.success(app.after_reproduce, verdict, [*restore, verdict_text], queue=False, **private)
         reproduce.click(open_accordion, None, reproduction, queue=False, **private)
         png_file.upload(app.open_png, png_file, [*restore, png_notes, pending, regenerate_png], **private)
         regenerate_png.click(open_accordion, None, reproduction, queue=False, **private)
-        regenerate_png.click(app.reproduce_pending, pending, [reproduced, verdict, verdict_text],
-                             concurrency_id="generation", **private)
+        png_event = regenerate_png.click(app.reproduce_pending, pending, [reproduced, verdict, verdict_text],
+                                         concurrency_id="generation", **private)
+        # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
+        stop.click(app.stop, None, None, cancels=[grid_event, vary_event, link_event, reproduce_event, png_event],
+                   queue=False, **private)
     return demo
 
 

@@ -3,6 +3,7 @@
 import json
 import re
 from contextlib import contextmanager
+from dataclasses import replace
 from types import SimpleNamespace
 from urllib.parse import parse_qsl
 
@@ -177,6 +178,12 @@ def next_images(updates):
     return next(update for update in updates if isinstance(update[0], list))
 
 
+def last(updates):
+    """A generating handler's final update (it yields once per step, then its result)."""
+    *_, final = updates
+    return final
+
+
 def test_stop_cancels_this_sessions_generation(seedlab_app):
     request = SimpleNamespace(session_hash="session-a")
     other = SimpleNamespace(session_hash="session-b")
@@ -207,6 +214,67 @@ def test_every_step_hands_control_back_so_a_closed_tab_stops_the_work(seedlab_ap
     finally:
         hook.remove()
     assert len(unet_calls) <= 4, f"{len(unet_calls)} of 200 steps ran"
+
+
+@contextmanager
+def counting_unet_calls(model):
+    calls = []
+    hook = model.pipeline.unet.register_forward_hook(lambda *args: calls.append(1))
+    try:
+        yield calls
+    finally:
+        hook.remove()
+
+
+def regenerations(seedlab_app, request):
+    """The three ways one image is regenerated, each 50 steps long: /reproduce, a link, a dropped PNG."""
+    recipe = Recipe(prompt=PROMPT, seed=21, num_inference_steps=50, model=seedlab_app.store.default)
+    link = encode_link(recipe, "0" * 64, None, "http://127.0.0.1/")
+    link_original = seedlab_app.open_link(page_request(link.split("?", 1)[1]))[-2]
+    quick = generate(seedlab_app.default, recipe.replace(num_inference_steps=1))
+    png = save_png(replace(quick, recipe=recipe), seedlab_app.image_dir / "dropped-50-steps.png")
+    png_original = seedlab_app.open_png(str(png))[-2]
+    noop = lambda *args, **kwargs: None  # noqa: E731
+    return {
+        "reproduce": seedlab_app.reproduce(json.dumps(recipe.to_dict()), request=request, progress=noop),
+        "link": seedlab_app.reproduce_pending(link_original, request=request, progress=noop),
+        "png": seedlab_app.reproduce_pending(png_original, request=request, progress=noop),
+    }
+
+
+@pytest.mark.parametrize("path", ["reproduce", "link", "png"])
+def test_stop_cancels_a_regeneration(seedlab_app, path):
+    request = SimpleNamespace(session_hash=f"stop-{path}", headers={})
+    with counting_unet_calls(seedlab_app.default) as calls:
+        updates = regenerations(seedlab_app, request)[path]
+        next(updates), next(updates)  # two steps done
+        seedlab_app.stop(request)
+        with pytest.warns(UserWarning, match="Stopped: the image was not regenerated"):
+            rest = list(updates)
+    assert len(calls) <= 5, f"{len(calls)} of 50 steps ran after Stop"
+    assert rest[-1][:2] == (None, None)  # no image, no verdict
+
+
+@pytest.mark.parametrize("path", ["reproduce", "link", "png"])
+def test_a_closed_tab_stops_a_regeneration(seedlab_app, path):
+    with counting_unet_calls(seedlab_app.default) as calls:
+        updates = regenerations(seedlab_app, SimpleNamespace(session_hash=f"tab-{path}", headers={}))[path]
+        next(updates), next(updates)  # two steps done
+        updates.close()  # what Gradio does when the tab closes or the API call is cancelled
+    assert len(calls) <= 5, f"{len(calls)} of 50 steps ran after the tab closed"
+
+
+def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
+    from app import build_app
+
+    demo = build_app(seedlab_app.store)
+    named = {fn._id: getattr(fn.fn, "__name__", None) for fn in demo.fns.values()}
+    (stop,) = [fn for fn in demo.fns.values() if named[fn._id] == "stop"]
+    # Gradio wires `cancels=` as a second listener on the same trigger.
+    (canceller,) = [fn for fn in demo.fns.values() if fn.is_cancel_function and fn.targets == stop.targets]
+    generating = {index for index, name in named.items() if name in ("grid", "vary", "reproduce", "reproduce_pending")}
+    assert len(generating) == 5  # grid, vary, /reproduce, and the link's and the PNG's regeneration
+    assert set(canceller.cancels) == generating
 
 
 def test_generation_runs_inside_spaces_gpu_when_spaces_is_importable(monkeypatch):
@@ -309,7 +377,7 @@ def test_opening_a_link_restores_every_control_then_regenerates_exactly(seedlab_
     assert dict(zip(CONTROL_FIELDS, controls)) == controls_for(expected.recipe)
     assert text.startswith("Regenerating")
     with torch_threads(APP_THREADS):
-        image, verdict, summary = seedlab_app.reproduce_pending(original, page_request(query))
+        image, verdict, summary = last(seedlab_app.reproduce_pending(original, page_request(query)))
     assert verdict["exact"] and "exact" in summary.lower()
     assert read_png(image)[0] == expected.recipe
 
@@ -329,7 +397,7 @@ def test_a_dropped_png_restores_its_recipe_and_regenerates_exactly(seedlab_app, 
     assert dict(zip(CONTROL_FIELDS, controls)) == controls_for(expected.recipe)
     assert "everything in the PNG was restored" in notes and button.interactive
     with torch_threads(APP_THREADS):
-        _, verdict, summary = seedlab_app.reproduce_pending(original, None)
+        _, verdict, summary = last(seedlab_app.reproduce_pending(original, None))
     assert verdict["exact"] and verdict["max_difference"] == 0 and "exact" in summary.lower()
 
 
@@ -347,7 +415,7 @@ def test_an_a1111_png_is_restored_with_notes(seedlab_app, tmp_path):
     for expected in ("Schedule type Karras", "Model hash", "Clip skip 2",
                      "model v1-5-pruned-emaonly is not available on this server"):
         assert expected in notes, notes
-    _, verdict, _ = seedlab_app.reproduce_pending(original, None)
+    _, verdict, _ = last(seedlab_app.reproduce_pending(original, None))
     assert verdict["exact"] is False and verdict["max_difference"] is not None  # measured against the PNG's pixels
 
     *_, notes, original, _ = seedlab_app.open_png(str(tmp_path / "missing.png"))
