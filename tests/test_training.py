@@ -24,7 +24,7 @@ from training.shapes import (
     shape_height,
     training_triples,
 )
-from training.latent import LATENT_CHANNELS, latent_code, shape_code, unfold_mask
+from training.latent import LATENT_CHANNELS, latent_code, layout_disk, shape_code, unfold_layout
 from training.train import (
     CaptionTokens,
     TrainConfig,
@@ -128,26 +128,36 @@ def test_held_out_triples_never_reach_training():
             assert (named.group(1), named.group(2), background.group(1)) not in held
 
 
-def test_code_folds_the_32px_mask_like_pixel_unshuffle_and_holds_constant_colours():
+def test_code_folds_the_32px_layout_disk_like_pixel_unshuffle_and_holds_constant_words():
     rng = np.random.default_rng(4)
     for _ in range(50):
         shape = sample_shape(rng, training_triples())
         image, code = shape_code(shape)
-        mask = render(shape)[1]
-        coverage = torch.from_numpy(mask.reshape(32, 2, 32, 2).mean(axis=(1, 3)) * 2 - 1).float()
+        coverage = torch.from_numpy(layout_disk(shape).reshape(32, 2, 32, 2).mean(axis=(1, 3)) * 2 - 1).float()
         assert code.shape == (LATENT_CHANNELS, 16, 16) and code.dtype == np.float32
         torch.testing.assert_close(torch.from_numpy(code[:4]), F.pixel_unshuffle(coverage[None], 2))
-        np.testing.assert_array_equal(unfold_mask(code), coverage.numpy())
+        np.testing.assert_array_equal(unfold_layout(code), coverage.numpy())
+        kind = [1.0 if k == shape.kind else -1.0 for k in KINDS]
         colours = np.array([*PALETTE[shape.colour], *PALETTE[shape.background]]) / 127.5 - 1
-        np.testing.assert_allclose(code[4:], np.broadcast_to(colours[:, None, None], (6, 16, 16)), atol=1e-6)
+        constants = np.concatenate([kind, colours])
+        np.testing.assert_allclose(code[4:], np.broadcast_to(constants[:, None, None], (10, 16, 16)), atol=1e-6)
+        np.testing.assert_array_equal(image, render(shape)[0])
 
 
-def test_changing_a_colour_leaves_the_mask_channels_untouched():
-    _, mask = render(Shape("red", "star", "large", "blue", 40, 9, 13))
-    codes = [latent_code(mask, colour, background) for colour, background in [("red", "blue"), ("red", "white"), ("green", "black")]]
+def test_layout_disk_spans_the_shape_box_and_ignores_kind_and_colours():
+    mask = render(Shape("red", "square", "large", "blue", 40, 9, 13))[1]
+    codes = [latent_code(Shape(colour, kind, "large", background, 40, 9, 13))
+             for colour, kind, background in [("red", "square", "blue"), ("green", "square", "black"), ("red", "circle", "white")]]
     for code in codes[1:]:
         np.testing.assert_array_equal(code[:4], codes[0][:4])
         assert not np.array_equal(code[4:], codes[0][4:])
+    disk = layout_disk(Shape("red", "square", "large", "blue", 40, 9, 13))
+    assert disk.sum() == pytest.approx(np.pi * 400, rel=0.03) and not (disk & ~mask).any()  # inscribed in the square
+    # A triangle is shorter than wide: its disk is centred on its box, so it pokes out evenly above and below.
+    triangle = render(Shape("red", "triangle", "large", "blue", 40, 9, 13))[1]
+    rows = np.nonzero(layout_disk(Shape("red", "triangle", "large", "blue", 40, 9, 13)).any(axis=1))[0]
+    shape_rows = np.nonzero(triangle.any(axis=1))[0]
+    assert abs((shape_rows.min() - rows.min()) - (rows.max() - shape_rows.max())) <= 1
 
 
 def test_training_batch_renders_codes_and_replays_on_resume(tmp_path):
@@ -159,6 +169,7 @@ def test_training_batch_renders_codes_and_replays_on_resume(tmp_path):
     assert torch.equal(codes, again[0]) and torch.equal(token_ids, again[1])
     assert not torch.equal(codes, training_batch(config, 8, tokens)[0])
     assert codes[:, :4].min() == -1 and codes[:, :4].max() == 1  # every batch holds background and shape
+    assert (codes[:, 4:8, 0, 0] == 1).sum(dim=1).eq(1).all()  # one kind each
 
 
 def test_vae_learns_to_decode_codes_on_a_fixed_batch():
@@ -216,7 +227,7 @@ def test_tiny_run_exports_a_loadable_pipeline(tmp_path):
     from diffusers import StableDiffusionPipeline
 
     config = TrainConfig(
-        model=TINY_MODEL, vae_steps=2, vae_batch=4, unet_steps=3, batch=4, warmup_steps=1, checkpoint_every=2,
+        model=TINY_MODEL, vae_steps=2, vae_batch=4, decoder_steps=2, unet_steps=3, batch=4, warmup_steps=1, checkpoint_every=2,
         log_every=1,
     )
     run(tmp_path / "run", config, export_dir=None)

@@ -97,7 +97,7 @@ def attribute_prompts(seeds_per_triple: int) -> list[tuple[str, tuple, str | Non
         for i in range(seeds_per_triple):
             form, size = forms[i % len(forms)]
             c, k, b = triple
-            article_fixed = form.replace("a {c}", "an {c}") if c == "orange" and form.startswith("a {c}") else form
+            article_fixed = form.replace("a {c}", "an {c}") if c[0] in "aeiou" and form.startswith("a {c}") else form
             cases.append((article_fixed.format(c=c, k=k, b=b), triple, size, seed))
             seed += 1
     return cases
@@ -123,7 +123,8 @@ def evaluate_composition(pipe, guidance: float, steps: int, seeds: int) -> dict:
         backgrounds = [b for b in ("blue", "white", "black", "yellow", "green") if b != colour][:4]
         masks = {}  # (seed, background) -> mask
         for s, background in itertools.product(range(seeds), backgrounds):
-            prompt = f"a {colour} {kind}, on a {background} background"
+            article = "an" if colour[0] in "aeiou" else "a"
+            prompt = f"{article} {colour} {kind}, on a {background} background"
             masks[s, background] = classify(generate(pipe, prompt, FIRST_SEED + 5000 + s, guidance, steps)).mask
         for s in range(seeds):
             same_seed += [iou(masks[s, a], masks[s, b]) for a, b in itertools.combinations(backgrounds, 2)]

@@ -10,7 +10,7 @@ from transformers import CLIPTextConfig, CLIPTextModel
 class ModelConfig:
     """Sizes of the VAE, UNet and text encoder. The defaults are the shipped model."""
 
-    latent_channels: int = 10  # the designed code of training.latent
+    latent_channels: int = 14  # the designed code of training.latent
     vae_channels: tuple[int, ...] = (32, 64, 64)  # 3 levels: 64x64 -> 16x16 latents
     unet_channels: tuple[int, ...] = (64, 96)  # 2 levels: 16x16 and 8x8; sized for the 2 s grid
     unet_attention_head_dim: int = 32
