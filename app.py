@@ -55,6 +55,7 @@ from seedlab.determinism import device_name
 from seedlab.links import KEYS as LINK_KEYS
 from seedlab.links import encode_query
 from seedlab.limits import Limits
+from seedlab.metadata import UnreadablePNG
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES, RNG_SOURCES
 
 try:  # Hugging Face ZeroGPU: GPU work must run inside a function decorated with spaces.GPU
@@ -306,8 +307,10 @@ class SeedLab:
             return *keep, "", None, gr.Button(interactive=False)
         try:
             original = self.admit(original_from_png(path), strict=False)
-        except ValueError as error:
+        except UnreadablePNG as error:
             return *keep, f"**This PNG cannot be read.** {error}", None, gr.Button(interactive=False)
+        except ValueError as error:  # read, but its recipe breaks a rule or a limit: the message names the field
+            return *keep, str(error), None, gr.Button(interactive=False)
         notes = "\n".join(f"- {note}" for note in original.notes) or "- everything in the PNG was restored"
         text = f"**Restored from the PNG** (seed {original.recipe.seed}).\n\n{notes}"
         return *control_values(original.recipe), text, original, gr.Button(interactive=True)

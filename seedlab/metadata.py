@@ -51,6 +51,13 @@ _SIZE = re.compile(r"^([0-9]{1,5})x([0-9]{1,5})$")
 _KEY = re.compile(r"\s*([A-Za-z0-9_][\w \-/.+()]*?)\s*:\s*")
 
 
+class UnreadablePNG(ValueError):
+    """The file cannot be read as a PNG at all (missing, not an image, another format, truncated).
+
+    Other ValueErrors from reading mean the file was read but its recipe is missing or refused.
+    """
+
+
 def save_png(result: Result, path: str | Path) -> Path:
     """Write `result` as a PNG that carries its recipe (both chunks); returns the path."""
     path = Path(path)
@@ -114,10 +121,10 @@ def read_png(path_or_file: str | Path | IO[bytes]) -> tuple[Recipe, str | None, 
     try:
         with Image.open(path_or_file) as image:
             if image.format != "PNG":
-                raise ValueError(f"file must be a PNG, got {image.format or 'an unknown format'}")
+                raise UnreadablePNG(f"file must be a PNG, got {image.format or 'an unknown format'}")
             text = dict(getattr(image, "text", {}) or {})
     except (OSError, SyntaxError, Image.DecompressionBombError) as error:  # not an image at all, or a bomb
-        raise ValueError(f"file is not a readable PNG ({error})") from None
+        raise UnreadablePNG(f"file is not a readable PNG ({error})") from None
     if "seedlab" in text:
         return read_seedlab_chunk(text["seedlab"])
     if "parameters" in text:

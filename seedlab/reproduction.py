@@ -19,7 +19,7 @@ from PIL import Image
 from .determinism import Environment
 from .generation import Result, fingerprint
 from .links import check_fingerprint, decode_link
-from .metadata import read_png
+from .metadata import UnreadablePNG, read_png
 from .recipe import Recipe
 
 
@@ -133,7 +133,7 @@ def original_from_png(path_or_file: str | Path | IO[bytes]) -> Original:
         with Image.open(path_or_file) as image:
             pixels = np.asarray(image.convert("RGB"))
     except (OSError, Image.DecompressionBombError) as error:  # truncated pixel data after readable chunks
-        raise ValueError(f"file's pixels cannot be read ({error})") from None
+        raise UnreadablePNG(f"file's pixels cannot be read ({error})") from None
     actual = fingerprint(pixels)
     if recorded is not None and recorded != actual:
         notes = [*notes, "the PNG's pixels do not match the fingerprint it records: the file was edited or re-encoded"]

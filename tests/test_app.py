@@ -420,3 +420,23 @@ def test_an_a1111_png_is_restored_with_notes(seedlab_app, tmp_path):
 
     *_, notes, original, _ = seedlab_app.open_png(str(tmp_path / "missing.png"))
     assert notes.startswith("**This PNG cannot be read.**") and original is None
+
+
+def test_a_png_refused_by_a_limit_or_a_rule_says_so_and_only_unreadable_files_cannot_be_read(seedlab_app, tmp_path):
+    quick = generate(seedlab_app.default, Recipe(prompt=PROMPT, seed=3, num_inference_steps=1,
+                                                 model=seedlab_app.store.default))
+    too_long = save_png(replace(quick, recipe=quick.recipe.replace(num_inference_steps=60)), tmp_path / "60.png")
+    *controls, notes, original, button = seedlab_app.open_png(str(too_long))
+    assert notes == "num_inference_steps must be at most 50 on this server (SEEDLAB_MAX_STEPS), got 60"
+    assert original is None and not button.interactive
+    assert all(isinstance(value, type(gr.skip())) for value in controls)  # the controls keep their values
+
+    info = PngInfo()
+    info.add_text("parameters", "a red circle\nSteps: 500, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64")
+    Image.new("RGB", (8, 8)).save(tmp_path / "500-steps.png", pnginfo=info)
+    *_, notes, original, _ = seedlab_app.open_png(str(tmp_path / "500-steps.png"))
+    assert notes.startswith("parameters: num_inference_steps must be") and original is None
+
+    (tmp_path / "text.png").write_text("not an image")
+    *_, notes, original, _ = seedlab_app.open_png(str(tmp_path / "text.png"))
+    assert notes.startswith("**This PNG cannot be read.** file is not a readable PNG") and original is None

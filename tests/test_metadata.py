@@ -11,7 +11,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from seedlab import MAX_SEED, Recipe, Result, fingerprint, png_info, read_png, save_png
-from seedlab.metadata import SAMPLERS, parameters_text, read_parameters
+from seedlab.metadata import SAMPLERS, UnreadablePNG, parameters_text, read_parameters
 from tests.test_links import ENV, recipes
 
 IMAGE = Image.fromarray(np.arange(8 * 8 * 3, dtype=np.uint8).reshape(8, 8, 3))
@@ -191,3 +191,20 @@ def test_files_without_a_recipe_are_errors(tmp_path):
     IMAGE.save(tmp_path / "bad.png", pnginfo=chunk)
     with pytest.raises(ValueError, match="seedlab chunk: seed must be"):
         read_png(tmp_path / "bad.png")
+
+
+def test_only_files_that_cannot_be_opened_as_pngs_are_unreadable(tmp_path):
+    jpeg = io.BytesIO()
+    IMAGE.save(jpeg, format="JPEG")
+    for unreadable in (io.BytesIO(b"not an image"), jpeg, tmp_path / "missing.png"):
+        if hasattr(unreadable, "seek"):
+            unreadable.seek(0)
+        with pytest.raises(UnreadablePNG):
+            read_png(unreadable)
+    plain = io.BytesIO()
+    IMAGE.save(plain, format="PNG")
+    plain.seek(0)
+    for readable in (plain, a1111_png("x\nSteps: 0, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64")):
+        with pytest.raises(ValueError) as error:  # no recipe, or a recipe out of range: read, then refused
+            read_png(readable)
+        assert not isinstance(error.value, UnreadablePNG)
