@@ -47,6 +47,9 @@ SAMPLER_NAMES = {scheduler: name for name, scheduler in SAMPLERS.items()}
 # Noise schedules A1111 appends to a sampler name ("DPM++ 2M Karras") or writes as "Schedule type".
 SCHEDULE_TYPES = ("Karras", "Exponential", "SGM Uniform", "Polyexponential", "Align Your Steps", "Simple",
                   "Normal", "DDIM", "Beta", "KL Optimal", "Uniform")
+# A1111's extra networks, written inline in the prompt: <lora:NAME:WEIGHT>, <hypernet:NAME:WEIGHT>, and
+# <lyco:...> from the LyCORIS extension. A1111 removes them from the text it encodes and applies the networks.
+_EXTRA_NETWORK = re.compile(r"<(?:lora|hypernet|lyco):[^<>]+>")
 _SIZE = re.compile(r"^([0-9]{1,5})x([0-9]{1,5})$")
 _KEY = re.compile(r"\s*([A-Za-z0-9_][\w \-/.+()]*?)\s*:\s*")
 
@@ -182,6 +185,10 @@ def read_parameters(text: str) -> tuple[Recipe, str | None, list[str]]:
         "negative_prompt": "\n".join(negative_lines or []),
     }
     notes: list[str] = []
+    tags = list(dict.fromkeys(_EXTRA_NETWORK.findall(recipe_fields["prompt"])))  # each once, in prompt order
+    if tags:
+        notes.append(f"{', '.join(tags)} in the prompt: A1111 extra networks (LoRA, hypernetworks) are not loaded, "
+                     "and the tags stay in the prompt as written, where the text encoder reads them as words")
     fingerprint = _map_fields(fields or [], recipe_fields, notes)
     try:
         return Recipe(**recipe_fields), fingerprint, notes

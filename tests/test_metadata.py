@@ -141,7 +141,8 @@ def test_a_real_a1111_png_restores_its_recipe_with_notes():
     text = "\n".join(notes)
     for expected in ("Schedule type Karras", "Model hash 6ce0161689", "Clip skip 2",
                      "hires fix (Denoising strength: 0.45, Hires upscale: 2, Hires steps: 10, Hires upscaler: Latent)",
-                     "Lora hashes: add_detail: 7c6bad76eb54", "TI hashes"):
+                     "Lora hashes: add_detail: 7c6bad76eb54", "TI hashes",
+                     "<lora:add_detail:0.5> in the prompt: A1111 extra networks"):
         assert expected in text, text
 
 
@@ -208,3 +209,15 @@ def test_only_files_that_cannot_be_opened_as_pngs_are_unreadable(tmp_path):
         with pytest.raises(ValueError) as error:  # no recipe, or a recipe out of range: read, then refused
             read_png(readable)
         assert not isinstance(error.value, UnreadablePNG)
+
+
+def test_inline_lora_and_hypernet_tags_stay_in_the_prompt_with_a_note_naming_them():
+    prompt = "a castle <lora:add_detail:0.8>, <hypernet:anime_v2:1>\nat dusk <lora:add_detail:0.8> <lyco:film:0.4>"
+    text = f"{prompt}\nNegative prompt: <lora:bad_hands:1>\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 5, Size: 64x64"
+    recipe, _, notes = read_parameters(text)
+    assert (recipe.prompt, recipe.negative_prompt) == (prompt, "<lora:bad_hands:1>")  # as written
+    (note,) = [note for note in notes if "extra networks" in note]
+    assert note.startswith("<lora:add_detail:0.8>, <hypernet:anime_v2:1>, <lyco:film:0.4> in the prompt: ")
+    assert parameters_text(recipe).startswith(prompt + "\nNegative prompt: <lora:bad_hands:1>\n")  # round trip
+    _, _, notes = read_parameters("a castle <b>bold</b> at 3:00\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 5")
+    assert notes == []
