@@ -30,6 +30,7 @@ from training.train import (
     TrainConfig,
     diffusion_loss,
     noise_schedule,
+    outline_weight,
     run,
     stage_tokenizer,
     training_batch,
@@ -247,3 +248,17 @@ def test_tiny_run_exports_a_loadable_pipeline(tmp_path):
     # Resuming a finished run is a no-op for training and exports the same weights again.
     run(tmp_path / "run", config, export_dir=tmp_path / "again")
     assert (tmp_path / "again" / "unet" / "diffusion_pytorch_model.safetensors").exists()
+
+
+def test_outline_weight_marks_a_band_around_the_shape_and_nothing_else():
+    image, mask = render(Shape("red", "star", "large", "blue", 40, 9, 13))
+    weight = outline_weight(torch.from_numpy(image[None]).permute(0, 3, 1, 2).float() / 127.5 - 1, 10.0)[0, 0].numpy()
+    assert set(np.unique(weight)) == {1.0, 10.0}
+    outline = mask & ~np.roll(mask, 1, axis=1)  # left edges of the star
+    assert (weight[outline] == 10.0).all()
+    assert (weight[:5] == 1.0).all() and (weight[:, :5] == 1.0).all()  # background far from the shape
+    near = np.zeros_like(mask)  # within 2 px (a 5x5 window) of a shape pixel
+    for dy, dx in np.ndindex(5, 5):
+        near |= np.roll(mask, (dy - 2, dx - 2), axis=(0, 1))
+    assert not (weight[~near] == 10.0).any()
+    assert weight[13 + 20, 9 + 20] == 1.0  # deep inside the star
