@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from diffusers import AutoencoderKL, DDPMScheduler, DPMSolverMultistepScheduler, StableDiffusionPipeline
 from transformers import CLIPTokenizer
 
-from training.latent import shape_code
+from training.latent import LAYOUT_CHANNELS, shape_code
 from training.models import ModelConfig, build_text_encoder, build_unet, build_vae
 from training.shapes import VOCABULARY, Shape, caption, sample_shape, training_triples
 from training.tokenizer import write_clip_tokenizer
@@ -52,7 +52,10 @@ class TrainConfig:
     decoder_steps: int = 2000
     decoder_lr: float = 5e-4
     edge_weight: float = 10.0  # loss weight of pixels within 2 px of a shape's outline (star points, corners)
-    decoder_code_noise: float = 0.1
+    decoder_code_noise: float = 0.1  # on the layout channels
+    # On the constant channels (kind, colours), noise that differs from pixel to pixel: the UNet's
+    # constants wobble over space, and a decoder that averages them keeps backgrounds flat.
+    decoder_constant_noise: float = 0.5
     # UNet stage
     unet_steps: int = 1200
     batch: int = 64
@@ -209,7 +212,7 @@ def outline_weight(images: torch.Tensor, edge_weight: float) -> torch.Tensor:
 
 
 def stage_decoder(out: Path, config: TrainConfig, vae: AutoencoderKL) -> AutoencoderKL:
-    """Fine-tune only the decoder, on codes with less noise than stage 2, for sharper small shapes."""
+    """Fine-tune only the decoder for sharp outlines and flat colours from the codes a UNet makes."""
     if (out / "vae_tuned" / "config.json").exists():
         return AutoencoderKL.from_pretrained(out / "vae_tuned")
     decoder_params = list(vae.post_quant_conv.parameters()) + list(vae.decoder.parameters())
@@ -221,7 +224,9 @@ def stage_decoder(out: Path, config: TrainConfig, vae: AutoencoderKL) -> Autoenc
             group["lr"] = config.decoder_lr * cosine_lr(step, config.decoder_steps, 20, 0.05)
         images, codes, _ = render_batch(np.random.default_rng([config.seed, 5, step]), config.vae_batch)
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-        strength = config.decoder_code_noise * torch.rand((len(codes), 1, 1, 1), generator=generator)
+        scale = torch.full((1, codes.shape[1], 1, 1), config.decoder_constant_noise)
+        scale[:, :LAYOUT_CHANNELS] = config.decoder_code_noise
+        strength = scale * torch.rand((len(codes), 1, 1, 1), generator=generator)  # (b, 14, 1, 1)
         codes = codes + strength * torch.randn(codes.shape, generator=generator)
         images = to_tensor(images)
         with fast_cpu_precision():
