@@ -171,7 +171,7 @@ class SeedLab:
         seeds: str,
         negative_prompt: str | None = None,
         num_inference_steps: int = 20,
-        guidance_scale: float = 7.5,
+        guidance_scale: float | None = None,
         scheduler: str = DEFAULT_SCHEDULER,
         width: int | None = None,
         height: int | None = None,
@@ -201,7 +201,7 @@ class SeedLab:
         variations: str | None = None,
         negative_prompt: str | None = None,
         num_inference_steps: int = 20,
-        guidance_scale: float = 7.5,
+        guidance_scale: float | None = None,
         scheduler: str = DEFAULT_SCHEDULER,
         width: int | None = None,
         height: int | None = None,
@@ -412,7 +412,7 @@ class SeedLab:
             model=name,
             scheduler=scheduler or DEFAULT_SCHEDULER,
             num_inference_steps=whole(num_inference_steps),
-            guidance_scale=guidance_scale,
+            guidance_scale=self.default.default_guidance if guidance_scale is None else guidance_scale,
             width=native_width if width is None else whole(width),
             height=native_height if height is None else whole(height),
             rng=rng,
@@ -507,7 +507,7 @@ def build_app(store: ModelStore, limits: Limits | None = None) -> gr.Blocks:
                     dice = gr.Button("🎲 Random", min_width=90, scale=0, elem_id="dice")
                 with gr.Row():
                     steps = gr.Number(label="Steps", value=20, precision=0)
-                    guidance = gr.Number(label="Guidance scale", value=7.5, step=0.5)
+                    guidance = gr.Number(label="Guidance scale", value=model.default_guidance, step=0.5)
                 scheduler = gr.Dropdown(schedulers, value=DEFAULT_SCHEDULER, label="Scheduler", allow_custom_value=True)
                 with gr.Row():
                     width_box = gr.Number(label="Width", value=width, precision=0, step=8)

@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--out", required=True, type=Path, help="folder for the PNG files")
         command.add_argument("--model", default=None, help=f"hub id or local folder (default: {DEFAULT_MODEL})")
         command.add_argument("--steps", type=int, default=20)
-        command.add_argument("--guidance", type=float, default=7.5)
+        command.add_argument("--guidance", type=float, default=None,
+                             help="default: the model's (2.5 for the embedded model, else 7.5)")
         command.add_argument("--scheduler", default="default", help="a diffusers scheduler class name")
         command.add_argument("--negative", default="")
         command.add_argument("--width", type=int, default=None, help="default: the model's native size")
@@ -97,7 +98,7 @@ def _recipe(args: argparse.Namespace, seed: int) -> Recipe:
         model=args.model or DEFAULT_MODEL,
         scheduler=args.scheduler,
         num_inference_steps=args.steps,
-        guidance_scale=args.guidance,
+        guidance_scale=7.5 if args.guidance is None else args.guidance,  # the model's default is filled in at load
         width=args.width or 64,
         height=args.height or 64,
         rng=args.rng,
@@ -137,10 +138,11 @@ def run(args: argparse.Namespace) -> int:
     determinism.configure_process(args.threads)
     device = models.resolve_device(args.device)
 
-    # 2. Load the model and fill in its native size where none was given.
+    # 2. Load the model and fill in its native size and guidance where none was given.
     model = models.load_model(recipe.model, device, recipe.dtype)
     width, height = model.native_size
-    recipes = [r.replace(width=args.width or width, height=args.height or height) for r in recipes]
+    guidance = model.default_guidance if args.guidance is None else args.guidance
+    recipes = [r.replace(width=args.width or width, height=args.height or height, guidance_scale=guidance) for r in recipes]
 
     # 3. Generate, writing each PNG as soon as it is ready.
     for index, result in enumerate(generation.iter_generate(model, recipes)):

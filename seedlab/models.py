@@ -19,6 +19,8 @@ from diffusers import DiffusionPipeline
 from .recipe import DEFAULT_MODEL, DTYPES
 
 EMBEDDED_MODEL_DIR = Path(__file__).parent / "embedded_model"
+EMBEDDED_GUIDANCE = 2.5  # where the embedded model meets its quality targets (training/evaluate.py, README)
+STANDARD_GUIDANCE = 7.5  # StableDiffusionPipeline's own default, a fair start for real checkpoints
 _TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -67,6 +69,11 @@ class Model:
             sample = sample[0]
         size = int(sample) * int(getattr(pipe, "vae_scale_factor", 8))
         return size, size
+
+    @property
+    def default_guidance(self) -> float:
+        """The guidance scale a recipe starts from: the embedded model's measured best, else SD's usual 7.5."""
+        return EMBEDDED_GUIDANCE if self.name == DEFAULT_MODEL else STANDARD_GUIDANCE
 
     def make_scheduler(self, name: str):
         """A fresh scheduler instance (no state shared between runs) from the checkpoint's config."""
