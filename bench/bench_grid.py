@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--prompt", default="a red circle on a blue background")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--guidance", type=float, default=7.5)
+    parser.add_argument("--guidance", type=float, default=None, help="default: the model's")
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
 
@@ -74,7 +74,8 @@ def main() -> None:
     model = seedlab.load_model(args.model, torch.device("cpu"))
     width, height = model.native_size
     recipe = seedlab.Recipe(prompt=args.prompt, model=model.name, num_inference_steps=args.steps,
-                            guidance_scale=args.guidance, width=width, height=height)
+                            guidance_scale=model.default_guidance if args.guidance is None else args.guidance,
+                            width=width, height=height)
     seeds = [0, 1, 2, 3]
     runs = {
         "seedlab": lambda: seedlab.generate_grid(model, recipe, seeds),

@@ -59,6 +59,7 @@ def torch_threads(count: int):
 def solo(model, **fields):
     """The reference: one recipe generated alone, in this process, with the app's thread count."""
     with torch_threads(APP_THREADS):
+        fields = {"guidance_scale": model.default_guidance, **fields}  # the app starts from the model's default
         return generate(model, Recipe(model=model.name, num_inference_steps=STEPS, **fields))
 
 
@@ -298,7 +299,8 @@ def test_served_pngs_are_the_files_with_their_recipe(client, app_url):
             record["recipe"], record["fingerprint"], record["environment"], [])
         with Image.open(cell["image"]) as image:
             assert f"Steps: {STEPS}, Sampler: " in image.text["parameters"]
-            assert f"CFG scale: 7.5, Seed: {record['seed']}, Size: 64x64" in image.text["parameters"]
+            cfg = record["recipe"]["guidance_scale"]
+            assert f"CFG scale: {cfg:g}, Seed: {record['seed']}, Size: 64x64" in image.text["parameters"]
         assert record["link"].startswith(f"{app_url}/?v=1&prompt=a+red+circle&seed=")
 
 
