@@ -98,7 +98,8 @@ def _recipe(args: argparse.Namespace, seed: int) -> Recipe:
         model=args.model or DEFAULT_MODEL,
         scheduler=args.scheduler,
         num_inference_steps=args.steps,
-        guidance_scale=7.5 if args.guidance is None else args.guidance,  # the model's default is filled in at load
+        # Without --guidance, a placeholder: run() puts the model's default in once the model is loaded.
+        guidance_scale=models.STANDARD_GUIDANCE if args.guidance is None else args.guidance,
         width=args.width or 64,
         height=args.height or 64,
         rng=args.rng,
