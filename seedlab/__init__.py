@@ -2,7 +2,8 @@
 
 __version__ = "0.1.0"
 
-from .determinism import Environment, configure_process, full_determinism  # noqa: E402
+from .determinism import configure_process, full_determinism  # noqa: E402
+from .environment import Environment  # noqa: E402
 from .generation import (  # noqa: E402
     Cancelled,
     Progress,

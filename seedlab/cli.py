@@ -18,29 +18,18 @@ import sys
 from pathlib import Path
 
 from . import determinism, generation, models
+from .admission import Admission
+from .limits import Limits
 from .links import encode_link
 from .metadata import save_png
-from .recipe import DEFAULT_MODEL, DTYPES, RNG_SOURCES, Recipe
+from .recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
 from .reproduction import Original, compare, original_from_link, original_from_png
-from .seeds import parse_seeds
 
 DEFAULT_BASE_URL = "http://127.0.0.1:7860/"
-
-# Recipe field -> the option that sets it, so a recipe's error message can name the option.
-_OPTIONS = {
-    "num_inference_steps": "--steps",
-    "guidance_scale": "--guidance",
-    "negative_prompt": "--negative",
-    "prompt": "--prompt",
-    "seed": "--seed",
-    "seeds": "--seeds",
-    "scheduler": "--scheduler",
-    "width": "--width",
-    "height": "--height",
-    "model": "--model",
-    "rng": "--rng",
-    "dtype": "--dtype",
-}
+# The command line's host allows what a Recipe allows at all (the app's limits are for public servers).
+CLI_LIMITS = Limits(max_images=64, max_variations=64, max_steps=200, max_size=4096, max_prompt_chars=2000)
+# The recipe fields set by options derived from their Specs; prompt and seed(s) are each command's own.
+RECIPE_OPTIONS = tuple(name for name in SPECS if name not in ("prompt", "seed"))
 
 
 class UsageError(Exception):
@@ -52,28 +41,29 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def add_recipe_options(command: argparse.ArgumentParser) -> None:
+    """One option per recipe field, from its Spec (name, help, allowed values); unset means the model's default."""
+    for name in RECIPE_OPTIONS:
+        spec = SPECS[name]
+        if spec.kind == "bool":
+            command.add_argument(spec.cli, dest=name, action="store_true", help=spec.help)
+        else:
+            command.add_argument(spec.cli, dest=name, default=None, metavar=spec.label.upper().replace(" ", "_"),
+                                 help=f"{spec.help} ({spec.allowed()})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m seedlab", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     grid = commands.add_parser("grid", help="one image per seed")
     grid.add_argument("--seeds", required=True, help='"42", "0-7" or "3, 17, 99"')
     vary = commands.add_parser("vary", help="the base prompt and each variation, all from one seed")
-    vary.add_argument("--seed", required=True, type=int)
+    vary.add_argument(SPECS["seed"].cli, dest="seed", required=True, help=SPECS["seed"].help)
     vary.add_argument("--variation", action="append", required=True, help="appended to the prompt; repeatable")
     for command in (grid, vary):
-        command.add_argument("--prompt", required=True)
+        command.add_argument(SPECS["prompt"].cli, dest="prompt", required=True, help=SPECS["prompt"].help)
         command.add_argument("--out", required=True, type=Path, help="folder for the PNG files")
-        command.add_argument("--model", default=None, help=f"hub id or local folder (default: {DEFAULT_MODEL})")
-        command.add_argument("--steps", type=int, default=20)
-        command.add_argument("--guidance", type=float, default=None,
-                             help="default: the model's (2.5 for the embedded model, else 7.5)")
-        command.add_argument("--scheduler", default="default", help="a diffusers scheduler class name")
-        command.add_argument("--negative", default="")
-        command.add_argument("--width", type=int, default=None, help="default: the model's native size")
-        command.add_argument("--height", type=int, default=None, help="default: the model's native size")
-        command.add_argument("--rng", choices=RNG_SOURCES, default="cpu")
-        command.add_argument("--deterministic", action="store_true", help="full-determinism switches on")
-        command.add_argument("--dtype", choices=DTYPES, default="float32")
+        add_recipe_options(command)
         command.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
         command.add_argument("--threads", type=int, default=None, help="pin torch's intra-op thread count")
         command.add_argument("--json", action="store_true", help="print one JSON object per image")
@@ -90,74 +80,66 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _recipe(args: argparse.Namespace, seed: int) -> Recipe:
-    return Recipe(
-        prompt=args.prompt,
-        seed=seed,
-        negative_prompt=args.negative,
-        model=args.model or DEFAULT_MODEL,
-        scheduler=args.scheduler,
-        num_inference_steps=args.steps,
-        # Without --guidance, a placeholder: run() puts the model's default in once the model is loaded.
-        guidance_scale=models.STANDARD_GUIDANCE if args.guidance is None else args.guidance,
-        width=args.width or 64,
-        height=args.height or 64,
-        rng=args.rng,
-        deterministic=args.deterministic,
-        dtype=args.dtype,
-    )
-
-
-def _name_option(message: str) -> str:
-    """Turn "num_inference_steps must be ..." into "--steps must be ..."."""
-    for field, option in _OPTIONS.items():
-        if message.startswith(field + " ") or message.startswith(field + ":"):
-            return option + message[len(field):]
-    return message
+def option_name(field: str) -> str:
+    """How the command line names a recipe field: its option."""
+    return SPECS[field].cli if field in SPECS else field
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "base"
 
 
+def _admission(args: argparse.Namespace) -> Admission:
+    """The CLI user is the host: the model they name is the one allowed, in the dtype they ask for."""
+    dtype = args.dtype or "float32"
+    if dtype not in SPECS["dtype"].choices:
+        raise UsageError(f"--dtype must be {SPECS['dtype'].allowed()}, got {dtype!r}")
+    device = models.resolve_device(args.device)
+    return Admission(models.ModelStore([args.model or DEFAULT_MODEL], device, dtype=dtype), CLI_LIMITS)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.command == "reproduce":
         return reproduce(args)
-    # 1. Validate everything before loading a model: bad input fails fast.
-    seeds = parse_seeds(args.seeds) if args.command == "grid" else [args.seed]
-    recipe = _recipe(args, seeds[0])
-    recipes = (
-        generation.grid_recipes(recipe, seeds)
-        if args.command == "grid"
-        else generation.variation_recipes(recipe, args.variation)
-    )
+    # 1. Validate everything before loading a model: bad input fails fast (config files only are read).
     if args.threads is not None and args.threads < 1:
-        raise ValueError("--threads must be a positive integer")
+        raise UsageError("--threads must be a positive integer")
     if not args.base_url.startswith(("http://", "https://")):
-        raise ValueError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
-    _make_folder(args.out)
+        raise UsageError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
     determinism.configure_process(args.threads)
-    device = models.resolve_device(args.device)
+    admission = _admission(args)
+    values = {name: getattr(args, name) for name in ("prompt", *RECIPE_OPTIONS)}
+    try:
+        if args.command == "grid":
+            recipes = admission.grid(values, args.seeds)
+        else:
+            recipes = admission.variations({**values, "seed": args.seed}, args.variation)
+    except (RecipeError, FieldError):
+        raise
+    except ValueError as error:  # "seeds: ..." and "variations: ..." are the commands' own options
+        message = str(error)
+        for word, option in (("seeds:", "--seeds:"), ("variations:", "--variation:")):
+            message = option + message.removeprefix(word) if message.startswith(word) else message
+        raise UsageError(message) from None
+    _make_folder(args.out)
 
-    # 2. Load the model and fill in its native size and guidance where none was given.
-    model = models.load_model(recipe.model, device, recipe.dtype)
-    width, height = model.native_size
-    guidance = model.default_guidance if args.guidance is None else args.guidance
-    recipes = [r.replace(width=args.width or width, height=args.height or height, guidance_scale=guidance) for r in recipes]
-
-    # 3. Generate, writing each PNG as soon as it is ready.
+    # 2. Load the model, then generate, writing each PNG as soon as it is ready.
+    model = admission.store.get(recipes[0].model)
     for index, result in enumerate(generation.iter_generate(model, recipes)):
         suffix = _slug(result.recipe.prompt[len(args.prompt):]) if args.command == "vary" else ""
         path = args.out / f"{index:02d}-seed{result.recipe.seed}{'-' + suffix if suffix else ''}.png"
-        save_png(result, path)
+        try:
+            save_png(result, path)
+        except OSError as error:
+            raise UsageError(f"--out: {path.name} cannot be written ({error.strerror})") from None
         if args.json:
             line = {
-                "seed": result.recipe.seed,
+                "seed": str(result.recipe.seed),
                 "prompt": result.recipe.prompt,
                 "path": str(path),
                 "fingerprint": result.fingerprint,
                 "link": encode_link(result.recipe, result.fingerprint, result.environment, args.base_url),
-                "recipe": result.recipe.to_dict(),
+                "recipe": result.recipe.to_json(),
                 "environment": result.environment.to_dict(),
             }
             print(json.dumps(line), flush=True)
@@ -179,7 +161,7 @@ def reproduce(args: argparse.Namespace) -> int:
                          f"pass --model {recipe.model!r} (or another model) to use it")
     threads = args.threads
     if threads is None and original.environment is not None:  # the thread count changes low bits on CPU
-        recorded = _get(original.environment, "threads")
+        recorded = original.environment.threads
         if isinstance(recorded, int) and 1 <= recorded <= (os.cpu_count() or 1):
             threads = recorded
         else:  # an untrusted file or link must not start thousands of threads unasked
@@ -188,7 +170,7 @@ def reproduce(args: argparse.Namespace) -> int:
     if threads is not None and threads < 1:
         raise UsageError("--threads must be a positive integer")
     if args.out is not None:
-        _make_folder(args.out.parent)
+        _check_writable(args.out)
 
     # 2. Regenerate and compare.
     determinism.configure_process(threads)
@@ -230,14 +212,28 @@ def _make_folder(folder: Path) -> None:
         raise UsageError(f"--out needs a folder it can write to; {folder} cannot be one ({error.strerror})") from None
 
 
-def _get(environment, name: str):
-    return environment.get(name) if isinstance(environment, dict) else getattr(environment, name)
+def _check_writable(path: Path) -> None:
+    """Refuse an --out file that cannot be written before anything is generated."""
+    _make_folder(path.parent)
+    if path.is_dir():
+        raise UsageError(f"--out must be a PNG file name, and {path} is a folder")
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as error:
+        raise UsageError(f"--out: {path} cannot be written ({error.strerror})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return run(args)
+    except RecipeError as error:
+        print(f"seedlab: error: {error.named(option_name)}", file=sys.stderr)
+        return 2
+    except FieldError as error:
+        print(f"seedlab: error: {option_name(error.field)} {error.problem}", file=sys.stderr)
+        return 2
     except (UsageError, ValueError) as error:
-        print(f"seedlab: error: {_name_option(str(error))}", file=sys.stderr)
+        print(f"seedlab: error: {error}", file=sys.stderr)
         return 2

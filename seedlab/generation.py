@@ -3,8 +3,12 @@
 Every image is its own batch-1 pipeline call with its own `torch.Generator`. That is what makes
 "grid cell == solo regeneration" exact: a batched call (a generator list) is never bit-identical
 to solo runs on CPU (convolution backends, GEMM blocking and GroupNorm threading depend on the
-batch size), and with one shared generator only cell 0 could ever be regenerated. On 2 CPU cores
-batch-1 calls cost about the same as one batched call (bench/bench_grid.py measures it).
+batch size), and with one shared generator only cell 0 could ever be regenerated. Measured on 2 CPU
+cores with the embedded model, batch-1 calls one after another cost 1.63x one batched call
+(bench/bench_grid.py); running them in parallel processes wins that back (pool.py).
+
+The starting noise is a value made by noise.py (latents, and the generator that stochastic
+schedulers draw from afterwards) and handed to the pipeline.
 """
 
 from __future__ import annotations
@@ -16,13 +20,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from PIL import Image
 
-from .determinism import Environment, current_environment, full_determinism, make_generator
+from .determinism import current_environment, full_determinism
+from .environment import Environment
 from .models import Model
+from .noise import check_scheduler, make_noise
 from .recipe import Recipe, join_prompt
 
 ProgressFn = Callable[[int, int], None]  # (steps done, steps in all)
+
+# One generation at a time in a process: the determinism switches are process-wide torch state, and
+# a pipeline's scheduler is swapped per recipe, so two generations must never interleave.
+_LOCK = threading.Lock()
 
 
 class Cancelled(Exception):
@@ -104,6 +115,22 @@ def iter_generate(
         done += recipe.num_inference_steps
 
 
+def _noise_arguments(model: Model, recipe: Recipe) -> dict:
+    """`latents` and `generator` for the pipeline call, made by noise.py."""
+    try:
+        noise = make_noise(model.pipeline, seed=recipe.seed, width=recipe.width, height=recipe.height,
+                           device=model.device, dtype=model.pipeline.dtype, rng=recipe.rng,
+                           variation_seed=recipe.variation_seed, variation_strength=recipe.variation_strength,
+                           seed_resize_from=recipe.seed_resize_from)
+    except ValueError:
+        if not (recipe.noise_is_plain and recipe.rng in ("cpu", "device")):
+            raise
+        # Latents noise.py cannot shape (packed ones: Flux): diffusers draws them from the same generator itself.
+        where = torch.device("cpu") if recipe.rng == "cpu" else model.device
+        return {"generator": torch.Generator(where).manual_seed(recipe.seed)}
+    return {"latents": noise.latents, "generator": noise.generator}
+
+
 @dataclass(frozen=True)
 class Progress:
     """A step finished: `done` of `total` denoising steps, counted over all images of the request."""
@@ -182,14 +209,14 @@ def _generate_one(
     if recipe.negative_prompt and "negative_prompt" not in model.call_parameters:
         raise ValueError(f"negative_prompt is not supported by {type(pipe).__name__}; leave it empty")
     arguments = {k: v for k, v in arguments.items() if k in model.call_parameters}
+    check_scheduler(recipe.rng, scheduler)
 
-    # 2. Run with a fresh scheduler and a fresh generator, under the requested determinism switches.
-    with full_determinism(recipe.deterministic) as switches:
+    # 2. Run with a fresh scheduler and fresh noise, under the requested determinism switches.
+    with _LOCK, full_determinism(recipe.deterministic) as switches:
         if cancel is not None and cancel.is_set():
             raise Cancelled("generation cancelled")
         pipe.scheduler = scheduler
-        generator = make_generator(recipe.seed, recipe.rng, model.device)
-        image = pipe(generator=generator, **arguments).images[0]
+        image = pipe(**_noise_arguments(model, recipe), **arguments).images[0]
         environment = current_environment(model.device, pipe.dtype, switches)
     if cancel is not None and cancel.is_set():
         raise Cancelled("generation cancelled")

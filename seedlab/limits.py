@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from .recipe import MAX_PROMPT_CHARS, MAX_SIZE, MAX_STEPS, Recipe
+from .recipe import MAX_PROMPT_CHARS, MAX_SIZE, MAX_STEPS, FieldError, Recipe, RecipeError
 from .seeds import MAX_SEEDS
 
 # What a Recipe (or a seed list) accepts at all: a host limit above it would silently never apply.
@@ -32,6 +32,8 @@ class Limits:
     max_prompt_chars: int = 500  # prompt and negative prompt, each
     queue_size: int = 32  # requests waiting in the queue before new ones are turned away
     concurrency: int = 1  # generations running at once (one device: one at a time)
+    max_request_seconds: int = 120  # estimated generation time of one request (see budget.py)
+    visitor_seconds: int = 300  # estimated generation time one visitor may use in any 10 minutes
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -70,22 +72,22 @@ class Limits:
             raise ValueError(f"{what}: this server makes at most {limit} {unit} ({self.setting(name)}), got {count}")
 
     def check_recipe(self, recipe: Recipe) -> None:
-        """Refuse a recipe that asks for more steps, pixels or prompt than this server allows."""
+        """Refuse a recipe that asks for more steps, pixels or prompt than this server allows (every field at once)."""
+        errors = []
         if recipe.num_inference_steps > self.max_steps:
-            raise ValueError(
-                f"num_inference_steps must be at most {self.max_steps} on this server "
-                f"({self.setting('max_steps')}), got {recipe.num_inference_steps}"
-            )
-        for name in ("width", "height"):
-            value = getattr(recipe, name)
+            errors.append(FieldError("num_inference_steps", f"must be at most {self.max_steps} on this server "
+                                                            f"({self.setting('max_steps')}), got {recipe.num_inference_steps}"))
+        sizes = {"width": recipe.width, "height": recipe.height}
+        if recipe.seed_resize_from is not None:
+            sizes["seed_resize_from"] = max(recipe.seed_resize_from)
+        for name, value in sizes.items():
             if value > self.max_size:
-                raise ValueError(
-                    f"{name} must be at most {self.max_size} on this server ({self.setting('max_size')}), got {value}"
-                )
+                errors.append(FieldError(name, f"must be at most {self.max_size} pixels a side on this server "
+                                               f"({self.setting('max_size')}), got {value}"))
         for name in ("prompt", "negative_prompt"):
             length = len(getattr(recipe, name))
             if length > self.max_prompt_chars:
-                raise ValueError(
-                    f"{name} must be at most {self.max_prompt_chars} characters on this server "
-                    f"({self.setting('max_prompt_chars')}), got {length}"
-                )
+                errors.append(FieldError(name, f"must be at most {self.max_prompt_chars} characters on this server "
+                                               f"({self.setting('max_prompt_chars')}), got {length}"))
+        if errors:
+            raise RecipeError(errors)

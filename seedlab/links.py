@@ -5,11 +5,12 @@ A link is stateless, so it survives server restarts and works on any instance th
     http://127.0.0.1:7860/?v=1&prompt=a+red+circle&seed=2&sampler=EulerDiscreteScheduler
         &fp=<64 hex digits>&env=0.1.0~0.42.1~2.13.0%2Bcpu~cpu:+x86_64~float32~2~000001
 
-Keys are short and readable; a value equal to its v1 default (V1_DEFAULTS) is left out. `fp` is
-the full sha256 of the RGB pixels (64 hex digits, never shortened). `env` is
-seedlab~diffusers~torch~device~dtype~threads~switches, where switches are six 0/1 digits in the
-order of `determinism.Switches` fields (CUBLAS_WORKSPACE_CONFIG is left out: it is set at start-up). Links are untrusted input: every key is checked (unknown,
-missing and repeated keys are errors naming the key) and the recipe validates itself. The model
+Keys are short and readable, one per recipe field (its Spec's `link`); a value equal to the field's
+default is left out. `fp` is the full sha256 of the RGB pixels (64 hex digits, never shortened).
+`env` is seedlab~diffusers~torch~device~dtype~threads~switches, where switches are six 0/1 digits in
+the order of `environment.Switches` fields (CUBLAS_WORKSPACE_CONFIG is left out: it is set at
+start-up). Links are untrusted input: every key is checked (unknown, missing and repeated keys are
+errors naming the key) and the recipe validates itself. The model
 name is returned as written: the caller checks it against the models it allows (ModelStore.check).
 """
 
@@ -20,44 +21,20 @@ import re
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
-from .determinism import Environment, Switches
-from .recipe import DTYPES, Recipe
+from .environment import SWITCH_NAMES, Environment, Switches
+from .recipe import DTYPES, SPECS, FieldError, Recipe, RecipeError
 
 VERSIONS = (1,)  # link formats this server reads
 MAX_QUERY_CHARS = 40_000  # two 2000-character prompts of 4-byte characters, percent-encoded, fit
 
-# Link key -> recipe field, in the order a link is written (fp and env follow).
-KEYS = {
-    "prompt": "prompt",
-    "neg": "negative_prompt",
-    "seed": "seed",
-    "steps": "num_inference_steps",
-    "cfg": "guidance_scale",
-    "sampler": "scheduler",
-    "w": "width",
-    "h": "height",
-    "model": "model",
-    "rng": "rng",
-    "det": "deterministic",
-    "dtype": "dtype",
-}
-# Frozen with format version 1 (not read from Recipe, whose defaults may change): omitted keys mean these.
-V1_DEFAULTS: dict[str, Any] = {
-    "negative_prompt": "",
-    "seed": 0,
-    "num_inference_steps": 20,
-    "guidance_scale": 7.5,
-    "scheduler": "default",
-    "width": 64,
-    "height": 64,
-    "model": "embedded",
-    "rng": "cpu",
-    "deterministic": False,
-    "dtype": "float32",
-}
+# Link key -> recipe field, in the order a link is written (fp and env follow): from the field definitions.
+KEYS = {spec.link: name for name, spec in SPECS.items()}
+# An omitted key means the field's default (a Spec's default never changes: tests/test_links.py guards the v1 ones).
+DEFAULTS: dict[str, Any] = {field.name: field.default for field in dataclasses.fields(Recipe)
+                            if field.default is not dataclasses.MISSING}
 REQUIRED = ("v", "prompt", "fp")
 ENV_PARTS = ("seedlab", "diffusers", "torch", "device", "dtype", "threads", "switches")
-SWITCHES = tuple(field.name for field in dataclasses.fields(Switches))
+SWITCHES = SWITCH_NAMES
 _SAFE = ":,~/"  # left readable in values: all are allowed in a query string
 _INT = re.compile(r"^[0-9]{1,20}$")
 _FLOAT = re.compile(r"^-?[0-9]{1,20}(\.[0-9]{1,30})?([eE][-+]?[0-9]{1,3})?$")
@@ -72,8 +49,8 @@ def encode_link(recipe: Recipe, fingerprint: str, environment: Environment | Non
     values = recipe.to_dict()
     pairs = [("v", "1"), ("prompt", recipe.prompt)]
     for key, field in KEYS.items():
-        if field != "prompt" and values[field] != V1_DEFAULTS[field]:
-            pairs.append((key, _format(values[field])))
+        if field != "prompt" and values[field] != DEFAULTS[field]:
+            pairs.append((key, SPECS[field].to_text(values[field])))
     pairs.append(("fp", fingerprint))
     if environment is not None:
         pairs.append(("env", encode_environment(environment)))
@@ -88,11 +65,10 @@ def encode_query(pairs: list[tuple[str, str]]) -> str:
         raise ValueError(f"the recipe's text cannot be written in a link: {error.reason}") from None
 
 
-def decode_link(url_or_query: str) -> tuple[Recipe, str, dict[str, Any] | None]:
-    """Read a link (a URL, "?v=1&..." or "v=1&..."): (recipe, fingerprint, compact environment or None).
+def decode_link(url_or_query: str) -> tuple[Recipe, str, Environment | None]:
+    """Read a link (a URL, "?v=1&..." or "v=1&..."): (recipe, fingerprint, environment or None).
 
-    The environment is a flat dict with the keys of `Environment.differences` that a link carries.
-    Raises ValueError naming the key for anything wrong.
+    Raises ValueError naming the key for anything wrong (every bad recipe key at once).
     """
     params = parse_query(url_or_query)
     readable = ", ".join(str(v) for v in VERSIONS)
@@ -104,18 +80,24 @@ def decode_link(url_or_query: str) -> tuple[Recipe, str, dict[str, Any] | None]:
     unknown = sorted(set(params) - set(KEYS) - {"v", "fp", "env"})
     if unknown:
         raise ValueError(f"link: unknown key {unknown[0][:40]!r}; known keys: v, {', '.join(KEYS)}, fp, env")
-    for key in REQUIRED:
-        if key not in params:
-            raise ValueError(f"link: {key} is missing; a link needs {', '.join(REQUIRED)}")
+    missing = [key for key in REQUIRED if key not in params]
+    if missing:
+        raise ValueError(f"link: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing; "
+                         f"a link needs {', '.join(REQUIRED)}")
 
-    fields = dict(V1_DEFAULTS)
+    fields, errors = dict(DEFAULTS), []
     for key, field in KEYS.items():
         if key in params:
-            fields[field] = _parse(key, field, params[key])
+            try:
+                fields[field] = _parse(field, params[key])
+            except FieldError as error:
+                errors.append(error)
     try:
+        if errors:
+            raise RecipeError(errors)
         recipe = Recipe(**fields)
-    except ValueError as error:  # "num_inference_steps must be ..." -> "link: steps (num_inference_steps) must be ..."
-        raise ValueError(f"link: {_name_key(str(error))}") from None
+    except RecipeError as error:  # "num_inference_steps must be ..." -> "link: steps (num_inference_steps) must be ..."
+        raise ValueError("link: " + error.named(key_name)) from None
     fingerprint = check_fingerprint("link: fp", params["fp"].lower())
     environment = decode_environment(params["env"]) if "env" in params else None
     return recipe, fingerprint, environment
@@ -167,8 +149,8 @@ def encode_environment(environment: Environment) -> str:
     return "~".join(parts)
 
 
-def decode_environment(text: str) -> dict[str, Any]:
-    """The inverse of encode_environment, as a flat dict keyed like `Environment.differences`."""
+def decode_environment(text: str) -> Environment:
+    """The inverse of encode_environment; cublas_workspace_config is not in a link (None)."""
     parts = text.split("~")
     if len(parts) != len(ENV_PARTS):
         raise ValueError(f"link: env must have {len(ENV_PARTS)} parts separated by ~ ({'~'.join(ENV_PARTS)}), "
@@ -188,40 +170,34 @@ def decode_environment(text: str) -> dict[str, Any]:
     if not re.fullmatch(f"[01]{{{len(SWITCHES)}}}", switches):
         raise ValueError(f"link: env switches must be {len(SWITCHES)} digits 0 or 1 ({', '.join(SWITCHES)}), "
                          f"got {switches[:40]!r}")
-    values["threads"] = int(values["threads"])
-    values.update({name: digit == "1" for name, digit in zip(SWITCHES, switches)})
-    return values
+    flags = Switches(**{name: digit == "1" for name, digit in zip(SWITCHES, switches)})
+    return Environment(**{**values, "threads": int(values["threads"])}, cublas_workspace_config=None, switches=flags)
 
 
-def _format(value: Any) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, float):
-        return repr(value).removesuffix(".0")  # the shortest text that reads back as the same float
-    return str(value)
+def key_name(field: str) -> str:
+    """How a link message names a field: "steps (num_inference_steps)", or "prompt" where key and field agree."""
+    key = SPECS[field].link if field in SPECS else field
+    return field if key == field else f"{key} ({field})"
 
 
-def _parse(key: str, field: str, text: str) -> Any:
+def _parse(field: str, text: str) -> Any:
     """A link value as the recipe field's type; the range is checked by the Recipe."""
-    default = V1_DEFAULTS.get(field, "")
-    if isinstance(default, bool):
+    spec = SPECS[field]
+    if spec.kind == "bool":
         if text not in ("0", "1"):
-            raise ValueError(f"link: {key} ({field}) must be 0 or 1, got {text[:40]!r}")
+            raise FieldError(field, f"must be 0 or 1, got {text[:40]!r}")
         return text == "1"
-    if isinstance(default, int):
+    if spec.kind in ("int", "seed"):
         if not _INT.match(text):
-            raise ValueError(f"link: {key} ({field}) must be a whole number, got {text[:40]!r}")
+            raise FieldError(field, f"must be {spec.allowed()}, got {text[:40]!r}")
         return int(text)
-    if isinstance(default, float):
+    if spec.kind == "float":
         if not _FLOAT.match(text):
-            raise ValueError(f"link: {key} ({field}) must be a number such as 7.5, got {text[:40]!r}")
+            raise FieldError(field, f"must be {spec.allowed()}, got {text[:40]!r}")
         return float(text)
+    if spec.kind == "size":
+        value = spec.coerce(text)
+        if value is not None and not isinstance(value, tuple):
+            raise FieldError(field, f"must be {spec.allowed()}, got {text[:40]!r}")
+        return value
     return text
-
-
-def _name_key(message: str) -> str:
-    """Put the link key in front of a recipe message that starts with the field name."""
-    for key, field in KEYS.items():
-        if message.startswith(field + " "):
-            return f"{key} ({field})" + message[len(field):] if key != field else message
-    return message

@@ -1,8 +1,13 @@
 """Models: load diffusers text-to-image pipelines, pick their device, list their schedulers.
 
 A model is named by a hub id ("stabilityai/sd-turbo"), a local folder, or "embedded": the small
-checkpoint that ships in seedlab/embedded_model so SeedLab works offline. The host decides which
-names may be loaded (`ModelStore(allowed=...)`): links and API calls can only pick among those.
+checkpoint that ships in seedlab/embedded_model so SeedLab works offline (README.md, "Models", says
+how it is trained). The host decides which names may be loaded and in which dtype
+(`ModelStore(allowed=..., dtype=...)`): links and API calls can only pick among those.
+
+`ModelInfo` is what admission needs to know about a model (native size, default guidance, schedulers
+offered): read from a loaded model, or from the checkpoint's config files alone, so checking a
+request never loads weights.
 """
 
 from __future__ import annotations
@@ -13,10 +18,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import diffusers
 import torch
 from diffusers import DiffusionPipeline
 
-from .recipe import DEFAULT_MODEL, DTYPES
+from .recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES, FieldError
 
 EMBEDDED_MODEL_DIR = Path(__file__).parent / "embedded_model"
 EMBEDDED_GUIDANCE = 2.5  # where the embedded model meets its quality targets (training/evaluate.py, README)
@@ -31,6 +37,8 @@ def resolve_device(name: str | None = None) -> torch.device:
             device = torch.device(name)
         except RuntimeError as error:
             raise ValueError(f"device must be auto, cpu, cuda, cuda:N or mps, got {name!r}") from error
+        if device.type not in ("cpu", "cuda", "mps"):
+            raise ValueError(f"device must be auto, cpu, cuda, cuda:N or mps, got {name[:40]!r}")
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device {name!r} was asked for, but CUDA is not available here")
         return device
@@ -46,6 +54,79 @@ def model_source(name: str) -> str:
     return str(EMBEDDED_MODEL_DIR) if name == DEFAULT_MODEL else name
 
 
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a request is checked against: known without loading the weights."""
+
+    name: str
+    native_size: tuple[int, int]  # (width, height) the checkpoint was trained at
+    default_guidance: float
+    default_scheduler: str
+    schedulers: dict[str, type] = field(repr=False)  # compatible scheduler classes by class name
+    scheduler_config: dict = field(repr=False)  # the checkpoint's own scheduler config
+
+    def make_scheduler(self, name: str):
+        """A fresh scheduler instance (no state shared between runs) from the checkpoint's config."""
+        if name == DEFAULT_SCHEDULER:
+            name = self.default_scheduler
+        if name not in self.schedulers:
+            raise FieldError("scheduler", f"must be one of {', '.join(sorted(self.schedulers))} for model "
+                                          f"{self.name}, got {name[:80]!r}")
+        return self.schedulers[name].from_config(self.scheduler_config)
+
+
+def default_guidance(name: str) -> float:
+    """The guidance scale a recipe starts from: the embedded model's measured best, else SD's usual 7.5."""
+    return EMBEDDED_GUIDANCE if name == DEFAULT_MODEL else STANDARD_GUIDANCE
+
+
+def read_info(name: str) -> ModelInfo:
+    """A model's ModelInfo from its config files (model_index.json, scheduler, denoiser, VAE): no weights."""
+    source = model_source(name)
+    if _looks_local(source) and not Path(source).expanduser().is_dir():
+        raise FieldError("model", f"{name[:200]!r} is not a folder on this machine (a local model is a diffusers folder)")
+    try:
+        index = DiffusionPipeline.load_config(source)
+        scheduler_class = getattr(diffusers, index["scheduler"][1])
+        scheduler_config = dict(scheduler_class.load_config(source, subfolder="scheduler"))
+        denoiser = "unet" if "unet" in index else "transformer"
+        denoiser_config = getattr(diffusers, index[denoiser][1]).load_config(source, subfolder=denoiser)
+        vae_config = getattr(diffusers, index["vae"][1]).load_config(source, subfolder="vae")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise FieldError("model", f"{name[:200]!r} could not be read: {_first_line(error)}") from None
+    sample = denoiser_config.get("sample_size", 64)
+    sample = sample[0] if isinstance(sample, (list, tuple)) else sample
+    scale = 2 ** (len(vae_config.get("block_out_channels", [0] * 4)) - 1)
+    size = int(sample) * scale
+    return ModelInfo(name, (size, size), default_guidance(name), scheduler_class.__name__,
+                     compatible_schedulers(scheduler_class, scheduler_config), scheduler_config)
+
+
+def compatible_schedulers(scheduler_class: type, config: dict) -> dict[str, type]:
+    """The scheduler classes diffusers lists as compatible that accept this config, by name."""
+    schedulers = {scheduler_class.__name__: scheduler_class}
+    for candidate_name in getattr(scheduler_class, "_compatibles", []):
+        candidate = getattr(diffusers, candidate_name, None)
+        if candidate is None:
+            continue
+        try:  # some need optional packages (torchsde, scipy) or reject this config
+            candidate.from_config(config)
+        except Exception:  # noqa: BLE001 - any failure means "not offered"
+            continue
+        schedulers[candidate.__name__] = candidate
+    return dict(sorted(schedulers.items()))
+
+
+def _looks_local(source: str) -> bool:
+    """A folder path rather than a hub id ("owner/name")."""
+    return source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:200] if text else type(error).__name__
+
+
 @dataclass
 class Model:
     """A loaded pipeline and what SeedLab needs to know about it. The only long-lived object."""
@@ -54,34 +135,27 @@ class Model:
     pipeline: DiffusionPipeline
     device: torch.device
     dtype: str
-    schedulers: dict[str, type] = field(repr=False)  # compatible scheduler classes by class name
-    default_scheduler: str
-    scheduler_config: dict = field(repr=False)  # the checkpoint's own scheduler config
+    info: ModelInfo
     call_parameters: frozenset[str] = field(repr=False)
 
     @property
     def native_size(self) -> tuple[int, int]:
-        """(width, height) the checkpoint was trained at."""
-        pipe = self.pipeline
-        denoiser = getattr(pipe, "unet", None) or getattr(pipe, "transformer", None)
-        sample = getattr(pipe, "default_sample_size", None) or getattr(denoiser.config, "sample_size", 64)
-        if isinstance(sample, (list, tuple)):
-            sample = sample[0]
-        size = int(sample) * int(getattr(pipe, "vae_scale_factor", 8))
-        return size, size
+        return self.info.native_size
 
     @property
     def default_guidance(self) -> float:
-        """The guidance scale a recipe starts from: the embedded model's measured best, else SD's usual 7.5."""
-        return EMBEDDED_GUIDANCE if self.name == DEFAULT_MODEL else STANDARD_GUIDANCE
+        return self.info.default_guidance
+
+    @property
+    def default_scheduler(self) -> str:
+        return self.info.default_scheduler
+
+    @property
+    def schedulers(self) -> dict[str, type]:
+        return self.info.schedulers
 
     def make_scheduler(self, name: str):
-        """A fresh scheduler instance (no state shared between runs) from the checkpoint's config."""
-        if name == "default":
-            name = self.default_scheduler
-        if name not in self.schedulers:
-            raise ValueError(f"scheduler must be one of {', '.join(sorted(self.schedulers))}, got {name!r}")
-        return self.schedulers[name].from_config(self.scheduler_config)
+        return self.info.make_scheduler(name)
 
 
 def load_model(name: str = DEFAULT_MODEL, device: torch.device | None = None, dtype: str = "float32") -> Model:
@@ -89,9 +163,9 @@ def load_model(name: str = DEFAULT_MODEL, device: torch.device | None = None, dt
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if name == DEFAULT_MODEL and not (EMBEDDED_MODEL_DIR / "model_index.json").exists():
-        raise ValueError(f"the embedded model is missing from {EMBEDDED_MODEL_DIR}; train it (training/README.md)")
+        raise ValueError(f"the embedded model is missing from {EMBEDDED_MODEL_DIR}; train it (README.md, Models)")
     source = model_source(name)
-    if source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1:
+    if _looks_local(source):
         if not Path(source).expanduser().is_dir():
             raise ValueError(f"model {name!r} is not a folder on this machine (a local model is a diffusers folder)")
     device = device or resolve_device()
@@ -108,39 +182,36 @@ def load_model(name: str = DEFAULT_MODEL, device: torch.device | None = None, dt
 def describe(name: str, pipeline: DiffusionPipeline, device: torch.device, dtype: str = "float32") -> Model:
     """Wrap an already built pipeline (tests build tiny ones from configs) as a Model."""
     config = dict(pipeline.scheduler.config)
-    schedulers = {type(pipeline.scheduler).__name__: type(pipeline.scheduler)}
-    for scheduler_class in pipeline.scheduler.compatibles:
-        try:  # some need optional packages (torchsde, scipy) or reject this config
-            scheduler_class.from_config(config)
-        except Exception:  # noqa: BLE001 - any failure means "not offered"
-            continue
-        schedulers[scheduler_class.__name__] = scheduler_class
-    return Model(
-        name=name,
-        pipeline=pipeline,
-        device=device,
-        dtype=dtype,
-        schedulers=dict(sorted(schedulers.items())),
-        default_scheduler=type(pipeline.scheduler).__name__,
-        scheduler_config=config,
-        call_parameters=frozenset(inspect.signature(pipeline.__call__).parameters),
-    )
+    denoiser = getattr(pipeline, "unet", None) or getattr(pipeline, "transformer", None)
+    sample = getattr(pipeline, "default_sample_size", None) or getattr(denoiser.config, "sample_size", 64)
+    sample = sample[0] if isinstance(sample, (list, tuple)) else sample
+    size = int(sample) * int(getattr(pipeline, "vae_scale_factor", 8))
+    info = ModelInfo(name, (size, size), default_guidance(name), type(pipeline.scheduler).__name__,
+                     compatible_schedulers(type(pipeline.scheduler), config), config)
+    return Model(name=name, pipeline=pipeline, device=device, dtype=dtype, info=info,
+                 call_parameters=frozenset(inspect.signature(pipeline.__call__).parameters))
 
 
 class ModelStore:
-    """The models a server may use, loaded on first use and kept (at most `max_loaded` at once).
+    """The models a server may use, each in the host's dtype, loaded on first use and kept.
 
-    `allowed[0]` is the default. Names outside `allowed` are refused: links and API calls are
-    untrusted and must not make the server load arbitrary paths or hub ids.
+    `allowed[0]` is the default, loaded at start-up and never evicted; others are kept up to
+    `max_loaded` in all. Names outside `allowed` are refused: links and API calls are untrusted and
+    must not make the server load arbitrary paths or hub ids. `info` answers from config files.
     """
 
-    def __init__(self, allowed: list[str], device: torch.device | None = None, max_loaded: int = 2):
+    def __init__(self, allowed: list[str], device: torch.device | None = None, max_loaded: int = 2,
+                 dtype: str = "float32"):
         if not allowed:
             raise ValueError("at least one model must be allowed")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         self.allowed = list(dict.fromkeys(allowed))
         self.device = device or resolve_device()
-        self.max_loaded = max_loaded
-        self._loaded: OrderedDict[tuple[str, str], Model] = OrderedDict()
+        self.max_loaded = max(1, max_loaded)
+        self.dtype = dtype
+        self._loaded: OrderedDict[str, Model] = OrderedDict()
+        self._infos: dict[str, ModelInfo] = {}
         self._lock = threading.Lock()
 
     @property
@@ -148,26 +219,48 @@ class ModelStore:
         return self.allowed[0]
 
     def check(self, name: str) -> str:
-        """Return `name` if this server allows it, else raise a ValueError naming the allowed ones."""
+        """Return `name` if this server allows it, else raise a FieldError naming the allowed ones."""
         if name not in self.allowed:
-            raise ValueError(f"model {name!r} is not available on this server; allowed: {', '.join(self.allowed)}")
+            raise FieldError("model", f"must be one of the models on this server ({', '.join(self.allowed)}), "
+                                      f"got {str(name)[:80]!r}")
         return name
+
+    def check_dtype(self, dtype: str) -> str:
+        """Every model here runs in the host's dtype: another would mean a second copy in memory."""
+        if dtype != self.dtype:
+            raise FieldError("dtype", f"must be {self.dtype} on this server (its models are loaded in {self.dtype}), "
+                                      f"got {str(dtype)[:40]!r}")
+        return dtype
 
     def add(self, model: Model) -> None:
         """Register an already loaded model (tests, or a pipeline built in code)."""
         with self._lock:
+            if model.dtype != self.dtype:
+                raise ValueError(f"model {model.name} is loaded in {model.dtype}, this store serves {self.dtype}")
             if model.name not in self.allowed:
                 self.allowed.append(model.name)
-            self._loaded[(model.name, model.dtype)] = model
+            self._loaded[model.name] = model
+            self._infos[model.name] = model.info
 
-    def get(self, name: str, dtype: str = "float32") -> Model:
-        """The loaded model for `name` in `dtype`, loading it (and evicting the oldest) if needed."""
+    def info(self, name: str) -> ModelInfo:
+        """What a request for `name` is checked against, without loading its weights."""
         self.check(name)
-        key = (name, dtype)
         with self._lock:
-            if key not in self._loaded:
-                while len(self._loaded) >= self.max_loaded:
-                    self._loaded.popitem(last=False)
-                self._loaded[key] = load_model(name, self.device, dtype)
-            self._loaded.move_to_end(key)
-            return self._loaded[key]
+            if name not in self._infos:
+                loaded = self._loaded.get(name)
+                self._infos[name] = loaded.info if loaded is not None else read_info(name)
+            return self._infos[name]
+
+    def get(self, name: str, dtype: str | None = None) -> Model:
+        """The loaded model for `name`, loading it (and evicting the oldest non-default one) if needed."""
+        self.check(name)
+        self.check_dtype(dtype or self.dtype)
+        with self._lock:
+            if name not in self._loaded:
+                evictable = [key for key in self._loaded if key != self.default]
+                while evictable and len(self._loaded) >= self.max_loaded:
+                    self._loaded.pop(evictable.pop(0))
+                self._loaded[name] = load_model(name, self.device, self.dtype)
+                self._infos[name] = self._loaded[name].info
+            self._loaded.move_to_end(name)
+            return self._loaded[name]

@@ -33,10 +33,7 @@ import numpy as np
 import torch
 from diffusers.utils.torch_utils import randn_tensor
 
-from .recipe import MAX_SIZE
-
-RNG_SOURCES = ("cpu", "device", "numpy-pcg64")
-MAX_SEED = 2**64 - 1  # torch's manual_seed takes 0..2**64-1; PCG64 takes any non-negative integer
+from .recipe import MAX_SEED, MAX_SIZE, RNG_SOURCES  # torch's manual_seed takes 0..2**64-1; PCG64 any int >= 0
 PARALLEL_DOT = 0.9995  # A1111's threshold: above it the noises are nearly parallel and slerp is unstable
 PROBE_STEPS = 4  # enough for multistep and second-order schedulers to reach the steps that draw
 _NUMPY_DTYPES = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64}

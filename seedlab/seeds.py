@@ -12,6 +12,7 @@ import re
 from .recipe import MAX_SEED
 
 MAX_SEEDS = 64  # a hard ceiling for one grid; a host can set a lower limit (see limits)
+DICE_MAX = 2**32 - 1  # drawn seeds stay in the range every tool accepts (A1111, InvokeAI); typed ones may be 64-bit
 _RANGE = re.compile(r"^([0-9]{1,20})\s*-\s*([0-9]{1,20})$")
 
 
@@ -61,13 +62,13 @@ def format_seeds(seeds: list[int]) -> str:
 
 
 def random_seeds(count: int, rng: random.Random | None = None) -> list[int]:
-    """Draw `count` distinct seeds in 0..MAX_SEED (from the OS entropy pool unless `rng` is given)."""
+    """Draw `count` distinct seeds in 0..DICE_MAX (from the OS entropy pool unless `rng` is given)."""
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_SEEDS:
-        raise ValueError(f"count must be an integer from 1 to {MAX_SEEDS}, got {count!r}")
+        raise ValueError(f"Random seeds to draw must be a whole number from 1 to {MAX_SEEDS}, got {count!r}")
     rng = rng or random.SystemRandom()
     seeds: list[int] = []
     while len(seeds) < count:
-        seed = rng.randint(0, MAX_SEED)
+        seed = rng.randint(0, DICE_MAX)
         if seed not in seeds:
             seeds.append(seed)
     return seeds

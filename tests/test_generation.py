@@ -34,7 +34,7 @@ def pixels(result_or_image):
 def plain_diffusers(model, recipe):
     """What a user gets calling the same pipeline directly, the way diffusers' docs show."""
     pipe = model.pipeline
-    pipe.scheduler = model.schedulers[recipe.scheduler].from_config(model.scheduler_config)
+    pipe.scheduler = model.schedulers[recipe.scheduler].from_config(model.info.scheduler_config)
     return pipe(
         recipe.prompt,
         negative_prompt=recipe.negative_prompt or None,
@@ -114,9 +114,9 @@ def test_device_rng_on_cpu_is_the_cpu_rng(model):
 
 
 def test_full_determinism_is_scoped_and_recorded(model):
-    before = seedlab.determinism.Switches.current()
+    before = seedlab.determinism.current_switches()
     result = seedlab.generate(model, Recipe(prompt="a red circle", num_inference_steps=3, deterministic=True))
-    assert seedlab.determinism.Switches.current() == before
+    assert seedlab.determinism.current_switches() == before
     assert result.environment.switches == seedlab.determinism.FULLY_DETERMINISTIC
     loose = seedlab.generate(model, Recipe(prompt="a red circle", num_inference_steps=3))
     assert loose.environment.switches == before

@@ -8,8 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seedlab import MAX_SEED, ModelStore, Recipe, decode_link, encode_link
-from seedlab.determinism import Environment, Switches
-from seedlab.links import V1_DEFAULTS, decode_environment, encode_environment
+from dataclasses import replace
+
+from seedlab.environment import Environment, Switches
+from seedlab.links import DEFAULTS, decode_environment, encode_environment
 
 FP = "0123456789abcdef" * 4
 ENV = Environment(seedlab="0.1.0", diffusers="0.42.1", torch="2.13.0+cpu", device="cpu: x86_64", dtype="float32",
@@ -29,17 +31,18 @@ recipes = st.builds(
     guidance_scale=st.floats(0, 50, allow_nan=False) | st.sampled_from([0.0, 7.5, 1e-300, 49.99999999999999]),
     width=st.integers(4, 512).map(lambda n: 8 * n),
     height=st.integers(4, 512).map(lambda n: 8 * n),
-    rng=st.sampled_from(["cpu", "device"]),
+    rng=st.sampled_from(["cpu", "device", "numpy-pcg64"]),
+    variation_seed=st.integers(0, MAX_SEED),
+    variation_strength=st.floats(0, 1, allow_nan=False),
+    seed_resize_from=st.none() | st.tuples(st.integers(4, 512).map(lambda n: 8 * n), st.integers(4, 512).map(lambda n: 8 * n)),
     deterministic=st.booleans(),
     dtype=st.sampled_from(["float32", "float16", "bfloat16"]),
 )
 
 
-def flat(environment: Environment) -> dict:
-    values = environment.to_dict()
-    values.update(values.pop("switches"))
-    values.pop("cublas_workspace_config")  # not in a link: it only matters on CUDA and is set at start-up
-    return values
+def flat(environment: Environment) -> Environment:
+    """What a link keeps of an environment: all but cublas_workspace_config (set at start-up, CUDA only)."""
+    return replace(environment, cublas_workspace_config=None)
 
 
 @settings(max_examples=300, deadline=None)
@@ -64,16 +67,25 @@ def test_a_typical_link_is_short_readable_and_omits_defaults():
     link = encode_link(recipe, FP, ENV, BASE)
     assert len(link) < 500, link
     assert link == (
-        f"{BASE}?v=1&prompt=a+red+circle+on+a+blue+background&seed=3141592653&steps=25"
-        f"&sampler=EulerAncestralDiscreteScheduler&fp={FP}&env=0.1.0~0.42.1~2.13.0%2Bcpu~cpu:+x86_64~float32~2~101001"
+        f"{BASE}?v=1&prompt=a+red+circle+on+a+blue+background&seed=3141592653"
+        f"&sampler=EulerAncestralDiscreteScheduler&steps=25&fp={FP}&env=0.1.0~0.42.1~2.13.0%2Bcpu~cpu:+x86_64~float32~2~101001"
     )
-    assert encode_link(Recipe(prompt="x", **V1_DEFAULTS), FP, None, BASE) == f"{BASE}?v=1&prompt=x&fp={FP}"
+    assert encode_link(Recipe(prompt="x", **DEFAULTS), FP, None, BASE) == f"{BASE}?v=1&prompt=x&fp={FP}"
+
+
+def test_the_v1_defaults_never_change():
+    """An omitted key means the field's default: changing one would change every old link's image."""
+    v1 = {"negative_prompt": "", "seed": 0, "num_inference_steps": 20, "guidance_scale": 7.5, "scheduler": "default",
+          "width": 64, "height": 64, "model": "embedded", "rng": "cpu", "deterministic": False, "dtype": "float32"}
+    assert {field: DEFAULTS[field] for field in v1} == v1
+    assert {field: DEFAULTS[field] for field in ("variation_seed", "variation_strength", "seed_resize_from")} == {
+        "variation_seed": 0, "variation_strength": 0.0, "seed_resize_from": None}
 
 
 def test_the_environment_codec_keeps_every_part_but_the_cublas_setting():
     assert decode_environment(encode_environment(ENV)) == flat(ENV)
     odd = Environment(**{**ENV.__dict__, "device": "cuda: NVIDIA ~H100, 80GB"})
-    assert decode_environment(encode_environment(odd))["device"] == "cuda: NVIDIA -H100, 80GB"  # ~ separates parts
+    assert decode_environment(encode_environment(odd)).device == "cuda: NVIDIA -H100, 80GB"  # ~ separates parts
 
 
 def query(**changes) -> str:
@@ -164,7 +176,7 @@ def test_a_link_can_only_name_a_model_this_server_allows(model):
     store = ModelStore(["embedded", "/srv/models/allowed"], device=torch.device("cpu"))  # nothing is loaded
     recipe, _, _ = decode_link(query(model=model))
     assert recipe.model == model  # decoding returns the name as written ...
-    with pytest.raises(ValueError, match=r"model .* is not available on this server; allowed: embedded"):
+    with pytest.raises(ValueError, match=r"model must be one of the models on this server \(embedded, /srv/models/allowed\)"):
         store.check(recipe.model)  # ... and the server refuses anything it was not started with
     assert store.check(decode_link(query(model="/srv/models/allowed"))[0].model) == "/srv/models/allowed"
 

@@ -59,5 +59,5 @@ def test_random_seeds_are_distinct_in_range_and_reproducible_with_an_rng():
     seeds = random_seeds(16)
     assert len(set(seeds)) == 16 and all(0 <= s <= MAX_SEED for s in seeds)
     assert random_seeds(4, random.Random(1)) == random_seeds(4, random.Random(1))
-    with pytest.raises(ValueError, match="count"):
+    with pytest.raises(ValueError, match="Random seeds to draw"):
         random_seeds(0)

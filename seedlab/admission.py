@@ -1,0 +1,145 @@
+"""Admission: what this server accepts, shared by the app, the API and the CLI.
+
+Untrusted values (widgets, API keywords, a link, a PNG) become validated Recipes here: unset fields
+take the *chosen* model's defaults (native size, guidance), the model must be allowed, the scheduler
+offered by it, the request within the host's limits and compute budget. Nothing here loads a model:
+models are described from their config files (models.ModelInfo).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from .budget import Ledger, Speed, measure
+from .generation import generate, grid_recipes, variation_recipes
+from .limits import Limits
+from .models import Model, ModelStore
+from .noise import check_scheduler
+from .recipe import DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
+from .reproduction import Original
+from .seeds import parse_seeds
+
+
+def measure_speed(model: Model) -> Speed:
+    """Seconds per step of `model` on this hardware, at its native size and twice it (a few steps each)."""
+    def step_seconds(width: int, height: int) -> float:
+        recipe = Recipe(prompt="a", model=model.name, num_inference_steps=2, width=width, height=height,
+                        guidance_scale=model.default_guidance, dtype=model.dtype)
+        generate(model, recipe.replace(num_inference_steps=1))  # warm-up: first calls allocate
+        start = time.perf_counter()
+        generate(model, recipe)
+        return (time.perf_counter() - start) / recipe.num_inference_steps
+
+    return measure(step_seconds, model.native_size)
+
+
+class Admission:
+    """The host's policy: allowed models (ModelStore), limits, the compute budget."""
+
+    def __init__(self, store: ModelStore, limits: Limits | None = None, speed: Speed | None = None):
+        self.store = store
+        self.limits = limits or Limits()
+        self.speed = speed  # seconds per step, measured on the default model; None: no budget check
+        self.ledger = Ledger(self.limits)
+
+    def defaults(self, model: str | None = None) -> dict[str, Any]:
+        """Every field's starting value for `model` (the default model when None)."""
+        info = self.store.info(model or self.store.default)
+        width, height = info.native_size
+        values = {name: getattr(Recipe, name) for name in SPECS if hasattr(Recipe, name)}
+        return {**values, "prompt": "", "model": info.name, "guidance_scale": info.default_guidance,
+                "width": width, "height": height, "dtype": self.store.dtype}
+
+    def recipe(self, values: Mapping[str, Any]) -> Recipe:
+        """A validated Recipe from untrusted values keyed by field name; None or "" (but for text) means unset."""
+        unknown = sorted(str(name)[:40] for name in set(values) - set(SPECS))
+        if unknown:
+            raise ValueError(f"unknown recipe field(s): {', '.join(unknown)}")
+        errors: list[FieldError] = []
+        model = values.get("model") or self.store.default
+        try:
+            model = self.store.check(model)
+        except FieldError as error:
+            errors.append(error)
+            model = self.store.default
+        fields = self.defaults(model)
+        for name, value in values.items():
+            if value is None or (value == "" and SPECS[name].kind not in ("text", "size")):
+                continue
+            fields[name] = SPECS[name].coerce(value)
+        try:
+            recipe = Recipe(**fields)
+        except RecipeError as error:
+            raise RecipeError(errors + error.errors) from None
+        errors += self._server_errors(recipe)
+        if errors:
+            raise RecipeError(errors)
+        return recipe
+
+    def _server_errors(self, recipe: Recipe) -> list[FieldError]:
+        """What this server refuses in an otherwise valid recipe: limits, dtype, scheduler, noise source."""
+        errors: list[FieldError] = []
+        try:
+            self.limits.check_recipe(recipe)
+        except RecipeError as error:
+            errors += error.errors
+        try:
+            self.store.check_dtype(recipe.dtype)
+        except FieldError as error:
+            errors.append(error)
+        try:
+            scheduler = self.store.info(recipe.model).make_scheduler(recipe.scheduler)
+            check_scheduler(recipe.rng, scheduler)
+        except FieldError as error:
+            errors.append(error)
+        except ValueError as error:  # the noise source cannot drive this scheduler
+            errors.append(FieldError("rng", f"cannot be used here: {error}"))
+        return errors
+
+    def grid(self, values: Mapping[str, Any], seeds: str) -> list[Recipe]:
+        """One recipe per seed ("42", "0-7", "3, 17, 99"), within the image limit."""
+        seed_list = parse_seeds(seeds)
+        self.limits.check_count(len(seed_list), "seeds")
+        return grid_recipes(self.recipe({**values, "seed": seed_list[0]}), seed_list)
+
+    def variations(self, values: Mapping[str, Any], lines: list[str]) -> list[Recipe]:
+        """The base prompt and each variation line appended to it; every joined prompt is within the limits."""
+        lines = [line for line in lines if line.strip()]
+        if not lines:
+            raise ValueError('variations: write at least one, one per line, such as ", highly realistic"')
+        self.limits.check_count(len(lines), "variations")
+        recipes = variation_recipes(self.recipe(values), lines)
+        for recipe in recipes[1:]:  # a joined prompt can pass the limit that each part kept
+            self.limits.check_recipe(recipe)
+        return recipes
+
+    def charge(self, recipes: list[Recipe], visitor: str | None) -> float:
+        """Price a request on this hardware and charge it to `visitor`; ValueError saying what to reduce."""
+        if self.speed is None:
+            return 0.0
+        seconds = sum(self.speed.seconds(recipe) for recipe in recipes)
+        self.ledger.charge(visitor, seconds)
+        return seconds
+
+    def original(self, original: Original, strict: bool) -> Original:
+        """Check an untrusted original (a link, a PNG, recipe JSON) against this server.
+
+        strict (links, API): anything this server cannot run is an error. Not strict (a PNG, maybe
+        from another tool): the server's default model, scheduler or dtype is used instead, with a note.
+        """
+        recipe, notes = original.recipe, list(original.notes)
+        if not strict:
+            if recipe.model not in self.store.allowed:
+                notes.append(f"model {recipe.model} is not available on this server: {self.store.default} is used")
+                recipe = recipe.replace(model=self.store.default)
+            if recipe.dtype != self.store.dtype:
+                notes.append(f"dtype {recipe.dtype} is not served here: {self.store.dtype} is used")
+                recipe = recipe.replace(dtype=self.store.dtype)
+            offered = self.store.info(recipe.model).schedulers
+            if recipe.scheduler != DEFAULT_SCHEDULER and recipe.scheduler not in offered:
+                notes.append(f"scheduler {recipe.scheduler} is not offered by this model: its default is used")
+                recipe = recipe.replace(scheduler=DEFAULT_SCHEDULER)
+        recipe = self.recipe(recipe.to_dict())
+        return Original(recipe, original.fingerprint, original.environment, original.pixels, tuple(notes))

@@ -1,0 +1,78 @@
+"""The environment an image was made in: versions, device, threads and determinism switches.
+
+One torch-free shape, read from a result, a PNG chunk, an API call or a link. A link carries a
+compact form without `cublas_workspace_config` (set at process start), so that part may be None:
+unknown parts are never reported as differences.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Switches:
+    """The torch settings that decide whether kernels are deterministic (see determinism.py)."""
+
+    deterministic_algorithms: bool
+    deterministic_warn_only: bool
+    cudnn_deterministic: bool
+    cudnn_benchmark: bool
+    matmul_tf32: bool
+    cudnn_tf32: bool
+
+
+SWITCH_NAMES = tuple(field.name for field in dataclasses.fields(Switches))
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What an image was made with, beyond its recipe: enough to explain why pixels differ."""
+
+    seedlab: str
+    diffusers: str
+    torch: str
+    device: str
+    dtype: str
+    threads: int
+    cublas_workspace_config: str | None  # None: not recorded (a link leaves it out)
+    switches: Switches
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Environment:
+        """Read an environment from untrusted JSON (a PNG chunk, an API call): ValueError if malformed."""
+        if not isinstance(data, dict) or not isinstance(data.get("switches"), dict):
+            raise ValueError("environment must be an object with a switches object")
+        names = {field.name for field in dataclasses.fields(cls)}
+        if not names - {"cublas_workspace_config"} <= set(data) <= names:
+            raise ValueError(f"environment must have the keys {', '.join(sorted(names))}")
+        if set(data["switches"]) != set(SWITCH_NAMES):
+            raise ValueError(f"environment switches must have the keys {', '.join(SWITCH_NAMES)}")
+        for name in ("seedlab", "diffusers", "torch", "device", "dtype"):
+            if not isinstance(data[name], str) or len(data[name]) > 200:
+                raise ValueError(f"environment {name} must be text of at most 200 characters, got {str(data[name])[:60]!r}")
+        threads = data["threads"]
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 4096:
+            raise ValueError(f"environment threads must be a whole number from 1 to 4096, got {str(threads)[:40]!r}")
+        cublas = data.get("cublas_workspace_config")
+        if cublas is not None and (not isinstance(cublas, str) or len(cublas) > 40):
+            raise ValueError("environment cublas_workspace_config must be short text or null")
+        if not all(isinstance(value, bool) for value in data["switches"].values()):
+            raise ValueError("environment switches must be true or false")
+        return cls(**{**data, "cublas_workspace_config": cublas, "switches": Switches(**data["switches"])})
+
+    def flat(self) -> dict[str, Any]:
+        """One level: the switches beside the other parts."""
+        values = {key: value for key, value in self.to_dict().items() if key != "switches"}
+        return {**values, **asdict(self.switches)}
+
+    def differences(self, other: Environment) -> list[str]:
+        """Readable differences ("threads: 2 here, 1 there"); parts unknown on either side are skipped."""
+        mine, theirs = self.flat(), other.flat()
+        return [f"{key}: {mine[key]} here, {theirs[key]} there" for key in mine
+                if mine[key] is not None and theirs[key] is not None and mine[key] != theirs[key]]
