@@ -8,6 +8,7 @@ or how far off, and which parts of the environment differ.
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from PIL import Image
 from .determinism import Environment
 from .generation import Result, fingerprint
 from .links import check_fingerprint, decode_link
-from .metadata import UnreadablePNG, read_png
+from .metadata import MAX_PIXELS, UnreadableImage, read_bytes, read_metadata, recipe_from_reading
 from .recipe import Recipe
 
 
@@ -32,9 +33,10 @@ class Original:
     environment: Environment | dict[str, Any] | None  # a link carries a compact, flat environment
     pixels: np.ndarray | None = field(default=None, repr=False)  # (height, width, 3) uint8, when here
     notes: tuple[str, ...] = ()
+    lossy: bool = False  # the pixels come from a JPEG or WebP: close at best, never identical
 
     def with_pixels(self, pixels: np.ndarray | None) -> Original:
-        return Original(self.recipe, self.fingerprint, self.environment, pixels, self.notes)
+        return Original(self.recipe, self.fingerprint, self.environment, pixels, self.notes, self.lossy)
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class Verdict:
     pixels_differing: int | None  # pixels with any channel different, when the original pixels are here
     environment_differences: tuple[str, ...]  # "threads: 2 here, 1 there"
     notes: tuple[str, ...] = ()
+    lossy_original: bool = False  # compared against a JPEG/WebP: the difference is measured, not judged
 
     @property
     def summary(self) -> str:
@@ -57,6 +60,10 @@ class Verdict:
             how = "pixel for pixel" if self.max_difference == 0 else "same pixel fingerprint"
             same = f"; the environment differs: {environment}" if environment else ""
             return f"Exact match: the regenerated image is identical to the original ({how}){same}."
+        if self.lossy_original and self.max_difference is not None:
+            return (f"Compared with a lossy original (JPEG or WebP): max difference {self.max_difference} levels, "
+                    f"{self.pixels_differing} pixels differ. A lossy file never keeps the exact pixels, so this "
+                    "measures closeness; it is not a mismatch.")
         if self.original_fingerprint is None and self.max_difference is None:
             return "Regenerated, but there is no original fingerprint or image to compare it with."
         if self.max_difference is not None:
@@ -78,6 +85,7 @@ class Verdict:
             "fingerprint": self.fingerprint,
             "original_fingerprint": self.original_fingerprint,
             "notes": list(self.notes),
+            "lossy_original": self.lossy_original,
         }
 
 
@@ -95,7 +103,7 @@ def compare(result: Result, original: Original) -> Verdict:
             difference = np.abs(mine.astype(np.int16) - original.pixels.astype(np.int16))
             max_difference = int(difference.max())
             pixels_differing = int(np.count_nonzero(difference.max(axis=2)))
-            exact = max_difference == 0
+            exact = max_difference == 0 and not original.lossy
     return Verdict(
         exact=exact,
         fingerprint=result.fingerprint,
@@ -104,6 +112,7 @@ def compare(result: Result, original: Original) -> Verdict:
         pixels_differing=pixels_differing,
         environment_differences=tuple(environment_differences(result.environment, original.environment)),
         notes=tuple(notes),
+        lossy_original=original.lossy,
     )
 
 
@@ -125,19 +134,37 @@ def original_from_link(link: str) -> Original:
 
 
 def original_from_png(path_or_file: str | Path | IO[bytes]) -> Original:
-    """The original in a PNG: its recipe and its pixels, which are what the file shows."""
-    recipe, recorded, environment, notes = read_png(path_or_file)
-    if hasattr(path_or_file, "seek"):
-        path_or_file.seek(0)
-    try:
-        with Image.open(path_or_file) as image:
-            pixels = np.asarray(image.convert("RGB"))
-    except (OSError, Image.DecompressionBombError) as error:  # truncated pixel data after readable chunks
-        raise UnreadablePNG(f"file's pixels cannot be read ({error})") from None
+    """The original in an image (PNG, or a lossy JPEG/WebP): its recipe and its pixels, decoded once."""
+    data = read_bytes(path_or_file)
+    reading = read_metadata(data)  # header and chunks only: a file without a recipe costs no decoding
+    recipe = recipe_from_reading(reading)
+    pixels = decode_pixels(data)
+    notes = list(reading.notes)
+    if reading.lossy:
+        notes.append(f"the original is a {reading.image_format} file, whose compression changed its pixels: the "
+                     "regenerated image is compared with it for closeness, not for an exact match")
+        return Original(recipe, reading.fingerprint, reading.environment, pixels, tuple(notes), lossy=True)
     actual = fingerprint(pixels)
-    if recorded is not None and recorded != actual:
-        notes = [*notes, "the PNG's pixels do not match the fingerprint it records: the file was edited or re-encoded"]
-    return Original(recipe, actual, environment, pixels, tuple(notes))
+    if reading.fingerprint is not None and reading.fingerprint != actual:
+        notes.append("the PNG's pixels do not match the fingerprint it records: the file was edited or re-encoded")
+    return Original(recipe, actual, reading.environment, pixels, tuple(notes))
+
+
+original_from_image = original_from_png  # the name for what it reads now
+
+
+def decode_pixels(data: bytes) -> np.ndarray:
+    """The first frame as (height, width, 3) uint8; the size is checked from the header before decoding."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            if width * height > MAX_PIXELS:  # before decoding: a 13000x13000 PNG is a few hundred KB on disk
+                raise UnreadableImage(f"image is {width}x{height} pixels; at most {MAX_PIXELS:,} pixels are decoded")
+            return np.asarray(image.convert("RGB"))  # an animated file: its first frame only
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+        if isinstance(error, UnreadableImage):
+            raise
+        raise UnreadableImage("file's pixels cannot be read (truncated or corrupt image data)") from None
 
 
 def original_from_text(text: str) -> Original:
