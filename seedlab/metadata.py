@@ -231,7 +231,7 @@ def read_chunks(chunks: dict[str, str]) -> Reading:
     if "seedlab" in chunks:
         return read_seedlab_chunk(chunks["seedlab"])
     parameters = chunks.get("parameters")
-    if parameters is not None and not parameters.lstrip().startswith("{"):
+    if parameters is not None and not _is_json_object(parameters):  # "{red|blue} car" is a prompt, not JSON
         fields, notes, fingerprint = read_infotext(parameters)
         if fingerprint is not None:
             fingerprint = check_fingerprint("parameters: Fingerprint", fingerprint)
@@ -255,6 +255,15 @@ def read_chunks(chunks: dict[str, str]) -> Reading:
         raise ValueError(f"file has no recipe: no SeedLab, A1111, ComfyUI, InvokeAI, Fooocus, SwarmUI or NovelAI "
                          f"metadata (text chunks found: {found[:120]})")
     return Reading(name, fields, tuple(_extra_networks(fields) + notes))
+
+
+def _is_json_object(text: str) -> bool:
+    if not text.lstrip().startswith("{"):
+        return False
+    try:
+        return isinstance(formats.loads(text, "parameters"), dict)
+    except ValueError:
+        return False
 
 
 def read_seedlab_chunk(text: str) -> Reading:
@@ -314,9 +323,9 @@ def read_png(path_or_file: str | Path | IO[bytes]) -> tuple[Recipe, str | None, 
 
 def read_parameters(text: str) -> tuple[Recipe, str | None, list[str]]:
     """An A1111 `parameters` text as (recipe, fingerprint if SeedLab wrote it, notes)."""
-    reading = read_chunks({"parameters": text}) if not text.lstrip().startswith("{") else None
-    if reading is None:
+    if _is_json_object(text):
         raise ValueError("parameters holds JSON, not A1111 text")
+    reading = read_chunks({"parameters": text})
     return recipe_from_reading(reading), reading.fingerprint, list(reading.notes)
 
 
@@ -348,7 +357,7 @@ def _extra_networks(fields: dict[str, Any]) -> list[str]:
         following = prompt.find("<", start + 1)
         if following < 0 or following > end:  # no "<" inside the tag: each character is looked at once or twice
             tag = prompt[start:end + 1]
-            if tag.startswith(("<lora:", "<hypernet:", "<lyco:")):
+            if tag.startswith(("<lora:", "<hypernet:", "<lyco:")) and "\n" not in tag and tag[-2] != ":":
                 tags[tag] = None
         position = start + 1 if following < 0 or following < end else end + 1
     if not tags:
