@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from . import determinism, generation, models
+from .info import run_info
 from .links import encode_link
 from .metadata import save_png
 from .recipe import DEFAULT_MODEL, DTYPES, RNG_SOURCES, Recipe
@@ -87,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="torch's intra-op thread count (default: the original's, when it is recorded)")
     reproduce.add_argument("--out", type=Path, default=None, help="also write the regenerated image to this PNG")
     reproduce.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
+    info = commands.add_parser("info", help="print the recipe an image's metadata holds (PNG, JPEG, WebP); no model")
+    info.add_argument("source", metavar="FILE")
+    info.add_argument("--json", action="store_true", help='one object: {"format", "recipe", "notes"}')
     return parser
 
 
@@ -123,6 +127,8 @@ def _slug(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.command == "reproduce":
         return reproduce(args)
+    if args.command == "info":  # metadata only: errors are ValueErrors, printed as one line with exit 2
+        return run_info(args.source, args.json)
     # 1. Validate everything before loading a model: bad input fails fast.
     seeds = parse_seeds(args.seeds) if args.command == "grid" else [args.seed]
     recipe = _recipe(args, seeds[0])

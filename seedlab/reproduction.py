@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -155,16 +156,23 @@ original_from_image = original_from_png  # the name for what it reads now
 
 def decode_pixels(data: bytes) -> np.ndarray:
     """The first frame as (height, width, 3) uint8; the size is checked from the header before decoding."""
+    if data[12:16] == b"IHDR":  # a PNG states its size in its first chunk: refuse before Pillow reads further
+        _check_size(*struct.unpack(">II", data[16:24]))
     try:
         with Image.open(io.BytesIO(data)) as image:
-            width, height = image.size
-            if width * height > MAX_PIXELS:  # before decoding: a 13000x13000 PNG is a few hundred KB on disk
-                raise UnreadableImage(f"image is {width}x{height} pixels; at most {MAX_PIXELS:,} pixels are decoded")
+            _check_size(*image.size)  # a 13000x13000 PNG is a few hundred KB on disk and 676 MB decoded
             return np.asarray(image.convert("RGB"))  # an animated file: its first frame only
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+    except Image.DecompressionBombError:
+        raise UnreadableImage(f"image has more than {MAX_PIXELS:,} pixels, the most that are decoded") from None
+    except (OSError, SyntaxError, ValueError, struct.error) as error:
         if isinstance(error, UnreadableImage):
             raise
         raise UnreadableImage("file's pixels cannot be read (truncated or corrupt image data)") from None
+
+
+def _check_size(width: int, height: int) -> None:
+    if width * height > MAX_PIXELS:
+        raise UnreadableImage(f"image is {width}x{height} pixels; at most {MAX_PIXELS:,} pixels are decoded")
 
 
 def original_from_text(text: str) -> Original:
