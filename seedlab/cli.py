@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import determinism, generation, models
 from .admission import Admission
+from .info import run_info
 from .limits import Limits
 from .links import encode_link
 from .metadata import save_png
@@ -77,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="torch's intra-op thread count (default: the original's, when it is recorded)")
     reproduce.add_argument("--out", type=Path, default=None, help="also write the regenerated image to this PNG")
     reproduce.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
+    info = commands.add_parser("info", help="print the recipe an image's metadata holds (PNG, JPEG, WebP); no model")
+    info.add_argument("source", metavar="FILE")
+    info.add_argument("--json", action="store_true", help='one object: {"format", "recipe", "notes"}')
     return parser
 
 
@@ -101,6 +105,8 @@ def _admission(args: argparse.Namespace) -> Admission:
 def run(args: argparse.Namespace) -> int:
     if args.command == "reproduce":
         return reproduce(args)
+    if args.command == "info":  # metadata only: errors are ValueErrors, printed as one line with exit 2
+        return run_info(args.source, args.json)
     # 1. Validate everything before loading a model: bad input fails fast (config files only are read).
     if args.threads is not None and args.threads < 1:
         raise UsageError("--threads must be a positive integer")

@@ -1,64 +1,64 @@
-"""PNG metadata: the recipe twice, for other tools (A1111 `parameters`) and for SeedLab (`seedlab` JSON).
+"""Image metadata: the recipe in a PNG (written twice), and the recipes other tools leave in PNG, JPEG and WebP.
 
-The `parameters` chunk is the de-facto format that image sites and metadata readers parse:
+SeedLab's PNGs carry an A1111 `parameters` text chunk (see infotext.py) and a `seedlab` chunk with
+the canonical recipe as JSON. Reading accepts what other tools write: A1111/Forge/SD.Next/Civitai
+text (PNG chunk or EXIF UserComment), ComfyUI graphs, InvokeAI, Fooocus, SwarmUI and NovelAI JSON.
 
-    a red circle
-    Negative prompt: blurry
-    Steps: 20, Sampler: Euler, CFG scale: 7.5, Seed: 42, Size: 64x64, Model: embedded, ...
-
-Values that contain `,`, `:` or a line break are written as JSON strings, as A1111 does. The
-`seedlab` chunk holds the canonical recipe, the pixel fingerprint and the environment as JSON.
-Reading prefers `seedlab`; a PNG from another tool is read from `parameters`, with a note for
-everything that has no SeedLab equivalent.
+Files are untrusted: reading never decodes pixels (PNG chunks are walked by hand, JPEG and WebP
+give their EXIF without decoding), every text is size-capped before parsing, and every failure is
+a one-line ValueError naming what was found.
 """
 
 from __future__ import annotations
 
+import io
 import json
-import re
+import struct
+import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-from .determinism import Environment
+from . import formats
+from .comfyui import read_comfyui
+from .environment import Environment
 from .generation import Result
+from .infotext import parameters_text, quote, read_infotext  # noqa: F401  (quote: part of this module's API)
 from .links import check_fingerprint
-from .recipe import RNG_SOURCES, Recipe
+from .recipe import SPECS, Recipe
 
 CHUNK_VERSION = 1
-
-# A1111 sampler names with a clear diffusers equivalent (diffusers' scheduler overview lists them).
-SAMPLERS = {
-    "Euler a": "EulerAncestralDiscreteScheduler",
-    "Euler": "EulerDiscreteScheduler",
-    "DPM++ 2M": "DPMSolverMultistepScheduler",
-    "DDIM": "DDIMScheduler",
-    "PLMS": "PNDMScheduler",
-    "Heun": "HeunDiscreteScheduler",
-    "DPM2": "KDPM2DiscreteScheduler",
-    "DPM2 a": "KDPM2AncestralDiscreteScheduler",
-    "UniPC": "UniPCMultistepScheduler",
-    "LMS": "LMSDiscreteScheduler",
-    "LCM": "LCMScheduler",
-}
-SAMPLER_NAMES = {scheduler: name for name, scheduler in SAMPLERS.items()}
-# Noise schedules A1111 appends to a sampler name ("DPM++ 2M Karras") or writes as "Schedule type".
-SCHEDULE_TYPES = ("Karras", "Exponential", "SGM Uniform", "Polyexponential", "Align Your Steps", "Simple",
-                  "Normal", "DDIM", "Beta", "KL Optimal", "Uniform")
-# A1111's extra networks, written inline in the prompt: <lora:NAME:WEIGHT>, <hypernet:NAME:WEIGHT>, and
-# <lyco:...> from the LyCORIS extension. A1111 removes them from the text it encodes and applies the networks.
-_EXTRA_NETWORK = re.compile(r"<(?:lora|hypernet|lyco):[^<>]+>")
-_SIZE = re.compile(r"^([0-9]{1,5})x([0-9]{1,5})$")
-_KEY = re.compile(r"\s*([A-Za-z0-9_][\w \-/.+()]*?)\s*:\s*")
+MAX_FILE_BYTES = 64 * 2**20  # an upload is at most a few MB; a file larger than this is not read
+MAX_PIXELS = 4096 * 4096  # decoded only up to SeedLab's largest image (Pillow's own limit is 179 million)
+SAMPLERS = formats.SAMPLERS
+_PNG = b"\x89PNG\r\n\x1a\n"
 
 
-class UnreadablePNG(ValueError):
-    """The file cannot be read as a PNG at all (missing, not an image, another format, truncated).
+class UnreadableImage(ValueError):
+    """The file cannot be read as an image at all (missing, not PNG/JPEG/WebP, truncated, too large).
 
     Other ValueErrors from reading mean the file was read but its recipe is missing or refused.
     """
+
+
+UnreadablePNG = UnreadableImage  # the name callers know
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What an image's metadata says: recipe fields as read (not yet validated) and notes."""
+
+    format: str  # "SeedLab", "A1111", "ComfyUI", "InvokeAI", "Fooocus", "SwarmUI", "NovelAI", ...
+    fields: dict[str, Any]  # recipe field names -> values as the file has them
+    notes: tuple[str, ...] = ()
+    fingerprint: str | None = None
+    environment: Environment | None = None
+    lossy: bool = False  # JPEG or WebP: the pixels are not what was generated
+    image_format: str = "PNG"
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 def save_png(result: Result, path: str | Path) -> Path:
@@ -70,12 +70,14 @@ def save_png(result: Result, path: str | Path) -> Path:
 
 def png_info(result: Result) -> PngInfo:
     """The two text chunks for `result`: `parameters` (A1111 style) and `seedlab` (JSON)."""
+    from . import __version__
+
     info = PngInfo()
-    text = parameters_text(result.recipe, result.fingerprint)
+    text = parameters_text(result.recipe, result.fingerprint, __version__)
     info.add_text("parameters", text.encode("utf-8", "replace").decode("utf-8"))  # no lone surrogates in UTF-8
     chunk = {
         "version": CHUNK_VERSION,
-        "recipe": result.recipe.to_dict(),
+        "recipe": result.recipe.to_json(),
         "fingerprint": result.fingerprint,
         "environment": result.environment.to_dict(),
     }
@@ -83,223 +85,274 @@ def png_info(result: Result) -> PngInfo:
     return info
 
 
-def parameters_text(recipe: Recipe, fingerprint: str | None = None) -> str:
-    """The A1111 `parameters` text for a recipe, with SeedLab's extra fields in the same `key: value` form."""
-    from . import __version__
-
-    fields = {
-        "Steps": recipe.num_inference_steps,
-        "Sampler": SAMPLER_NAMES.get(recipe.scheduler, recipe.scheduler),
-        "CFG scale": repr(recipe.guidance_scale),
-        "Seed": recipe.seed,
-        "Size": f"{recipe.width}x{recipe.height}",
-        "Model": recipe.model,
-        "Scheduler": recipe.scheduler,
-        "RNG": recipe.rng,
-        "Dtype": recipe.dtype,
-        "Full determinism": "on" if recipe.deterministic else "off",
-    }
-    if fingerprint:
-        fields["Fingerprint"] = fingerprint
-    fields["SeedLab"] = __version__
-    lines = [recipe.prompt]
-    if recipe.negative_prompt:
-        lines.append(f"Negative prompt: {recipe.negative_prompt}")
-    lines.append(", ".join(f"{key}: {quote(str(value))}" for key, value in fields.items()))
-    return "\n".join(lines)
-
-
-def quote(value: str) -> str:
-    """A1111's quoting: a value with `,`, `:` or a line break (or a leading quote) becomes a JSON string."""
-    if any(mark in value for mark in ",:\n") or value.startswith('"'):
-        return json.dumps(value, ensure_ascii=False)
-    return value
-
-
-def read_png(path_or_file: str | Path | IO[bytes]) -> tuple[Recipe, str | None, Environment | None, list[str]]:
-    """The recipe in a PNG: from the `seedlab` chunk, else from A1111 `parameters`.
-
-    Returns (recipe, fingerprint or None, environment or None, notes on what could not be mapped).
-    """
+def read_bytes(path_or_file: str | Path | IO[bytes]) -> bytes:
+    """The file's bytes, at most MAX_FILE_BYTES; UnreadableImage without the path when it cannot be read."""
     try:
-        with Image.open(path_or_file) as image:
-            if image.format != "PNG":
-                raise UnreadablePNG(f"file must be a PNG, got {image.format or 'an unknown format'}")
-            text = dict(getattr(image, "text", {}) or {})
-    except (OSError, SyntaxError, Image.DecompressionBombError) as error:  # not an image at all, or a bomb
-        raise UnreadablePNG(f"file is not a readable PNG ({error})") from None
-    if "seedlab" in text:
-        return read_seedlab_chunk(text["seedlab"])
-    if "parameters" in text:
-        recipe, fingerprint, notes = read_parameters(text["parameters"])
-        return recipe, fingerprint, None, notes
-    raise ValueError("file has no recipe: neither a seedlab nor an A1111 parameters text chunk")
+        if hasattr(path_or_file, "read"):
+            path_or_file.seek(0)
+            data = path_or_file.read(MAX_FILE_BYTES + 1)
+        else:
+            with open(path_or_file, "rb") as file:
+                data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as error:  # the message would show the path: say only what happened
+        raise UnreadableImage(f"file cannot be opened ({error.strerror or type(error).__name__})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise UnreadableImage(f"file is larger than {MAX_FILE_BYTES // 2**20} MB")
+    return data
 
 
-def read_seedlab_chunk(text: str) -> tuple[Recipe, str | None, Environment | None, list[str]]:
+def image_kind(data: bytes) -> str:
+    """PNG, JPEG or WEBP from the first bytes; UnreadableImage otherwise."""
+    if data.startswith(_PNG):
+        return "PNG"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "JPEG"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "WEBP"
+    if not data:
+        raise UnreadableImage("file is empty")
+    raise UnreadableImage("file is not a PNG, JPEG or WebP image")
+
+
+def read_metadata(path_or_file: str | Path | IO[bytes] | bytes) -> Reading:
+    """The recipe fields and notes in a PNG, JPEG or WebP; its pixels are not decoded."""
+    data = path_or_file if isinstance(path_or_file, bytes) else read_bytes(path_or_file)
+    kind = image_kind(data)
+    chunks = png_chunks(data) if kind == "PNG" else exif_chunks(data)
+    reading = read_chunks(chunks)
+    lossy = kind != "PNG"
+    return Reading(reading.format, reading.fields, reading.notes, reading.fingerprint, reading.environment,
+                   lossy, kind)
+
+
+def png_chunks(data: bytes) -> dict[str, str]:
+    """The text chunks (tEXt, zTXt, iTXt) anywhere in a PNG, by walking its chunks: no pixel is decoded."""
+    chunks: dict[str, str] = {}
+    position = len(_PNG)
+    while position + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[position:position + 8])
+        body = data[position + 8:position + 8 + length]
+        position += 12 + length
+        if len(body) < length or kind == b"IEND":
+            break
+        if kind in (b"tEXt", b"zTXt", b"iTXt"):
+            key, _, rest = body.partition(b"\0")
+            name = key.decode("latin-1")[:80]
+            if name not in chunks:  # the first of a name wins, as in Pillow
+                chunks[name] = _text_chunk(kind, rest, name)
+    if not chunks and position == len(_PNG):
+        raise UnreadableImage("file is not a readable PNG (no chunks)")
+    return chunks
+
+
+def _text_chunk(kind: bytes, body: bytes, name: str) -> str:
+    if kind == b"zTXt":
+        body = _inflate(body[1:], name)
+    elif kind == b"iTXt":
+        compressed = body[:1] == b"\1"
+        body = body[2:].split(b"\0", 2)[-1]  # past the language tag and the translated keyword
+        if compressed:
+            body = _inflate(body, name)
+    try:
+        return body.decode("utf-8")  # many tools write UTF-8 even in tEXt, which is meant to be Latin-1
+    except UnicodeDecodeError:
+        return body.decode("latin-1")
+
+
+def _inflate(body: bytes, name: str) -> bytes:
+    """zlib with a ceiling: a compressed text chunk cannot blow up past the largest text read."""
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(body, formats.MAX_JSON * 4 + 1)
+    except zlib.error:
+        raise ValueError(f"the {name} chunk is compressed and cannot be read") from None
+    if inflater.unconsumed_tail or len(out) > formats.MAX_JSON * 4:
+        raise ValueError(f"the {name} chunk is larger than {formats.MAX_JSON} characters once uncompressed")
+    return out
+
+
+def exif_chunks(data: bytes) -> dict[str, str]:
+    """JPEG and WebP: the EXIF UserComment (A1111, Forge, Civitai, SwarmUI) and ComfyUI's Make/Model tags."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            exif = image.getexif()
+            user_comment = exif.get_ifd(0x8769).get(0x9286, exif.get(0x9286))  # some savers put it in IFD0
+            tags = {tag: exif.get(tag) for tag in (0x010E, 0x010F, 0x0110)}
+            comment = image.info.get("comment")
+    except (OSError, SyntaxError, ValueError, struct.error, Image.DecompressionBombError):
+        raise UnreadableImage("file is not a readable JPEG or WebP image") from None
+    chunks: dict[str, str] = {}
+    for value in tags.values():  # ComfyUI savers: "Prompt: {...}", "Workflow: {...}"
+        if isinstance(value, str) and value[:9].lower().startswith(("prompt:", "workflow:")):
+            name, _, text = value.partition(":")
+            chunks[name.strip().lower()] = text.strip()
+    text = user_comment_text(user_comment) if user_comment is not None else None
+    if text is None and isinstance(comment, bytes) and b"Steps: " in comment:  # a JPEG comment: only with parameters
+        text = comment.decode("utf-8", "replace")
+    if text:
+        _sort_comment(text.strip("\0 \n"), chunks)
+    return chunks
+
+
+def user_comment_text(value: bytes | str) -> str:
+    """EXIF UserComment: an 8-byte charset prefix (UNICODE as UTF-16 in either byte order, ASCII, none)."""
+    if isinstance(value, str):
+        return value
+    prefix, body = value[:8], value[8:]
+    if prefix == b"UNICODE\0":
+        if body[:2] in (b"\xfe\xff", b"\xff\xfe"):
+            return body.decode("utf-16", "replace")
+        # ASCII-heavy text: the zero bytes sit at even offsets in big-endian UTF-16, at odd ones in little-endian
+        big = body[0::2].count(0) > body[1::2].count(0)
+        return body.decode("utf-16-be" if big else "utf-16-le", "replace")
+    if prefix in (b"ASCII\0\0\0", b"\0" * 8):
+        return body.decode("utf-8", "replace")
+    return value.decode("utf-8", "replace")
+
+
+def _sort_comment(text: str, chunks: dict[str, str]) -> None:
+    """A UserComment holds A1111 text, a ComfyUI graph, {"prompt": graph, ...}, or NovelAI's chunks as JSON."""
+    if not text.startswith("{"):
+        chunks.setdefault("parameters", text)
+        return
+    data = formats.loads(text, "UserComment")
+    if isinstance(data, dict) and isinstance(data.get("prompt"), dict):
+        chunks.setdefault("prompt", json.dumps(data["prompt"]))
+    elif isinstance(data, dict) and isinstance(data.get("Comment"), str):
+        chunks.update({key: value for key, value in data.items() if isinstance(value, str)})
+    elif isinstance(data, dict) and any(isinstance(node, dict) and "class_type" in node for node in data.values()):
+        chunks.setdefault("prompt", text)
+    else:
+        chunks.setdefault("parameters", text)
+
+
+def read_chunks(chunks: dict[str, str]) -> Reading:
+    """Dispatch on the chunks present: SeedLab first, then A1111 text, then the other tools' formats."""
+    if "seedlab" in chunks:
+        return read_seedlab_chunk(chunks["seedlab"])
+    parameters = chunks.get("parameters")
+    if parameters is not None and not _is_json_object(parameters):  # "{red|blue} car" is a prompt, not JSON
+        fields, notes, fingerprint = read_infotext(parameters)
+        if fingerprint is not None:
+            fingerprint = check_fingerprint("parameters: Fingerprint", fingerprint)
+        return Reading(_a1111_flavour(parameters), fields, tuple(_extra_networks(fields) + notes), fingerprint)
+    if parameters is not None:
+        name, fields, notes = formats.read_parameters_json(parameters, chunks)
+    elif "invokeai_metadata" in chunks:
+        name, fields, notes = formats.read_invokeai(chunks["invokeai_metadata"])
+    elif "sd-metadata" in chunks:
+        name, fields, notes = formats.read_invokeai_legacy(chunks["sd-metadata"])
+    elif "Dream" in chunks:
+        name, fields, notes = formats.read_dream(chunks["Dream"])
+    elif "Comment" in chunks and chunks["Comment"].lstrip().startswith("{"):
+        name, fields, notes = formats.read_novelai(chunks["Comment"], chunks)
+    elif "prompt" in chunks:
+        name, fields, notes = read_comfyui(chunks["prompt"])
+    elif "workflow" in chunks:
+        raise ValueError("file has a ComfyUI workflow but not its prompt graph, which is what SeedLab reads")
+    else:
+        found = ", ".join(sorted(chunks)[:8]) or "none"
+        raise ValueError(f"file has no recipe: no SeedLab, A1111, ComfyUI, InvokeAI, Fooocus, SwarmUI or NovelAI "
+                         f"metadata (text chunks found: {found[:120]})")
+    return Reading(name, fields, tuple(_extra_networks(fields) + notes))
+
+
+def _is_json_object(text: str) -> bool:
+    if not text.lstrip().startswith("{"):
+        return False
+    try:
+        return isinstance(formats.loads(text, "parameters"), dict)
+    except ValueError:
+        return False
+
+
+def read_seedlab_chunk(text: str) -> Reading:
     """The canonical JSON chunk: validated like any untrusted recipe."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"seedlab chunk is not valid JSON ({error.msg} at character {error.pos})") from None
-    if not isinstance(data, dict) or "recipe" not in data:
+    data = formats.loads(text, "seedlab chunk")
+    if not isinstance(data, dict) or not isinstance(data.get("recipe"), dict):
         raise ValueError("seedlab chunk must be a JSON object with a recipe")
     if data.get("version") != CHUNK_VERSION:
-        raise ValueError(f"seedlab chunk version {data.get('version')!r} is not one this SeedLab reads "
+        raise ValueError(f"seedlab chunk version {str(data.get('version'))[:20]!r} is not one this SeedLab reads "
                          f"({CHUNK_VERSION})")
-    try:
-        recipe = Recipe.from_dict(data["recipe"])
-    except (ValueError, TypeError) as error:
-        raise ValueError(f"seedlab chunk: {error}") from None
     fingerprint = data.get("fingerprint")
     if fingerprint is not None:
         check_fingerprint("seedlab chunk fingerprint", fingerprint)
     environment = None
     if data.get("environment") is not None:
-        environment = Environment.from_dict(data["environment"])
-    return recipe, fingerprint, environment, []
+        try:
+            environment = Environment.from_dict(data["environment"])
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"seedlab chunk: environment: {str(error)[:120]}") from None
+    return Reading("SeedLab", dict(data["recipe"]), (), fingerprint, environment)
+
+
+def recipe_from_reading(reading: Reading) -> Recipe:
+    """The validated Recipe for what a file says; ValueError naming the field and the format."""
+    fields = dict(reading.fields)
+    known = set(SPECS)
+    if reading.format == "SeedLab":
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise ValueError(f"seedlab chunk: unknown recipe field(s): {', '.join(unknown)[:120]}")
+    fields = {name: value for name, value in fields.items() if name in known}  # a field this version lacks
+    fields.setdefault("prompt", "")
+    try:
+        return Recipe(**{name: SPECS[name].coerce(value) for name, value in fields.items()})
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{_label(reading)}: {str(error)[:200]}") from None
+
+
+def _label(reading: Reading) -> str:
+    return "seedlab chunk" if reading.format == "SeedLab" else "parameters" if "A1111" in reading.format \
+        else f"{reading.format} metadata"
+
+
+def read_png(path_or_file: str | Path | IO[bytes]) -> tuple[Recipe, str | None, Environment | None, list[str]]:
+    """The recipe in an image (PNG, JPEG or WebP): (recipe, fingerprint or None, environment or None, notes)."""
+    reading = read_metadata(path_or_file)
+    return recipe_from_reading(reading), reading.fingerprint, reading.environment, list(reading.notes)
 
 
 def read_parameters(text: str) -> tuple[Recipe, str | None, list[str]]:
-    """An A1111 `parameters` text: prompt lines, an optional `Negative prompt:` line, a `key: value` line.
-
-    Returns (recipe, fingerprint if SeedLab wrote it, notes).
-    """
-    if not isinstance(text, str):
-        raise ValueError(f"parameters must be text, got {type(text).__name__}")
-    lines = text.strip().replace("\r\n", "\n").split("\n")
-    fields = parse_fields(lines[-1])
-    if fields is not None:
-        lines = lines[:-1]
-    prompt_lines: list[str] = []
-    negative_lines: list[str] | None = None
-    for line in lines:
-        if negative_lines is None and line.startswith("Negative prompt:"):
-            negative_lines = [line.removeprefix("Negative prompt:").removeprefix(" ")]
-        elif negative_lines is None:
-            prompt_lines.append(line)
-        else:
-            negative_lines.append(line)
-    recipe_fields: dict[str, Any] = {
-        "prompt": "\n".join(prompt_lines),
-        "negative_prompt": "\n".join(negative_lines or []),
-    }
-    notes: list[str] = []
-    tags = list(dict.fromkeys(_EXTRA_NETWORK.findall(recipe_fields["prompt"])))  # each once, in prompt order
-    if tags:
-        notes.append(f"{', '.join(tags)} in the prompt: A1111 extra networks (LoRA, hypernetworks) are not loaded, "
-                     "and the tags stay in the prompt as written, where the text encoder reads them as words")
-    fingerprint = _map_fields(fields or [], recipe_fields, notes)
-    try:
-        return Recipe(**recipe_fields), fingerprint, notes
-    except ValueError as error:
-        raise ValueError(f"parameters: {error}") from None
+    """An A1111 `parameters` text as (recipe, fingerprint if SeedLab wrote it, notes)."""
+    if _is_json_object(text):
+        raise ValueError("parameters holds JSON, not A1111 text")
+    reading = read_chunks({"parameters": text})
+    return recipe_from_reading(reading), reading.fingerprint, list(reading.notes)
 
 
-def parse_fields(line: str) -> list[tuple[str, str]] | None:
-    """`Steps: 20, Sampler: Euler a, Lora hashes: "a: 1, b: 2"` as (key, value) pairs, in order.
-
-    None when the line is not a parameter line (fewer than three `key: value` pairs, or text that
-    does not read as such pairs): then it belongs to the prompt.
-    """
-    pairs: list[tuple[str, str]] = []
-    position = 0
-    while position < len(line):
-        match = _KEY.match(line, position)
-        if not match:  # A1111 writes a key alone when its value is the key itself
-            end = line.find(",", position)
-            flag = line[position:end if end >= 0 else len(line)]
-            if ":" in flag or '"' in flag or not flag.strip():
-                return None
-            pairs.append((flag.strip(), flag.strip()))
-            position = len(line) if end < 0 else end + 1
-            continue
-        key, position = match[1], match.end()
-        if line.startswith('"', position):
-            try:
-                value, position = json.JSONDecoder().raw_decode(line, position)
-            except json.JSONDecodeError:
-                return None
-            if not isinstance(value, str):
-                return None
-        else:
-            end = line.find(",", position)
-            end = len(line) if end < 0 else end
-            value, position = line[position:end].strip(), end
-        pairs.append((key, value))
-        rest = line[position:].lstrip(" ")
-        if rest and not rest.startswith(","):
-            return None
-        position = len(line) - len(rest) + 1  # past the comma
-    return pairs if sum(key != value for key, value in pairs) >= 3 else None
+def _a1111_flavour(text: str) -> str:
+    """Which A1111-style writer: the label the report and `info` show."""
+    if "Civitai resources:" in text or "Civitai metadata:" in text:
+        return "A1111 (Civitai)"
+    if "App: SD.Next" in text:
+        return "A1111 (SD.Next)"
+    if "Version: ComfyUI" in text:
+        return "A1111 (ComfyUI saver)"
+    if "Version: f" in text or "Version: classic" in text or "Version: neo" in text:
+        return "A1111 (Forge)"
+    return "A1111"
 
 
-def _map_fields(pairs: list[tuple[str, str]], recipe: dict[str, Any], notes: list[str]) -> str | None:
-    """Fill recipe fields from A1111 pairs; note what has no SeedLab equivalent. Returns a SeedLab fingerprint."""
-    fields = dict(pairs)
-    fingerprint = None
-    hires = [f"{key}: {value}" for key, value in pairs if key.startswith("Hires") or key == "Denoising strength"]
-    if hires:
-        notes.append(f"hires fix ({', '.join(hires)}) is not supported: only the first pass is regenerated")
-    for key, value in pairs:
-        if key == "Steps":
-            recipe["num_inference_steps"] = _number(key, value, int)
-        elif key == "CFG scale":
-            recipe["guidance_scale"] = _number(key, value, float)
-        elif key == "Seed":
-            recipe["seed"] = _number(key, value, int)
-        elif key == "Size":
-            match = _SIZE.match(value)
-            if not match:
-                raise ValueError(f"parameters: Size must be WIDTHxHEIGHT such as 512x512, got {value[:40]!r}")
-            recipe["width"], recipe["height"] = int(match[1]), int(match[2])
-        elif key == "Model":
-            recipe["model"] = value
-        elif key == "Scheduler":  # SeedLab's own: the diffusers class, more precise than Sampler
-            recipe["scheduler"] = value
-        elif key == "Sampler":
-            if "Scheduler" not in fields:
-                recipe["scheduler"] = _sampler(value, fields.get("Schedule type"), notes)
-        elif key == "RNG":
-            rng = {"CPU": "cpu", "GPU": "device"}.get(value, value)
-            if rng in RNG_SOURCES:
-                recipe["rng"] = rng
-            else:
-                notes.append(f"RNG {value} has no SeedLab equivalent: noise is drawn on the CPU")
-        elif key == "Dtype":
-            recipe["dtype"] = value
-        elif key == "Full determinism":
-            recipe["deterministic"] = value == "on"
-        elif key == "Fingerprint":
-            fingerprint = check_fingerprint("parameters: Fingerprint", value)
-        elif key == "Model hash":
-            notes.append(f"Model hash {value} is not checked: SeedLab names models, it does not hash them")
-        elif key == "Clip skip":
-            notes.append(f"Clip skip {value} is not supported: the text encoder's last layer is used")
-        elif key in ("Schedule type", "SeedLab", "Version") or key.startswith("Hires") or key == "Denoising strength":
-            continue  # handled with Sampler, with hires, or only says which program wrote the file
-        else:
-            notes.append(f"{key}: {value[:60]} has no SeedLab equivalent and is ignored")
-    return fingerprint
-
-
-def _sampler(name: str, schedule_type: str | None, notes: list[str]) -> str:
-    """An A1111 sampler name as a diffusers scheduler class; "default" (with a note) when there is none."""
-    base = name
-    for schedule in SCHEDULE_TYPES:  # the old style: the schedule is part of the name
-        if name.endswith(" " + schedule) and name.removesuffix(" " + schedule) in SAMPLERS:
-            base, schedule_type = name.removesuffix(" " + schedule), schedule
-    if base not in SAMPLERS:
-        notes.append(f"Sampler {name} has no clear diffusers equivalent: the model's default scheduler is used")
-        return "default"
-    if schedule_type and schedule_type not in ("Automatic", "Normal"):
-        notes.append(f"Schedule type {schedule_type} is not applied: {SAMPLERS[base]} runs with its default sigmas")
-    return SAMPLERS[base]
-
-
-def _number(key: str, value: str, kind: type) -> int | float:
-    pattern = r"[0-9]{1,20}" if kind is int else r"-?[0-9]{1,20}(\.[0-9]{1,30})?([eE][-+]?[0-9]{1,3})?"
-    if not re.fullmatch(pattern, value):
-        expected = "a whole number" if kind is int else "a number"
-        raise ValueError(f"parameters: {key} must be {expected}, got {value[:40]!r}")
-    return kind(value)
+def _extra_networks(fields: dict[str, Any]) -> list[str]:
+    """A1111's inline <lora:NAME:WEIGHT>, <hypernet:...>, <lyco:...> tags: kept as written, with a note."""
+    prompt = fields.get("prompt")
+    if not isinstance(prompt, str) or "<" not in prompt:
+        return []
+    tags: dict[str, None] = {}  # in prompt order, each once
+    position, end = 0, -1
+    while (start := prompt.find("<", position)) >= 0:  # a scan, not a regex: prompts are untrusted
+        if end < start:
+            end = prompt.find(">", start)
+        if end < 0:
+            break
+        following = prompt.find("<", start + 1)
+        if following < 0 or following > end:  # no "<" inside the tag: each character is looked at once or twice
+            tag = prompt[start:end + 1]
+            if tag.startswith(("<lora:", "<hypernet:", "<lyco:")) and "\n" not in tag and tag[-2] != ":":
+                tags[tag] = None
+        position = start + 1 if following < 0 or following < end else end + 1
+    if not tags:
+        return []
+    return [f"{', '.join(tags)[:200]} in the prompt: A1111 extra networks (LoRA, hypernetworks) are not loaded, "
+            "and the tags stay in the prompt as written, where the text encoder reads them as words"]

@@ -8,7 +8,9 @@ or how far off, and which parts of the environment differ.
 
 from __future__ import annotations
 
+import io
 import json
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -16,10 +18,10 @@ from typing import IO, Any
 import numpy as np
 from PIL import Image
 
-from .determinism import Environment
+from .environment import Environment
 from .generation import Result, fingerprint
 from .links import check_fingerprint, decode_link
-from .metadata import UnreadablePNG, read_png
+from .metadata import MAX_PIXELS, UnreadableImage, read_bytes, read_metadata, recipe_from_reading
 from .recipe import Recipe
 
 
@@ -29,12 +31,13 @@ class Original:
 
     recipe: Recipe
     fingerprint: str | None
-    environment: Environment | dict[str, Any] | None  # a link carries a compact, flat environment
+    environment: Environment | None  # a link's leaves cublas_workspace_config unknown (None)
     pixels: np.ndarray | None = field(default=None, repr=False)  # (height, width, 3) uint8, when here
     notes: tuple[str, ...] = ()
+    lossy: bool = False  # the pixels come from a JPEG or WebP: close at best, never identical
 
     def with_pixels(self, pixels: np.ndarray | None) -> Original:
-        return Original(self.recipe, self.fingerprint, self.environment, pixels, self.notes)
+        return Original(self.recipe, self.fingerprint, self.environment, pixels, self.notes, self.lossy)
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Verdict:
     pixels_differing: int | None  # pixels with any channel different, when the original pixels are here
     environment_differences: tuple[str, ...]  # "threads: 2 here, 1 there"
     notes: tuple[str, ...] = ()
+    lossy_original: bool = False  # compared against a JPEG/WebP: the difference is measured, not judged
 
     @property
     def summary(self) -> str:
@@ -57,6 +61,10 @@ class Verdict:
             how = "pixel for pixel" if self.max_difference == 0 else "same pixel fingerprint"
             same = f"; the environment differs: {environment}" if environment else ""
             return f"Exact match: the regenerated image is identical to the original ({how}){same}."
+        if self.lossy_original and self.max_difference is not None:
+            return (f"Compared with a lossy original (JPEG or WebP): max difference {self.max_difference} levels, "
+                    f"{self.pixels_differing} pixels differ. A lossy file never keeps the exact pixels, so this "
+                    "measures closeness; it is not a mismatch.")
         if self.original_fingerprint is None and self.max_difference is None:
             return "Regenerated, but there is no original fingerprint or image to compare it with."
         if self.max_difference is not None:
@@ -78,6 +86,7 @@ class Verdict:
             "fingerprint": self.fingerprint,
             "original_fingerprint": self.original_fingerprint,
             "notes": list(self.notes),
+            "lossy_original": self.lossy_original,
         }
 
 
@@ -95,7 +104,7 @@ def compare(result: Result, original: Original) -> Verdict:
             difference = np.abs(mine.astype(np.int16) - original.pixels.astype(np.int16))
             max_difference = int(difference.max())
             pixels_differing = int(np.count_nonzero(difference.max(axis=2)))
-            exact = max_difference == 0
+            exact = max_difference == 0 and not original.lossy
     return Verdict(
         exact=exact,
         fingerprint=result.fingerprint,
@@ -104,18 +113,13 @@ def compare(result: Result, original: Original) -> Verdict:
         pixels_differing=pixels_differing,
         environment_differences=tuple(environment_differences(result.environment, original.environment)),
         notes=tuple(notes),
+        lossy_original=original.lossy,
     )
 
 
-def environment_differences(here: Environment, there: Environment | dict[str, Any] | None) -> list[str]:
+def environment_differences(here: Environment, there: Environment | None) -> list[str]:
     """What differs between this environment and the original's, for the parts the original records."""
-    if there is None:
-        return []
-    if isinstance(there, Environment):
-        return here.differences(there)
-    mine = _flat(here.to_dict())
-    return [f"{key}: {mine[key]} here, {value} there" for key, value in _flat(there).items()
-            if key in mine and mine[key] != value]
+    return [] if there is None else here.differences(there)
 
 
 def original_from_link(link: str) -> Original:
@@ -125,19 +129,44 @@ def original_from_link(link: str) -> Original:
 
 
 def original_from_png(path_or_file: str | Path | IO[bytes]) -> Original:
-    """The original in a PNG: its recipe and its pixels, which are what the file shows."""
-    recipe, recorded, environment, notes = read_png(path_or_file)
-    if hasattr(path_or_file, "seek"):
-        path_or_file.seek(0)
-    try:
-        with Image.open(path_or_file) as image:
-            pixels = np.asarray(image.convert("RGB"))
-    except (OSError, Image.DecompressionBombError) as error:  # truncated pixel data after readable chunks
-        raise UnreadablePNG(f"file's pixels cannot be read ({error})") from None
+    """The original in an image (PNG, or a lossy JPEG/WebP): its recipe and its pixels, decoded once."""
+    data = read_bytes(path_or_file)
+    reading = read_metadata(data)  # header and chunks only: a file without a recipe costs no decoding
+    recipe = recipe_from_reading(reading)
+    pixels = decode_pixels(data)
+    notes = list(reading.notes)
+    if reading.lossy:
+        notes.append(f"the original is a {reading.image_format} file, whose compression changed its pixels: the "
+                     "regenerated image is compared with it for closeness, not for an exact match")
+        return Original(recipe, reading.fingerprint, reading.environment, pixels, tuple(notes), lossy=True)
     actual = fingerprint(pixels)
-    if recorded is not None and recorded != actual:
-        notes = [*notes, "the PNG's pixels do not match the fingerprint it records: the file was edited or re-encoded"]
-    return Original(recipe, actual, environment, pixels, tuple(notes))
+    if reading.fingerprint is not None and reading.fingerprint != actual:
+        notes.append("the PNG's pixels do not match the fingerprint it records: the file was edited or re-encoded")
+    return Original(recipe, actual, reading.environment, pixels, tuple(notes))
+
+
+original_from_image = original_from_png  # the name for what it reads now
+
+
+def decode_pixels(data: bytes) -> np.ndarray:
+    """The first frame as (height, width, 3) uint8; the size is checked from the header before decoding."""
+    if data[12:16] == b"IHDR":  # a PNG states its size in its first chunk: refuse before Pillow reads further
+        _check_size(*struct.unpack(">II", data[16:24]))
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            _check_size(*image.size)  # a 13000x13000 PNG is a few hundred KB on disk and 676 MB decoded
+            return np.asarray(image.convert("RGB"))  # an animated file: its first frame only
+    except Image.DecompressionBombError:
+        raise UnreadableImage(f"image has more than {MAX_PIXELS:,} pixels, the most that are decoded") from None
+    except (OSError, SyntaxError, ValueError, struct.error) as error:
+        if isinstance(error, UnreadableImage):
+            raise
+        raise UnreadableImage("file's pixels cannot be read (truncated or corrupt image data)") from None
+
+
+def _check_size(width: int, height: int) -> None:
+    if width * height > MAX_PIXELS:
+        raise UnreadableImage(f"image is {width}x{height} pixels; at most {MAX_PIXELS:,} pixels are decoded")
 
 
 def original_from_text(text: str) -> Original:
@@ -164,12 +193,6 @@ def original_from_text(text: str) -> Original:
     if data.get("environment") is not None:
         environment = Environment.from_dict(data["environment"])
     return Original(Recipe.from_dict(data["recipe"]), print_, environment)
-
-
-def _flat(environment: dict[str, Any]) -> dict[str, Any]:
-    flat = dict(environment)
-    flat.update(flat.pop("switches", None) or {})
-    return flat
 
 
 def _size(pixels: np.ndarray) -> str:

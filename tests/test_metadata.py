@@ -51,11 +51,11 @@ def test_save_png_writes_both_chunks_and_lossless_pixels(tmp_path):
         chunks = image.text
     assert chunks["parameters"] == (
         'a red circle, large\nNegative prompt: blurry\n'
-        'Steps: 20, Sampler: Euler a, CFG scale: 6.0, Seed: 7, Size: 64x64, Model: embedded, '
-        'Scheduler: EulerAncestralDiscreteScheduler, RNG: cpu, Dtype: float32, Full determinism: off, '
+        'Steps: 20, Sampler: Euler a, Schedule type: Uniform, CFG scale: 6.0, Seed: 7, Size: 64x64, Model: embedded, '
+        'Scheduler: EulerAncestralDiscreteScheduler, RNG: CPU, Dtype: float32, Full determinism: off, '
         f'Fingerprint: {result.fingerprint}, SeedLab: 0.1.0'
     )
-    assert json.loads(chunks["seedlab"]) == {"version": 1, "recipe": recipe.to_dict(),
+    assert json.loads(chunks["seedlab"]) == {"version": 1, "recipe": recipe.to_json(),
                                              "fingerprint": result.fingerprint, "environment": ENV.to_dict()}
 
 
@@ -158,7 +158,7 @@ def test_a1111_sampler_names_map_to_diffusers_schedulers(sampler, scheduler):
 def test_a_sampler_without_an_equivalent_uses_the_default_with_a_note(sampler):
     recipe, _, notes = read_parameters(f"x\nSteps: 20, Sampler: {sampler}, CFG scale: 7, Seed: 1, Size: 64x64")
     assert recipe.scheduler == "default"
-    assert notes == [f"Sampler {sampler} has no clear diffusers equivalent: the model's default scheduler is used"]
+    assert f"Sampler {sampler} has no clear diffusers equivalent: the model's default scheduler is used" in notes
 
 
 def test_texts_without_a_parameter_line_are_all_prompt():
@@ -183,9 +183,9 @@ def test_files_without_a_recipe_are_errors(tmp_path):
     jpeg = io.BytesIO()
     IMAGE.save(jpeg, format="JPEG")
     jpeg.seek(0)
-    with pytest.raises(ValueError, match="must be a PNG, got JPEG"):
+    with pytest.raises(ValueError, match="no recipe"):
         read_png(jpeg)
-    with pytest.raises(ValueError, match="not a readable PNG"):
+    with pytest.raises(ValueError, match="not a PNG, JPEG or WebP"):
         read_png(io.BytesIO(b"not an image"))
     chunk = PngInfo()
     chunk.add_text("seedlab", json.dumps({"version": 1, "recipe": {"prompt": "x", "seed": -5}}))
@@ -194,14 +194,15 @@ def test_files_without_a_recipe_are_errors(tmp_path):
         read_png(tmp_path / "bad.png")
 
 
-def test_only_files_that_cannot_be_opened_as_pngs_are_unreadable(tmp_path):
-    jpeg = io.BytesIO()
-    IMAGE.save(jpeg, format="JPEG")
-    for unreadable in (io.BytesIO(b"not an image"), jpeg, tmp_path / "missing.png"):
+def test_only_files_that_cannot_be_opened_as_images_are_unreadable(tmp_path):
+    gif = io.BytesIO()
+    IMAGE.save(gif, format="GIF")
+    for unreadable in (io.BytesIO(b"not an image"), gif, tmp_path / "missing.png", io.BytesIO(b"")):
         if hasattr(unreadable, "seek"):
             unreadable.seek(0)
-        with pytest.raises(UnreadablePNG):
+        with pytest.raises(UnreadablePNG) as error:
             read_png(unreadable)
+        assert str(tmp_path) not in str(error.value)  # no server paths in messages
     plain = io.BytesIO()
     IMAGE.save(plain, format="PNG")
     plain.seek(0)
@@ -220,4 +221,4 @@ def test_inline_lora_and_hypernet_tags_stay_in_the_prompt_with_a_note_naming_the
     assert note.startswith("<lora:add_detail:0.8>, <hypernet:anime_v2:1>, <lyco:film:0.4> in the prompt: ")
     assert parameters_text(recipe).startswith(prompt + "\nNegative prompt: <lora:bad_hands:1>\n")  # round trip
     _, _, notes = read_parameters("a castle <b>bold</b> at 3:00\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 5")
-    assert notes == []
+    assert not any("extra networks" in note for note in notes)

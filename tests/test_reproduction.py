@@ -86,8 +86,9 @@ def test_environment_differences_name_the_part_full_or_compact(result):
     there = dataclasses.replace(here, threads=here.threads + 7, torch="2.12.0")
     assert environment_differences(here, there) == [f"torch: {here.torch} here, 2.12.0 there",
                                                     f"threads: {here.threads} here, {here.threads + 7} there"]
-    compact = {"torch": "2.12.0", "threads": here.threads, "cudnn_tf32": not here.switches.cudnn_tf32}
-    assert environment_differences(here, compact) == [
+    switches = dataclasses.replace(here.switches, cudnn_tf32=not here.switches.cudnn_tf32)
+    from_link = dataclasses.replace(here, torch="2.12.0", cublas_workspace_config=None, switches=switches)
+    assert environment_differences(here, from_link) == [  # a link's environment leaves the cuBLAS setting unknown
         f"torch: {here.torch} here, 2.12.0 there",
         f"cudnn_tf32: {here.switches.cudnn_tf32} here, {not here.switches.cudnn_tf32} there",
     ]

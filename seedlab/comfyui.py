@@ -1,0 +1,196 @@
+"""ComfyUI's `prompt` chunk (the API graph) as recipe fields: followed from the sampler that made the image.
+
+The graph maps node ids to {"class_type", "inputs"}; an input is a value or a link [node id, output].
+From the saved image we walk upstream to the first sampling pass (KSampler, KSamplerAdvanced,
+SamplerCustom(Advanced)), then follow its links through reroutes, primitives, conditioning and LoRA
+nodes to the seed, steps, cfg, sampler, scheduler, size, model and the positive and negative text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .formats import loads, sampler_scheduler
+
+_MAX_HOPS = 64  # a chain of links longer than this is not followed (and cycles end here)
+_MAX_NODES, _MAX_SAMPLERS = 5_000, 64  # real graphs have a few hundred nodes and a handful of samplers
+_CONDITIONING = ("conditioning", "conditioning_1", "conditioning_to", "positive", "negative", "cond")
+_HANDLED = {"KSampler", "KSamplerAdvanced", "SamplerCustom", "SamplerCustomAdvanced", "CLIPTextEncode",
+            "EmptyLatentImage", "CheckpointLoaderSimple", "CheckpointLoader", "VAEDecode", "SaveImage",
+            "PreviewImage", "Reroute", "KSamplerSelect", "BasicScheduler", "RandomNoise", "CFGGuider",
+            "UNETLoader", "VAELoader", "CLIPLoader", "PrimitiveNode"}
+
+
+def read_comfyui(text: str) -> tuple[str, dict[str, Any], list[str]]:
+    """The recipe fields of a ComfyUI API graph, with notes on what is not restored."""
+    graph = loads(text, "prompt")
+    if not isinstance(graph, dict) or not any(_is_node(node) for node in graph.values()):
+        raise ValueError("prompt holds JSON that is not a ComfyUI graph (no nodes with a class_type)")
+    graph = {str(key): node for key, node in graph.items() if _is_node(node)}
+    samplers = [key for key, node in graph.items() if _is_sampler(node)]
+    if len(graph) > _MAX_NODES or len(samplers) > _MAX_SAMPLERS:  # the walk costs samplers x nodes
+        raise ValueError(f"the ComfyUI graph has {len(graph)} nodes and {len(samplers)} samplers; at most "
+                         f"{_MAX_NODES} and {_MAX_SAMPLERS} are read")
+    if not samplers:
+        types = ", ".join(sorted({node["class_type"] for node in graph.values()})[:8])
+        raise ValueError(f"the ComfyUI graph has no sampler node SeedLab knows (it has {types})")
+    first = _first_pass(graph, samplers)
+    notes: list[str] = []
+    if len(samplers) > 1:
+        notes.append(f"the graph has {len(samplers)} sampling passes (hires fix, refiner or more): the first pass "
+                     f"(node {first}, {graph[first]['class_type']}) is restored, the later passes are not")
+    fields = _sampler_fields(graph, first, notes)
+    others = sorted({node["class_type"] for node in graph.values()} - _HANDLED)
+    if others:
+        shown = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
+        notes.append(f"ComfyUI nodes {shown} are not reproduced by SeedLab")
+    return "ComfyUI", fields, notes
+
+
+def _is_node(node: Any) -> bool:
+    return isinstance(node, dict) and isinstance(node.get("class_type"), str) and isinstance(node.get("inputs"), dict)
+
+
+def _is_sampler(node: dict[str, Any]) -> bool:
+    kind = node["class_type"]
+    return "KSampler" in kind and kind != "KSamplerSelect" or kind in ("SamplerCustom", "SamplerCustomAdvanced")
+
+
+def _link(value: Any) -> str | None:
+    if isinstance(value, list) and len(value) == 2 and isinstance(value[0], (str, int)):
+        return str(value[0])
+    return None
+
+
+def _upstream_samplers(graph: dict[str, Any], start: str) -> list[str]:
+    """Samplers reached from `start` through image and latent links, nearest first (depth-first, input order)."""
+    found, seen, stack = [], {start}, [start]
+    while stack and len(seen) < 10_000:
+        node = graph[stack.pop()]
+        for name, value in reversed(list(node["inputs"].items())):
+            target = _link(value)
+            if target is None or target in seen or target not in graph or name in ("model", "clip", "vae"):
+                continue
+            if name in _CONDITIONING or name in ("guider", "sigmas", "sampler", "noise"):
+                continue
+            seen.add(target)
+            if _is_sampler(graph[target]):
+                found.append(target)
+            stack.append(target)
+    return found
+
+
+def _first_pass(graph: dict[str, Any], samplers: list[str]) -> str:
+    """The sampler of the first pass behind the saved image (or the first sampler with nothing upstream)."""
+    outputs = [key for key, node in graph.items() if "Save" in node["class_type"]]
+    outputs += [key for key, node in graph.items() if "Preview" in node["class_type"]]
+    for output in outputs:
+        reached = _upstream_samplers(graph, output)
+        if reached:
+            roots = [key for key in reached if not _upstream_samplers(graph, key)]
+            return roots[0] if roots else reached[-1]
+    roots = [key for key in samplers if not _upstream_samplers(graph, key)]
+    return roots[0] if roots else samplers[0]
+
+
+def _follow(graph: dict[str, Any], value: Any, names: tuple[str, ...], through: tuple[str, ...]) -> Any:
+    """The first of `names` found by following links (through inputs named in `through`); None if none."""
+    for _ in range(_MAX_HOPS):
+        target = _link(value)
+        if target is None:
+            return value
+        node = graph.get(target)
+        if node is None:
+            return None
+        inputs = node["inputs"]
+        for name in names:
+            if name in inputs:
+                value = inputs[name]
+                break
+        else:
+            nxt = next((inputs[name] for name in through if _link(inputs.get(name)) is not None), None)
+            if nxt is None:
+                literal = [item for item in inputs.values() if _link(item) is None]
+                return literal[0] if len(literal) == 1 else None  # a primitive node: its one value
+            value = nxt
+    return None
+
+
+def _sampler_fields(graph: dict[str, Any], key: str, notes: list[str]) -> dict[str, Any]:
+    inputs = graph[key]["inputs"]
+    guider = graph.get(_link(inputs.get("guider")) or "", {}).get("inputs", {})
+    sigmas = graph.get(_link(inputs.get("sigmas")) or "", {}).get("inputs", {})
+    fields: dict[str, Any] = {}
+    seed = inputs.get("seed", inputs.get("noise_seed"))
+    if seed is None and "noise" in inputs:
+        seed = _follow(graph, inputs["noise"], ("noise_seed", "seed"), ())
+    values = {
+        "seed": _follow(graph, seed, ("seed", "noise_seed", "value", "int"), ()),
+        "num_inference_steps": _follow(graph, inputs.get("steps", sigmas.get("steps")), ("steps", "value", "int"), ()),
+        "guidance_scale": _follow(graph, inputs.get("cfg", guider.get("cfg")), ("cfg", "value", "float"), ()),
+    }
+    fields.update({name: value for name, value in values.items() if value is not None})
+    sampler = inputs.get("sampler_name")
+    if sampler is None and "sampler" in inputs:
+        sampler = _follow(graph, inputs["sampler"], ("sampler_name",), ())
+    sampler = _follow(graph, sampler, ("sampler_name", "value", "string"), ())
+    schedule = _follow(graph, inputs.get("scheduler", sigmas.get("scheduler")), ("scheduler", "value", "string"), ())
+    if isinstance(sampler, str):
+        fields["scheduler"] = sampler_scheduler(sampler, schedule, notes)
+    for field, name in (("prompt", "positive"), ("negative_prompt", "negative")):
+        text = _text(graph, inputs.get(name, guider.get(name)), notes)
+        if text is not None:
+            fields[field] = text
+    _latent_size(graph, inputs.get("latent_image"), fields, notes)
+    model = _follow(graph, inputs.get("model", guider.get("model")), ("ckpt_name", "unet_name"), ("model",))
+    if isinstance(model, str):
+        fields["model"] = model.rsplit(".", 1)[0] if model.endswith((".safetensors", ".ckpt")) else model
+    denoise = sigmas.get("denoise", inputs.get("denoise"))
+    if isinstance(denoise, (int, float)) and denoise < 1:
+        notes.append(f"denoise {denoise:g} (img2img or a partial pass) is not supported: SeedLab starts from noise")
+    return fields
+
+
+def _text(graph: dict[str, Any], value: Any, notes: list[str]) -> str | None:
+    """The prompt text behind a conditioning link: through combine, area and control nodes to a text encoder."""
+    for _ in range(_MAX_HOPS):
+        target = _link(value)
+        node = graph.get(target or "")
+        if node is None:
+            return None
+        inputs = node["inputs"]
+        for name in ("text", "text_g", "prompt", "positive", "Text", "string"):
+            if name in inputs and (isinstance(inputs[name], str) or _link(inputs[name]) is not None):
+                text = _follow(graph, inputs[name], ("text", "Text", "string", "value", "prompt"), ())
+                if isinstance(text, str):
+                    return text
+        linked = [inputs[name] for name in _CONDITIONING if _link(inputs.get(name)) is not None]
+        if len(linked) > 1 and not any("combine" in note for note in notes):
+            notes.append(f"the conditioning combines several prompts ({node['class_type']}, area composition): "
+                         "the first one is restored, the others are not")
+        value = linked[0] if linked else None
+    return None
+
+
+def _latent_size(graph: dict[str, Any], value: Any, fields: dict[str, Any], notes: list[str]) -> None:
+    """Width and height of the empty latent the pass starts from (an image input: noted, no size)."""
+    for _ in range(_MAX_HOPS):
+        node = graph.get(_link(value) or "")
+        if node is None:
+            return
+        inputs = node["inputs"]
+        if "width" in inputs and "height" in inputs and "Latent" in node["class_type"]:
+            width = _follow(graph, inputs["width"], ("value", "int"), ())
+            height = _follow(graph, inputs["height"], ("value", "int"), ())
+            if width is not None and height is not None:
+                fields["width"], fields["height"] = width, height
+            return
+        if isinstance(inputs.get("dimensions"), str):  # rgthree's SDXL Empty Latent Image: "1024 x 1024  (square)"
+            parts = inputs["dimensions"].split("(")[0].replace("x", " ").split()
+            if len(parts) == 2 and all(part.isdigit() and len(part) <= 5 for part in parts):
+                fields["width"], fields["height"] = int(parts[0]), int(parts[1])
+            return
+        if "pixels" in inputs or "image" in inputs:
+            notes.append("the first pass starts from an input image (img2img): SeedLab starts from noise")
+            return
+        value = inputs.get("samples", inputs.get("latent", inputs.get("latent_image")))

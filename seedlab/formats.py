@@ -1,0 +1,350 @@
+"""Other tools' metadata as recipe fields: InvokeAI, Fooocus, SwarmUI, NovelAI, diffusers-style JSON; samplers.
+
+Each reader takes the text chunks of one file and returns (format name, recipe fields as read, notes).
+Fields are named like the recipe's; values are what the file says, not yet validated (a size that is
+not a multiple of 8 stays as it is: building the Recipe is a separate step). Every key that does not
+map is named in a note. JSON is parsed with bounds (size, nesting depth, digits) so that hostile
+text is refused with one line instead of costing minutes, memory or a RecursionError.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+MAX_TEXT = 64_000  # characters of A1111 text: real ones are a few thousand
+MAX_JSON = 4_000_000  # characters of a JSON chunk: large ComfyUI workflows are a few hundred thousand
+MAX_DEPTH = 64  # JSON nesting: real metadata nests fewer than 10 levels
+MAX_DIGITS = 40  # a JSON integer; seeds have at most 20 digits
+
+# A1111 sampler names with a clear diffusers equivalent (diffusers' scheduler overview lists them).
+SAMPLERS = {
+    "Euler a": "EulerAncestralDiscreteScheduler",
+    "Euler": "EulerDiscreteScheduler",
+    "DPM++ 2M": "DPMSolverMultistepScheduler",
+    "DDIM": "DDIMScheduler",
+    "PLMS": "PNDMScheduler",
+    "Heun": "HeunDiscreteScheduler",
+    "DPM2": "KDPM2DiscreteScheduler",
+    "DPM2 a": "KDPM2AncestralDiscreteScheduler",
+    "UniPC": "UniPCMultistepScheduler",
+    "LMS": "LMSDiscreteScheduler",
+    "LCM": "LCMScheduler",
+}
+# What SeedLab writes for a diffusers class: A1111's sampler name and, explicitly, the schedule. A1111's
+# "Uniform" is the model's own discrete sigmas, as diffusers' schedulers use by default; without a
+# Schedule type A1111 1.10 picks Karras sigmas for DPM++ 2M.
+A1111_NAMES = {scheduler: (name, "Uniform") for name, scheduler in SAMPLERS.items()}
+# Noise schedules A1111 appends to a sampler name ("DPM++ 2M Karras") or writes as "Schedule type".
+SCHEDULE_TYPES = ("Karras", "Exponential", "SGM Uniform", "Polyexponential", "Align Your Steps", "Simple",
+                  "Normal", "DDIM", "Beta", "KL Optimal", "Uniform", "Automatic")
+_PLAIN_SCHEDULES = {"automatic", "uniform", "normal", "simple", "sgm_uniform", "sgm uniform", "default", ""}
+# ComfyUI, SwarmUI, InvokeAI, Fooocus and NovelAI spell samplers in lower case (k-diffusion's names).
+LOWER_SAMPLERS = {
+    "euler": "EulerDiscreteScheduler", "euler_a": "EulerAncestralDiscreteScheduler",
+    "euler_ancestral": "EulerAncestralDiscreteScheduler", "heun": "HeunDiscreteScheduler",
+    "dpm_2": "KDPM2DiscreteScheduler", "dpm_2_a": "KDPM2AncestralDiscreteScheduler",
+    "dpm_2_ancestral": "KDPM2AncestralDiscreteScheduler", "lms": "LMSDiscreteScheduler",
+    "dpmpp_2m": "DPMSolverMultistepScheduler", "ddim": "DDIMScheduler", "plms": "PNDMScheduler",
+    "pndm": "PNDMScheduler", "uni_pc": "UniPCMultistepScheduler", "uni_pc_bh2": "UniPCMultistepScheduler", "unipc": "UniPCMultistepScheduler",
+    "lcm": "LCMScheduler", "ddpm": "DDPMScheduler", "deis": "DEISMultistepScheduler",
+}
+_LOWER_SCHEDULES = ("karras", "exponential", "sgm_uniform", "simple", "normal", "beta", "k")
+
+
+def check_text(what: str, text: Any, limit: int = MAX_TEXT) -> None:
+    """Refuse text that is not a string or is longer than `limit`, before any parsing."""
+    if not isinstance(text, str):
+        raise ValueError(f"{what} must be text, got {type(text).__name__}")
+    if len(text) > limit:
+        raise ValueError(f"{what} is {len(text)} characters long; at most {limit} are read")
+
+
+def loads(text: str, what: str, limit: int = MAX_JSON) -> Any:
+    """json.loads with bounds: size, nesting depth, integer digits; NaN and Infinity refused."""
+    check_text(what, text, limit)
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:  # one pass: the C parser recurses per level, so depth is checked before it runs
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_DEPTH:
+                raise ValueError(f"{what} nests JSON more than {MAX_DEPTH} levels deep")
+        elif char in "]}":
+            depth -= 1
+    try:
+        return json.loads(text, parse_int=_bounded_int, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as error:
+        reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
+        raise ValueError(f"{what} is not valid JSON ({reason[:80]})") from None
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise ValueError(f"a number has {len(text)} digits, more than {MAX_DIGITS}")
+    return int(text)
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number")
+
+
+def sampler_scheduler(name: Any, schedule: Any, notes: list[str]) -> str:
+    """A sampler name (A1111's or k-diffusion's lower-case one) as a diffusers class; "default" with a note."""
+    name = str(name).strip()
+    schedule = "" if schedule is None else str(schedule).strip()
+    base = name
+    if name in SAMPLERS:
+        base = name
+    else:
+        for suffix in SCHEDULE_TYPES:  # the old A1111 style: the schedule is part of the name
+            if name.endswith(" " + suffix) and name.removesuffix(" " + suffix) in SAMPLERS:
+                base, schedule = name.removesuffix(" " + suffix), suffix
+    scheduler = SAMPLERS.get(base)
+    if scheduler is None:
+        lower = name.lower().replace(" ", "_").removeprefix("sample_").removeprefix("k_")
+        for suffix in _LOWER_SCHEDULES:  # "euler_ancestral_karras", "dpmpp_2m_k", "euler_simple"
+            if lower.endswith("_" + suffix) and lower.removesuffix("_" + suffix) in LOWER_SAMPLERS:
+                lower, schedule = lower.removesuffix("_" + suffix), "karras" if suffix == "k" else suffix
+        scheduler = LOWER_SAMPLERS.get(lower)
+    if scheduler is None:
+        notes.append(f"Sampler {name[:60]} has no clear diffusers equivalent: the model's default scheduler is used")
+        return "default"
+    if schedule.lower() not in _PLAIN_SCHEDULES:
+        notes.append(f"Schedule type {schedule[:40]} is not applied: {scheduler} runs with its default sigmas")
+    return scheduler
+
+
+def _leftover(source: str, data: dict[str, Any], used: set[str], notes: list[str]) -> None:
+    """One note naming every key of `data` that was not mapped and holds something."""
+    rest = [key for key, value in data.items() if key not in used and value not in (None, "", [], {}, False)]
+    if rest:
+        shown = ", ".join(str(key)[:40] for key in rest[:12]) + (f" and {len(rest) - 12} more" if len(rest) > 12 else "")
+        notes.append(f"{source}: {shown} have no SeedLab equivalent and are ignored")
+
+
+def _size_text(text: Any) -> tuple[int, int] | None:
+    """"(768, 1280)", "1024 x 1024" or "1024x1024" as (width, height)."""
+    parts = [part for part in str(text).strip("()[] ").replace(",", " ").replace("x", " ").split() if part]
+    if len(parts) == 2 and all(part.isascii() and part.isdigit() and len(part) <= 5 for part in parts):
+        return int(parts[0]), int(parts[1])
+    return None
+
+
+def _put(fields: dict[str, Any], data: dict[str, Any], used: set[str], mapping: dict[str, str]) -> None:
+    """Copy data[key] into fields[field] for each (key -> field) that is present."""
+    for key, field in mapping.items():
+        if key in data and data[key] is not None:
+            fields[field] = data[key]
+            used.add(key)
+
+
+def read_invokeai(text: str) -> tuple[str, dict[str, Any], list[str]]:
+    """InvokeAI 3 and later: the `invokeai_metadata` chunk."""
+    data = _object(text, "invokeai_metadata")
+    fields: dict[str, Any] = {}
+    notes: list[str] = []
+    used = {"generation_mode", "app_version", "positive_style_prompt", "negative_style_prompt"}
+    _put(fields, data, used, {"positive_prompt": "prompt", "negative_prompt": "negative_prompt", "seed": "seed",
+                              "steps": "num_inference_steps", "cfg_scale": "guidance_scale", "width": "width",
+                              "height": "height"})
+    model = data.get("model")
+    if isinstance(model, dict) and (model.get("name") or model.get("model_name")):
+        fields["model"] = model.get("name") or model.get("model_name")
+        used.add("model")
+    if "scheduler" in data:
+        fields["scheduler"] = sampler_scheduler(data["scheduler"], None, notes)
+        used.add("scheduler")
+    if data.get("rand_device") in ("cpu", "cuda"):
+        fields["rng"] = "cpu" if data["rand_device"] == "cpu" else "device"
+        used.add("rand_device")
+    _leftover("InvokeAI", data, used, notes)
+    return "InvokeAI", fields, notes
+
+
+def read_invokeai_legacy(text: str) -> tuple[str, dict[str, Any], list[str]]:
+    """InvokeAI 2: the `sd-metadata` chunk (the prompt's `[negative]` part split off as InvokeAI does)."""
+    data = _object(text, "sd-metadata")
+    image = data.get("image") if isinstance(data.get("image"), dict) else {}
+    fields: dict[str, Any] = {}
+    notes: list[str] = []
+    used = {"prompt", "sampler", "type", "variations", "seamless", "hires_fix", "threshold", "perlin"}
+    prompt = image.get("prompt")
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
+        prompt = prompt[0].get("prompt")
+    if isinstance(prompt, str):
+        fields["prompt"], fields["negative_prompt"] = _split_brackets(prompt)
+    _put(fields, image, used, {"seed": "seed", "steps": "num_inference_steps", "cfg_scale": "guidance_scale",
+                               "width": "width", "height": "height"})
+    if "sampler" in image:
+        fields["scheduler"] = sampler_scheduler(image["sampler"], None, notes)
+    if data.get("model_weights"):
+        fields["model"] = data["model_weights"]
+    _leftover("InvokeAI", image, used, notes)
+    return "InvokeAI 2", fields, notes
+
+
+def read_dream(text: str) -> tuple[str, dict[str, Any], list[str]]:
+    """InvokeAI 1's `Dream` chunk: a quoted prompt and dream command-line switches (-s 50 -S 42 -W 512 ...)."""
+    check_text("Dream", text)
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        raise ValueError("Dream: the command line is not readable (unbalanced quotes)") from None
+    if not words:
+        raise ValueError("Dream: the chunk is empty")
+    fields: dict[str, Any] = {}
+    notes: list[str] = []
+    fields["prompt"], fields["negative_prompt"] = _split_brackets(words[0])
+    switches = {"-s": "num_inference_steps", "-S": "seed", "-W": "width", "-H": "height", "-C": "guidance_scale"}
+    rest, index = [], 1
+    while index < len(words):
+        word = words[index]
+        if word in switches and index + 1 < len(words):
+            kind = float if word == "-C" else int
+            fields[switches[word]] = _number_word(word, words[index + 1], kind)
+            index += 2
+        elif word == "-A" and index + 1 < len(words):
+            fields["scheduler"] = sampler_scheduler(words[index + 1], None, notes)
+            index += 2
+        else:
+            rest.append(word)
+            index += 1
+    if rest:
+        notes.append(f"InvokeAI: {' '.join(rest)[:80]} have no SeedLab equivalent and are ignored")
+    return "InvokeAI (dream)", fields, notes
+
+
+def read_parameters_json(text: str, chunks: dict[str, str]) -> tuple[str, dict[str, Any], list[str]]:
+    """JSON in a `parameters` chunk: SwarmUI, Fooocus, RuinedFooocus or a diffusers-style Space; else refused."""
+    data = _object(text, "parameters")
+    if isinstance(data.get("sui_image_params"), dict):
+        return _swarmui(data)
+    if chunks.get("fooocus_scheme") == "fooocus" or data.get("metadata_scheme") == "fooocus" or "full_prompt" in data:
+        return _fooocus(data)
+    if "Prompt" in data and "Negative" in data:
+        return _ruined_fooocus(data)
+    if "prompt" in data and ("num_inference_steps" in data or "guidance_scale" in data):
+        return _diffusers_json(data)
+    keys = ", ".join(str(key)[:30] for key in list(data)[:8])
+    raise ValueError(f"parameters holds JSON in a format SeedLab does not read (keys: {keys}); it is not a prompt")
+
+
+def _swarmui(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
+    params = data["sui_image_params"]
+    fields: dict[str, Any] = {}
+    notes: list[str] = []
+    used = {"swarm_version", "aspectratio", "automaticvae", "sampler", "scheduler"}
+    _put(fields, params, used, {"prompt": "prompt", "negativeprompt": "negative_prompt", "seed": "seed",
+                                "steps": "num_inference_steps", "cfgscale": "guidance_scale", "width": "width",
+                                "height": "height", "model": "model", "variationseed": "variation_seed",
+                                "variationseedstrength": "variation_strength"})
+    if "sampler" in params:
+        fields["scheduler"] = sampler_scheduler(params["sampler"], params.get("scheduler"), notes)
+    _leftover("SwarmUI", params, used, notes)
+    return "SwarmUI", fields, notes
+
+
+def _fooocus(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
+    fields: dict[str, Any] = {}
+    notes: list[str] = []
+    used = {"metadata_scheme", "version", "resolution", "sampler", "scheduler", "seed", "full_prompt",
+            "full_negative_prompt", "prompt_expansion"}
+    _put(fields, data, used, {"prompt": "prompt", "negative_prompt": "negative_prompt", "steps": "num_inference_steps",
+                              "guidance_scale": "guidance_scale", "base_model": "model"})
+    if "seed" in data:  # Fooocus writes its 64-bit seeds as strings
+        fields["seed"] = _number_word("seed", data["seed"], int)
+    if _size_text(data.get("resolution")):
+        fields["width"], fields["height"] = _size_text(data["resolution"])
+    if "sampler" in data:
+        fields["scheduler"] = sampler_scheduler(data["sampler"], data.get("scheduler"), notes)
+    if data.get("full_prompt") or data.get("prompt_expansion"):
+        notes.append("Fooocus expanded the prompt (styles, Fooocus V2) before encoding it: the prompt restored is "
+                     "the one typed, so the image differs unless the expansion is pasted in")
+    _leftover("Fooocus", data, used, notes)
+    return "Fooocus", fields, notes
+
+
+def _ruined_fooocus(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
+    fields: dict[str, Any] = {}
+    notes: list[str] = []
+    used = {"software", "sampler_name", "scheduler", "start_step", "denoise"}
+    _put(fields, data, used, {"Prompt": "prompt", "Negative": "negative_prompt", "seed": "seed",
+                              "steps": "num_inference_steps", "cfg": "guidance_scale", "width": "width",
+                              "height": "height", "base_model_name": "model"})
+    if "sampler_name" in data:
+        fields["scheduler"] = sampler_scheduler(data["sampler_name"], data.get("scheduler"), notes)
+    _leftover("RuinedFooocus", data, used, notes)
+    return "RuinedFooocus", fields, notes
+
+
+def _diffusers_json(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
+    fields: dict[str, Any] = {}
+    notes: list[str] = []
+    used = {"resolution", "sampler"}
+    _put(fields, data, used, {"prompt": "prompt", "negative_prompt": "negative_prompt", "seed": "seed",
+                              "num_inference_steps": "num_inference_steps", "guidance_scale": "guidance_scale",
+                              "width": "width", "height": "height", "Model": "model", "model": "model"})
+    if _size_text(data.get("resolution")):
+        fields["width"], fields["height"] = _size_text(data["resolution"])
+    if "sampler" in data:
+        fields["scheduler"] = sampler_scheduler(data["sampler"], None, notes)
+    _leftover("diffusers-style JSON", data, used, notes)
+    return "diffusers-style JSON", fields, notes
+
+
+def read_novelai(comment: str, chunks: dict[str, str]) -> tuple[str, dict[str, Any], list[str]]:
+    """NovelAI: the `Comment` JSON (settings and `uc`, the negative prompt), the prompt also in `Description`."""
+    data = _object(comment, "Comment")
+    fields: dict[str, Any] = {}
+    notes: list[str] = []
+    used = {"prompt", "uc", "sampler", "noise_schedule", "n_samples", "request_type", "signed_hash", "version",
+            "v4_prompt", "v4_negative_prompt", "stream"}
+    prompt = data.get("prompt", chunks.get("Description"))
+    if prompt is not None:
+        fields["prompt"] = prompt
+    _put(fields, data, used, {"uc": "negative_prompt", "seed": "seed", "steps": "num_inference_steps",
+                              "scale": "guidance_scale", "width": "width", "height": "height"})
+    if "sampler" in data:
+        fields["scheduler"] = sampler_scheduler(data["sampler"], data.get("noise_schedule"), notes)
+    if chunks.get("Source"):
+        fields["model"] = chunks["Source"]
+    notes.append("NovelAI's models run only on NovelAI's servers: the recipe is shown, the image cannot be made here")
+    _leftover("NovelAI", data, used, notes)
+    return "NovelAI", fields, notes
+
+
+def _object(text: str, what: str) -> dict[str, Any]:
+    data = loads(text, what)
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _split_brackets(prompt: str) -> tuple[str, str]:
+    """InvokeAI's `positive [negative]` prompt syntax as (positive, negative)."""
+    start, end = prompt.find("["), prompt.rfind("]")
+    if 0 <= start < end:
+        return (prompt[:start] + prompt[end + 1:]).strip(), prompt[start + 1:end].strip()
+    return prompt, ""
+
+
+def _number_word(key: str, value: Any, kind: type) -> int | float:
+    text = str(value).strip()
+    try:
+        if len(text) > MAX_DIGITS:
+            raise ValueError
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"{key} must be a number, got {text[:40]!r}") from None

@@ -1,0 +1,296 @@
+"""A1111 infotext: the `parameters` text that AUTOMATIC1111, Forge, SD.Next and Civitai write, read and written.
+
+    a red circle
+    Negative prompt: blurry
+    Steps: 20, Sampler: Euler, Schedule type: Uniform, CFG scale: 7.5, Seed: 42, Size: 64x64, ...
+    Template: a {red|blue} circle                     <- extra lines after the parameter line
+
+Reading follows A1111's `parse_generation_parameters`: values are plain (up to the next comma), quoted
+JSON strings, or JSON objects and arrays (`Hashes: {...}`, `Civitai resources: [...]`); a key can stand
+alone. Every key that has no recipe field becomes a note. The scanner is a single pass over a text
+capped at MAX_TEXT characters, so hostile text costs linear time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .formats import MAX_TEXT, SAMPLERS, A1111_NAMES, check_text, loads, sampler_scheduler
+
+# Recipe field -> the A1111 key it is written under: the writer's one table. Size, Sampler, RNG and
+# Seed resize from are spelled from the recipe by `parameters_text`; the rest are written as `str(value)`.
+A1111_KEYS = {
+    "num_inference_steps": "Steps",
+    "scheduler": "Sampler",
+    "guidance_scale": "CFG scale",
+    "seed": "Seed",
+    "width": "Size",
+    "height": "Size",
+    "model": "Model",
+    "variation_seed": "Variation seed",
+    "variation_strength": "Variation seed strength",
+    "seed_resize_from": "Seed resize from",
+    "rng": "RNG",
+    "dtype": "Dtype",
+    "deterministic": "Full determinism",
+}
+SEEDLAB_SCHEDULER_KEY = "Scheduler"  # the exact diffusers class, more precise than A1111's Sampler
+SEEDLAB_RNG_KEY = "SeedLab RNG"  # the exact noise source where A1111 has no word for it (numpy-pcg64)
+# Keys that only say which program wrote the file, or that are read together with another key.
+_SILENT = {"Schedule type", "SeedLab", "Version", "App", "Fingerprint"}
+_KNOWN = {"Steps", "Sampler", "CFG scale", "Seed", "Size", "Model", "Schedule type"}
+_SPELLINGS = {"cfg scale": "CFG scale", "cfg": "CFG scale", "sampler": "Sampler", "seed": "Seed", "steps": "Steps",
+              "size": "Size", "model": "Model", "schedule type": "Schedule type", "scheduler": "Scheduler"}
+
+
+def parameters_text(recipe: Any, fingerprint: str | None = None, version: str | None = None) -> str:
+    """The A1111 text for a recipe, written so A1111 reads back the same settings (see A1111_KEYS)."""
+    sampler, schedule_type = A1111_NAMES.get(recipe.scheduler, (recipe.scheduler, None))
+    fields: dict[str, Any] = {
+        A1111_KEYS["num_inference_steps"]: recipe.num_inference_steps,
+        A1111_KEYS["scheduler"]: sampler,
+    }
+    if schedule_type:
+        fields["Schedule type"] = schedule_type
+    fields[A1111_KEYS["guidance_scale"]] = repr(recipe.guidance_scale)
+    fields[A1111_KEYS["seed"]] = recipe.seed
+    fields[A1111_KEYS["width"]] = f"{recipe.width}x{recipe.height}"
+    fields[A1111_KEYS["model"]] = recipe.model
+    if getattr(recipe, "variation_strength", 0):  # A1111 writes these only when used
+        fields[A1111_KEYS["variation_seed"]] = recipe.variation_seed
+        fields[A1111_KEYS["variation_strength"]] = repr(recipe.variation_strength)
+    if getattr(recipe, "seed_resize_from", None):
+        width, height = recipe.seed_resize_from
+        fields[A1111_KEYS["seed_resize_from"]] = f"{width}x{height}"
+    fields[SEEDLAB_SCHEDULER_KEY] = recipe.scheduler
+    if recipe.rng in ("cpu", "device"):  # A1111 compares these words exactly
+        fields[A1111_KEYS["rng"]] = {"cpu": "CPU", "device": "GPU"}[recipe.rng]
+    else:
+        fields[SEEDLAB_RNG_KEY] = recipe.rng
+    fields[A1111_KEYS["dtype"]] = recipe.dtype
+    fields[A1111_KEYS["deterministic"]] = "on" if recipe.deterministic else "off"
+    if fingerprint:
+        fields["Fingerprint"] = fingerprint
+    if version:
+        fields["SeedLab"] = version
+    lines = [recipe.prompt]
+    if recipe.negative_prompt:
+        lines.append(f"Negative prompt: {recipe.negative_prompt}")
+    lines.append(", ".join(f"{key}: {quote(str(value))}" for key, value in fields.items()))
+    return "\n".join(lines)
+
+
+def quote(value: str) -> str:
+    """A1111's quoting: a value with `,`, `:` or a line break (or a leading quote) becomes a JSON string."""
+    if any(mark in value for mark in ",:\n") or value.startswith('"'):
+        return json.dumps(value, ensure_ascii=False)
+    return value
+
+
+def read_infotext(text: str) -> tuple[dict[str, Any], list[str], str | None]:
+    """An A1111 text as (recipe fields as read, notes, SeedLab fingerprint or None).
+
+    Raises ValueError (one line, naming the key) when the text is too long or a value is malformed.
+    """
+    check_text("parameters", text)
+    lines = text.strip().replace("\r\n", "\n").split("\n")
+    index, pairs = _find_parameter_line(lines)
+    extra = lines[index + 1:] if index is not None else []
+    lines = lines[:index] if index is not None else lines
+    prompt_lines: list[str] = []
+    negative_lines: list[str] | None = None
+    for line in lines:
+        if negative_lines is None and line.startswith("Negative prompt:"):
+            negative_lines = [line.removeprefix("Negative prompt:").removeprefix(" ")]
+        elif negative_lines is None:
+            prompt_lines.append(line)
+        else:
+            negative_lines.append(line)
+    fields: dict[str, Any] = {"prompt": "\n".join(prompt_lines), "negative_prompt": "\n".join(negative_lines or [])}
+    notes: list[str] = []
+    fingerprint = _map_pairs(pairs or [], fields, notes)
+    for line in extra:  # Template: ..., Negative Template: ..., Used embeddings: ... (extensions' lines)
+        if line.strip():
+            notes.append(f"{_short(line.strip())} (a line after the parameters) has no SeedLab equivalent and is ignored")
+    if pairs is not None and not any(key == "RNG" or key == SEEDLAB_RNG_KEY for key, _ in pairs):
+        notes.append("the file does not say where its noise came from (no RNG field): A1111 draws it on the GPU by "
+                     "default, SeedLab on the CPU, so the image can differ; it matches when the file was made with "
+                     "A1111's RNG setting CPU")
+    return fields, notes, fingerprint
+
+
+def parse_pairs(line: str) -> list[tuple[str, Any]] | None:
+    """`Steps: 20, Sampler: Euler a, Hashes: {"vae": "c6"}` as (key, value) pairs; None if not such a line.
+
+    A value is text up to the next comma, a JSON string, or a JSON object or array. One left-to-right
+    pass: every character is looked at a bounded number of times.
+    """
+    pairs: list[tuple[str, Any]] = []
+    position, end = 0, len(line)
+    while position < end:
+        while position < end and line[position] in " ,":
+            position += 1
+        if position >= end:
+            break
+        colon, comma = line.find(":", position), line.find(",", position)
+        comma = end if comma < 0 else comma
+        if colon < 0 or colon > comma:  # a key alone: A1111 writes flags such as "Tiled Diffusion"
+            flag = line[position:comma].strip()
+            if '"' in flag or not flag:
+                return None
+            pairs.append((flag, flag))
+            position = comma + 1
+            continue
+        key = line[position:colon].strip()
+        if not key or '"' in key or "{" in key or len(key) > 64:
+            return None
+        position = colon + 1
+        while position < end and line[position] == " ":
+            position += 1
+        if position < end and line[position] in '"{[':
+            closing = _json_end(line, position)
+            if closing is None:
+                return None
+            value = loads(line[position:closing], f"parameters: {key}")
+            position = closing
+        else:
+            comma = line.find(",", position)
+            comma = end if comma < 0 else comma
+            value, position = line[position:comma].strip(), comma
+        pairs.append((key, value))
+        while position < end and line[position] == " ":
+            position += 1
+        if position < end and line[position] != ",":
+            return None
+    return pairs
+
+
+def _json_end(text: str, start: int) -> int | None:
+    """Where the JSON string, object or array starting at `start` ends; None if it does not."""
+    depth, in_string, position = 0, False, start
+    while position < len(text):
+        char = text[position]
+        if in_string:
+            if char == "\\":
+                position += 1
+            elif char == '"':
+                in_string = False
+                if depth == 0:
+                    return position + 1
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return position + 1
+        position += 1
+    return None
+
+
+def _find_parameter_line(lines: list[str]) -> tuple[int | None, list[tuple[str, Any]] | None]:
+    """The last line that reads as parameters: all `key: value` pairs, with A1111's keys among them."""
+    for index in range(len(lines) - 1, max(-1, len(lines) - 8), -1):  # extensions add a few lines after it
+        line = lines[index]
+        if line.startswith("Negative prompt:"):
+            break
+        pairs = parse_pairs(line) if ":" in line else None
+        if pairs is None:
+            continue
+        known = sum(_SPELLINGS.get(key.lower(), key) in _KNOWN for key, _ in pairs)
+        if known >= 2 or (known >= 1 and len(pairs) >= 3):
+            return index, pairs
+    return None, None
+
+
+def _map_pairs(pairs: list[tuple[str, Any]], fields: dict[str, Any], notes: list[str]) -> str | None:
+    """Fill recipe fields from A1111 pairs; note what has no SeedLab equivalent. Returns a SeedLab fingerprint."""
+    by_key = {_SPELLINGS.get(key.lower(), key): value for key, value in pairs}
+    fingerprint = None
+    hires = [f"{key}: {_short(value)}" for key, value in pairs if key.startswith("Hires") or key == "Denoising strength"]
+    if hires:
+        notes.append(f"hires fix ({', '.join(hires)}) is not supported: only the first pass is regenerated")
+    for raw_key, value in pairs:
+        key = _SPELLINGS.get(raw_key.lower(), raw_key)
+        if not isinstance(value, str):  # a JSON object or array: Hashes, Civitai resources, ...
+            notes.append(f"{raw_key}: {_short(json.dumps(value, ensure_ascii=False))} has no SeedLab equivalent "
+                         "and is ignored")
+        elif key == "Steps":
+            fields["num_inference_steps"] = number(key, value, int)
+        elif key == "CFG scale":
+            fields["guidance_scale"] = number(key, value, float)
+        elif key == "Seed":
+            fields["seed"] = number(key, value, int)
+        elif key == "Size":
+            fields["width"], fields["height"] = size(key, value)
+        elif key == "Model":
+            fields["model"] = value
+        elif key == SEEDLAB_SCHEDULER_KEY:
+            fields["scheduler"] = value
+        elif key == "Sampler":
+            if SEEDLAB_SCHEDULER_KEY not in by_key:
+                fields["scheduler"] = sampler_scheduler(value, by_key.get("Schedule type"), notes)
+        elif key in ("RNG", SEEDLAB_RNG_KEY):
+            _rng(key, value, by_key, fields, notes)
+        elif key == "Variation seed":
+            fields["variation_seed"] = number(key, value, int)
+        elif key == "Variation seed strength":
+            fields["variation_strength"] = number(key, value, float)
+        elif key == "Seed resize from":
+            fields["seed_resize_from"] = size(key, value)
+        elif key == "Dtype":
+            fields["dtype"] = value
+        elif key == "Full determinism":
+            fields["deterministic"] = value == "on"
+        elif key == "Fingerprint":
+            fingerprint = value
+        elif key == "Model hash":
+            notes.append(f"Model hash {_short(value)} is not checked: SeedLab names models, it does not hash them")
+        elif key == "Clip skip":
+            notes.append(f"Clip skip {_short(value)} is not supported: the text encoder's last layer is used")
+        elif key in _SILENT or key.startswith("Hires") or key == "Denoising strength":
+            continue  # read with Sampler or RNG, with hires, or only says which program wrote the file
+        else:
+            notes.append(f"{_short(raw_key)}: {_short(value)} has no SeedLab equivalent and is ignored")
+    return fingerprint
+
+
+def _rng(key: str, value: str, by_key: dict[str, Any], fields: dict[str, Any], notes: list[str]) -> None:
+    if key == "RNG" and SEEDLAB_RNG_KEY in by_key:
+        return  # SeedLab's exact source wins over the A1111 word
+    rng = {"CPU": "cpu", "GPU": "device", "cpu": "cpu", "device": "device"}.get(value, value)  # old SeedLab: cpu
+    if key == SEEDLAB_RNG_KEY or rng in ("cpu", "device"):
+        fields["rng"] = rng
+    else:  # "NV": A1111's CPU copy of CUDA's Philox noise
+        notes.append(f"RNG {_short(value)} has no SeedLab equivalent: noise is drawn on the CPU, so the image differs")
+
+
+def number(key: str, value: str, kind: type) -> int | float:
+    """A whole or decimal number of bounded length (no 5,000-digit integers); ValueError naming the key."""
+    text = value.strip()
+    pattern = r"[0-9]+" if kind is int else r"-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]{1,3})?"
+    if len(text) > 40 or not re.fullmatch(pattern, text):  # the length check first: no long input reaches re
+        expected = "a whole number" if kind is int else "a number"
+        raise ValueError(f"parameters: {key} must be {expected}, got {_short(value, 40)!r}")
+    return int(text) if kind is int else float(text)
+
+
+def size(key: str, value: str) -> tuple[int, int]:
+    """`512x768` as (512, 768)."""
+    width, _, height = value.strip().partition("x")
+    if not (width.isascii() and width.isdigit() and height.isascii() and height.isdigit()
+            and len(width) <= 5 and len(height) <= 5):
+        raise ValueError(f"parameters: {key} must be WIDTHxHEIGHT such as 512x512, got {_short(value, 40)!r}")
+    return int(width), int(height)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+__all__ = ["A1111_KEYS", "MAX_TEXT", "SAMPLERS", "number", "parameters_text", "parse_pairs", "quote",
+           "read_infotext", "size"]

@@ -1,0 +1,164 @@
+"""Interop: A1111 text read as A1111 reads it, written so A1111 reads it back; JPEG/WebP; `seedlab info`."""
+
+import io
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from seedlab import Recipe, Result, fingerprint
+from seedlab.cli import main
+from seedlab.infotext import A1111_KEYS, parameters_text, parse_pairs, read_infotext
+from seedlab.metadata import read_chunks, read_metadata, recipe_from_reading
+from seedlab.reproduction import Original, compare, original_from_png
+from tests.test_links import ENV
+
+IMAGE = Image.fromarray(np.arange(64 * 64 * 3, dtype=np.uint8).reshape(64, 64, 3))
+DUCK = ("photo of a duck\nNegative prompt: monochrome\n"
+        "Steps: 15, Sampler: UniPC, CFG scale: 5, Seed: 235284042, Size: 512x400, Model hash: c0d1994c73, "
+        "Model: realistic_realisticVisionV20_v20")
+
+
+def fields_of(text: str) -> dict:
+    return read_infotext(text)[0]
+
+
+def test_json_values_anywhere_in_the_parameter_line_are_read_and_noted():
+    fields, notes, _ = read_infotext(DUCK + ', Hashes: {"vae": "c6a580b13a", "model": "c0d1994c73"}')
+    assert (fields["seed"], fields["num_inference_steps"], fields["guidance_scale"]) == (235284042, 15, 5.0)
+    assert (fields["width"], fields["height"], fields["prompt"]) == (512, 400, "photo of a duck")
+    assert any(note.startswith('Hashes: {"vae": "c6a580b13a"') for note in notes)
+    civitai = ('x\nSteps: 8, Sampler: Euler, CFG scale: 1, Seed: 12346789098, Size: 832x1216, Civitai resources: '
+               '[{"type":"checkpoint","modelVersionId":123,"modelName":"a, b: c"}], Civitai metadata: {}')
+    fields, notes, _ = read_infotext(civitai)
+    assert (fields["seed"], fields["prompt"], fields["width"]) == (12346789098, "x", 832)
+    assert any(note.startswith("Civitai resources: [{") for note in notes)
+
+
+def test_lines_after_the_parameter_line_become_notes_not_prompt():
+    fields, notes, _ = read_infotext(DUCK + "\nTemplate: photo of a {duck|goose}\nNegative Template: monochrome")
+    assert (fields["prompt"], fields["negative_prompt"], fields["seed"]) == ("photo of a duck", "monochrome", 235284042)
+    assert sum("a line after the parameters" in note for note in notes) == 2
+
+
+def test_spelling_variants_and_minimal_lines():
+    assert fields_of("x\nSteps: 20, Sampler: euler_simple, CFG Scale: 8.0, Seed: 0, Size: 512x512")[
+        "guidance_scale"] == 8.0
+    fields = fields_of("a beautiful landscape\nSteps: 20, Size: 512x768")
+    assert fields == {"prompt": "a beautiful landscape", "negative_prompt": "", "num_inference_steps": 20,
+                      "width": 512, "height": 768}
+    reading = read_chunks({"parameters": "a beautiful landscape\nSteps: 20, Size: 512x768"})
+    assert (recipe_from_reading(reading).width, recipe_from_reading(reading).height) == (512, 768)
+
+
+def test_quoted_values_and_flags_parse_as_a1111_writes_them():
+    assert parse_pairs('Steps: 20, Lora hashes: "a: 1, b: 2", Tiled Diffusion, Seed: 5') == [
+        ("Steps", "20"), ("Lora hashes", "a: 1, b: 2"), ("Tiled Diffusion", "Tiled Diffusion"), ("Seed", "5")]
+    assert parse_pairs("a cat, cute: fluffy") == [("a cat", "a cat"), ("cute", "fluffy")]
+    assert parse_pairs('Steps: "unterminated') is None
+
+
+def test_a_foreign_file_without_rng_says_a1111_draws_noise_on_the_gpu():
+    _, notes, _ = read_infotext(DUCK)
+    assert any("no RNG field" in note and "GPU" in note for note in notes)
+    fields, notes, _ = read_infotext(DUCK + ", RNG: CPU")
+    assert fields["rng"] == "cpu" and not any("no RNG" in note for note in notes)
+    assert fields_of(DUCK + ", RNG: GPU")["rng"] == "device"
+
+
+def test_the_writer_speaks_a1111_words_from_one_key_table():
+    recipe = Recipe(prompt="a red circle", seed=3, scheduler="DPMSolverMultistepScheduler")
+    text = parameters_text(recipe)
+    line = dict(parse_pairs(text.split("\n")[-1]))
+    assert (line["Sampler"], line["Schedule type"], line["RNG"]) == ("DPM++ 2M", "Uniform", "CPU")
+    assert "Variation seed" not in line and "Seed resize from" not in line  # written only when used
+    assert set(A1111_KEYS.values()) >= {"Steps", "Sampler", "CFG scale", "Seed", "Size", "RNG"}
+    assert dict(parse_pairs(parameters_text(recipe.replace(rng="device")).split("\n")[-1]))["RNG"] == "GPU"
+    # The seed fields (variation seed, seed resize, numpy noise): written only when used.
+    used = recipe.replace(variation_seed=7, variation_strength=0.25, seed_resize_from=(512, 768), rng="numpy-pcg64")
+    line = dict(parse_pairs(parameters_text(used).split("\n")[-1]))
+    assert (line["Variation seed"], line["Variation seed strength"], line["Seed resize from"]) == ("7", "0.25",
+                                                                                                   "512x768")
+    assert line["SeedLab RNG"] == "numpy-pcg64" and "RNG" not in line
+    fields = fields_of(parameters_text(used))
+    assert (fields["variation_seed"], fields["variation_strength"], fields["seed_resize_from"]) == (7, 0.25, (512, 768))
+    assert fields["rng"] == "numpy-pcg64"
+
+
+def test_old_seedlab_texts_with_lower_case_rng_still_read_back():
+    old = ("a red circle\nSteps: 20, Sampler: Euler a, CFG scale: 6.0, Seed: 7, Size: 64x64, Model: embedded, "
+           "Scheduler: EulerAncestralDiscreteScheduler, RNG: cpu, Dtype: float32, Full determinism: off, "
+           f"Fingerprint: {'ab' * 32}, SeedLab: 0.1.0")
+    reading = read_chunks({"parameters": old})
+    assert recipe_from_reading(reading) == Recipe(prompt="a red circle", seed=7, guidance_scale=6.0,
+                                                  scheduler="EulerAncestralDiscreteScheduler")
+    assert reading.fingerprint == "ab" * 32 and reading.notes == ()
+
+
+def test_a_json_blob_is_never_a_prompt():
+    with pytest.raises(ValueError, match=r"parameters holds JSON in a format SeedLab does not read \(keys: foo, bar\)"):
+        read_chunks({"parameters": '{"foo": 1, "bar": "a photo"}'})
+
+
+def jpeg_with_comment(text: str, encoding: str) -> bytes:
+    """A JPEG whose EXIF UserComment is `text` with an EXIF charset prefix, as A1111/Forge/SwarmUI write it."""
+    exif = Image.Exif()
+    prefix = b"UNICODE\0" if encoding.startswith("utf-16") else b"ASCII\0\0\0"
+    exif.get_ifd(0x8769)[0x9286] = prefix + text.encode(encoding)
+    buffer = io.BytesIO()
+    IMAGE.save(buffer, format="JPEG", exif=exif.tobytes(), quality=90)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-be", "utf-16-le", "ascii"])
+def test_jpeg_user_comments_in_every_charset_restore_the_recipe(encoding):
+    reading = read_metadata(jpeg_with_comment(DUCK, encoding))
+    assert (reading.image_format, reading.lossy) == ("JPEG", True)
+    assert reading.fields["seed"] == 235284042 and reading.fields["prompt"] == "photo of a duck"
+
+
+def test_a_webp_with_exif_restores_too():
+    exif = Image.Exif()
+    exif.get_ifd(0x8769)[0x9286] = b"UNICODE\0" + DUCK.encode("utf-16-be")
+    buffer = io.BytesIO()
+    IMAGE.save(buffer, format="WEBP", exif=exif.tobytes())
+    assert read_metadata(buffer.getvalue()).fields["num_inference_steps"] == 15
+
+
+def test_a_lossy_original_is_compared_for_closeness_not_judged_a_mismatch(tmp_path):
+    text = "a red circle\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 5, Size: 64x64, RNG: CPU"
+    path = tmp_path / "a.jpg"
+    path.write_bytes(jpeg_with_comment(text, "utf-16-be"))
+    original = original_from_png(path)
+    assert original.lossy and original.pixels.shape == (64, 64, 3)
+    assert any("JPEG file, whose compression changed its pixels" in note for note in original.notes)
+    verdict = compare(Result(original.recipe, IMAGE, fingerprint(IMAGE), ENV), original)
+    assert not verdict.exact and verdict.lossy_original and verdict.to_dict()["lossy_original"] is True
+    assert verdict.max_difference is not None and "lossy original" in verdict.summary
+    assert "Differs" not in verdict.summary and "mismatch" in verdict.summary
+    lossless = compare(Result(original.recipe, IMAGE, fingerprint(IMAGE), ENV),
+                       Original(original.recipe, None, None, np.asarray(IMAGE)))
+    assert lossless.exact and not lossless.lossy_original
+
+
+def test_info_prints_the_recipe_as_read_and_exits_0_or_2(tmp_path, capsys):
+    path = tmp_path / "odd.png"
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    info.add_text("parameters", "a cat\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 5, Size: 500x500")
+    IMAGE.save(path, pnginfo=info)
+    assert main(["info", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["format"] == "A1111" and (out["recipe"]["width"], out["recipe"]["seed"]) == (500, 5)
+    assert any("cannot run the recipe" in note and "width" in note for note in out["notes"])
+    assert main(["info", str(path)]) == 0 and "width: 500" in capsys.readouterr().out
+    plain = tmp_path / "plain.png"
+    IMAGE.save(plain)
+    assert main(["info", str(plain)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "no recipe" in error
+    (tmp_path / "x.txt").write_text("hello")
+    assert main(["info", str(tmp_path / "x.txt")]) == 2
+    assert "not a PNG, JPEG or WebP" in capsys.readouterr().err
