@@ -50,6 +50,7 @@ class AppServer:
             "GRADIO_ANALYTICS_ENABLED": "False",
             "HF_HUB_OFFLINE": "1",
             "SEEDLAB_MAX_STEPS": str(APP_MAX_STEPS),  # room for a long run to cancel; other limits as shipped
+            "SEEDLAB_VISITOR_SECONDS": "100000",  # every test is the same visitor (127.0.0.1); test_budget covers the share
         }
         env.pop("SEEDLAB_BASE_URL", None)  # links point at this server
         command = [sys.executable, "app.py", "--model", self.model, "--device", "cpu",

@@ -16,7 +16,9 @@ from gradio_client.exceptions import AppError
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-from app import CONTROL_FIELDS, base_url
+from seedlab.admission import Admission
+from seedlab.limits import Limits
+from webui.handlers import RESTORED, base_url
 from seedlab import (
     ModelStore,
     Recipe,
@@ -73,12 +75,12 @@ def test_grid_cells_equal_solo_generations(client, reference_model):
     gallery, results = client.predict(prompt=PROMPT, seeds="0-3", num_inference_steps=STEPS, api_name="/grid")
 
     assert [cell["caption"] for cell in gallery] == ["seed 0", "seed 1", "seed 2", "seed 3"]
-    assert [record["seed"] for record in results] == [0, 1, 2, 3]
+    assert [record["seed"] for record in results] == ["0", "1", "2", "3"]  # text: exact in any JSON reader
     for cell, record in zip(gallery, results):
-        expected = solo(reference_model, prompt=PROMPT, seed=record["seed"])
+        expected = solo(reference_model, prompt=PROMPT, seed=int(record["seed"]))
         assert np.array_equal(pixels(cell["image"]), np.asarray(expected.image))
         assert record["fingerprint"] == expected.fingerprint == fingerprint(pixels(cell["image"]))
-        assert record["recipe"] == expected.recipe.to_dict()
+        assert record["recipe"] == expected.recipe.to_json()
         assert record["prompt"] == PROMPT
         assert record["environment"]["threads"] == APP_THREADS
     assert len({record["fingerprint"] for record in results}) == 4  # the seed changes the image
@@ -87,7 +89,7 @@ def test_grid_cells_equal_solo_generations(client, reference_model):
 def test_grid_accepts_seed_lists(client):
     gallery, results = client.predict(prompt=PROMPT, seeds="17, 3", num_inference_steps=1, api_name="/grid")
     assert [cell["caption"] for cell in gallery] == ["seed 17", "seed 3"]
-    assert [record["seed"] for record in results] == [17, 3]
+    assert [record["seed"] for record in results] == ["17", "3"]
 
 
 def test_vary_keeps_the_anchor_seed_and_joins_prompts(client, reference_model):
@@ -99,7 +101,7 @@ def test_vary_keeps_the_anchor_seed_and_joins_prompts(client, reference_model):
     expected_prompts = [PROMPT, *(join_prompt(PROMPT, v) for v in variations)]
     assert expected_prompts == [PROMPT, "a red circle, highly realistic", "a red circle, artsy"]
     assert [record["prompt"] for record in results] == expected_prompts
-    assert [record["seed"] for record in results] == [2, 2, 2]
+    assert [record["seed"] for record in results] == ["2", "2", "2"]
     assert [cell["caption"] for cell in gallery] == ["base prompt", ", highly realistic", "artsy"]
     for cell, record, prompt in zip(gallery, results, expected_prompts):
         expected = solo(reference_model, prompt=prompt, seed=2)
@@ -111,10 +113,12 @@ def test_vary_keeps_the_anchor_seed_and_joins_prompts(client, reference_model):
     ("api_name", "arguments", "field"),
     [
         ("/grid", {"seeds": "abc"}, "seeds"),
-        ("/grid", {"seeds": "1", "num_inference_steps": 0}, "num_inference_steps"),
-        ("/grid", {"seeds": "1", "width": 30}, "width"),
-        ("/vary", {"seed": -1, "variations": ", artsy"}, "seed"),
-        ("/vary", {"variations": ", artsy"}, "seed is missing"),
+        ("/grid", {"seeds": "1", "num_inference_steps": 0}, "Steps must be a whole number from 1 to 200"),
+        ("/grid", {"seeds": "1", "num_inference_steps": 2.5}, "Steps must be a whole number from 1 to 200, got 2.5"),
+        ("/grid", {"seeds": "1", "width": 30}, "Width"),
+        ("/grid", {"seeds": "1", "width": 30, "height": 31}, "Width .*; Height"),  # every bad field at once
+        ("/vary", {"seed": -1, "variations": ", artsy"}, "Seed must be a whole number from 0 to 18446744073709551615"),
+        ("/vary", {"variations": ", artsy"}, "Seed is missing"),
         ("/vary", {"seed": 1, "variations": ""}, "variations"),
     ],
 )
@@ -131,8 +135,9 @@ def test_only_grid_vary_and_reproduce_are_public(client):
     info = client.view_api(return_format="dict", print_info=False)
     assert set(info["named_endpoints"]) == {"/grid", "/vary", "/reproduce"}
     assert not info["unnamed_endpoints"]
-    recipe_fields = ["negative_prompt", "num_inference_steps", "guidance_scale", "scheduler", "width", "height",
-                     "rng", "deterministic", "dtype", "model"]
+    recipe_fields = ["negative_prompt", "model", "scheduler", "num_inference_steps", "guidance_scale", "width",
+                     "height", "rng", "variation_seed", "variation_strength", "seed_resize_from", "deterministic",
+                     "dtype"]  # the recipe's own fields, in its order: derived from its definitions
     grid = [p["parameter_name"] for p in info["named_endpoints"]["/grid"]["parameters"]]
     vary = [p["parameter_name"] for p in info["named_endpoints"]["/vary"]["parameters"]]
     assert grid == ["prompt", "seeds", *recipe_fields]
@@ -149,34 +154,43 @@ def test_only_grid_vary_and_reproduce_are_public(client):
 
 @pytest.fixture(scope="module")
 def seedlab_app(reference_model, tmp_path_factory):
-    from app import SeedLab
+    from webui.handlers import SeedLab
 
     store = ModelStore([reference_model.name], device=torch.device("cpu"))
     store.add(reference_model)  # already loaded: no second load
-    return SeedLab(store, tmp_path_factory.mktemp("png"))
+    return SeedLab(Admission(store, Limits()), tmp_path_factory.mktemp("png"))
+
+
+def grid(app, request=None, **values):
+    return app.grid({"prompt": PROMPT, **values}, request, lambda *args, **kwargs: None)
 
 
 def test_dice_draws_the_requested_number_of_seeds(seedlab_app):
-    assert len(parse_seeds(seedlab_app.dice(4, "0-7"))) == 4
-    assert len(parse_seeds(seedlab_app.dice(None, "1, 2, 3"))) == 3  # no count: as many as now
+    assert len(parse_seeds(seedlab_app.dice(4, "0-7")["seeds"])) == 4
+    assert len(parse_seeds(seedlab_app.dice(None, "1, 2, 3")["seeds"])) == 3  # no count: as many as now
     assert seedlab_app.dice(4, "0-7") != seedlab_app.dice(4, "0-7")
+    with pytest.raises(gr.Error, match="Random seeds to draw must be a whole number from 1 to 64, got 0"):
+        seedlab_app.dice(0, "0-7")
 
 
 def test_select_makes_the_cell_the_anchor(seedlab_app):
-    results = [{"seed": s, "recipe": {"seed": s}, "fingerprint": f"f{s}"} for s in (5, 6, 7)]
+    results = [{"seed": str(s), "recipe": {"seed": str(s)}, "fingerprint": f"f{s}"} for s in (5, 6, 18446744073709551615)]
     results[2]["link"] = "http://x/?v=1"
-    text, seed, recipe, print_, link = seedlab_app.select(results, SimpleNamespace(index=2))
-    assert (text, seed, recipe, print_, link) == ("**Anchor seed: 7**", 7, {"seed": 7}, "f7", "http://x/?v=1")
-    assert seedlab_app.select_variation(results, SimpleNamespace(index=2)) == "http://x/?v=1"
+    assert seedlab_app.select(results, SimpleNamespace(index=2)) == {
+        "anchor_text": "Anchor seed: 18446744073709551615", "anchor_seed": "18446744073709551615",
+        "anchor_recipe": {"seed": "18446744073709551615"}, "anchor_fingerprint": "f18446744073709551615",
+        "grid_link": "http://x/?v=1"}
+    assert seedlab_app.select_variation(results, SimpleNamespace(index=2)) == {"variation_link": "http://x/?v=1"}
 
 
 def images(updates):
-    """The (gallery, results) updates of a handler, without the per-step no-change updates."""
-    return [update for update in updates if isinstance(update[0], list)]
+    """The (gallery, results) updates of a grid, without the per-step no-change updates."""
+    return [(update["grid"], update["grid_results"]) for update in updates if "grid" in update]
 
 
 def next_images(updates):
-    return next(update for update in updates if isinstance(update[0], list))
+    update = next(update for update in updates if "grid" in update)
+    return update["grid"], update["grid_results"]
 
 
 def last(updates):
@@ -188,9 +202,8 @@ def last(updates):
 def test_stop_cancels_this_sessions_generation(seedlab_app):
     request = SimpleNamespace(session_hash="session-a")
     other = SimpleNamespace(session_hash="session-b")
-    steps = seedlab_app.grid(prompt=PROMPT, seeds="0-3", num_inference_steps=2, request=request,
-                             progress=lambda *args, **kwargs: None)
-    assert next(steps) == ([], [])  # cleared at once
+    steps = grid(seedlab_app, request, seeds="0-3", num_inference_steps=2)
+    assert next(steps) == {"grid": [], "grid_results": []}  # cleared at once
     gallery, _ = next_images(steps)
     assert len(gallery) == 1
     seedlab_app.stop(other)  # another session's Stop leaves this one running
@@ -199,8 +212,7 @@ def test_stop_cancels_this_sessions_generation(seedlab_app):
     seedlab_app.stop(request)
     with pytest.warns(UserWarning, match="Stopped after 2 of 4"):
         assert images(steps) == []
-    gallery, _ = images(seedlab_app.grid(prompt=PROMPT, seeds="0-1", num_inference_steps=1, request=request,
-                                         progress=lambda *args, **kwargs: None))[-1]
+    gallery, _ = images(grid(seedlab_app, request, seeds="0-1", num_inference_steps=1))[-1]
     assert len(gallery) == 2  # a new run is not stopped by the old Stop
 
 
@@ -208,8 +220,7 @@ def test_every_step_hands_control_back_so_a_closed_tab_stops_the_work(seedlab_ap
     unet_calls = []
     hook = seedlab_app.default.pipeline.unet.register_forward_hook(lambda *args: unet_calls.append(1))
     try:
-        updates = seedlab_app.grid(prompt=PROMPT, seeds="0-3", num_inference_steps=50,
-                                   request=SimpleNamespace(session_hash="tab"), progress=lambda *a, **k: None)
+        updates = grid(seedlab_app, SimpleNamespace(session_hash="tab"), seeds="0-3", num_inference_steps=50)
         next(updates), next(updates), next(updates)  # cleared, then two steps
         updates.close()  # what Gradio does when the tab closes or the API call is cancelled
     finally:
@@ -231,15 +242,15 @@ def regenerations(seedlab_app, request):
     """The three ways one image is regenerated, each 50 steps long: /reproduce, a link, a dropped PNG."""
     recipe = Recipe(prompt=PROMPT, seed=21, num_inference_steps=50, model=seedlab_app.store.default)
     link = encode_link(recipe, "0" * 64, None, "http://127.0.0.1/")
-    link_original = seedlab_app.open_link(page_request(link.split("?", 1)[1]))[-2]
+    link_original = seedlab_app.open_link(page_request(link.split("?", 1)[1]))["pending"]
     quick = generate(seedlab_app.default, recipe.replace(num_inference_steps=1))
-    png = save_png(replace(quick, recipe=recipe), seedlab_app.image_dir / "dropped-50-steps.png")
-    png_original = seedlab_app.open_png(str(png))[-2]
+    png = save_png(replace(quick, recipe=recipe), seedlab_app.pngs.folder / "dropped-50-steps.png")
+    png_original = seedlab_app.open_png(str(png))["pending"]
     noop = lambda *args, **kwargs: None  # noqa: E731
     return {
-        "reproduce": seedlab_app.reproduce(json.dumps(recipe.to_dict()), request=request, progress=noop),
-        "link": seedlab_app.reproduce_pending(link_original, request=request, progress=noop),
-        "png": seedlab_app.reproduce_pending(png_original, request=request, progress=noop),
+        "reproduce": seedlab_app.reproduce(json.dumps(recipe.to_json()), request, noop),
+        "link": seedlab_app.reproduce_pending(link_original, request, noop),
+        "png": seedlab_app.reproduce_pending(png_original, request, noop),
     }
 
 
@@ -253,7 +264,7 @@ def test_stop_cancels_a_regeneration(seedlab_app, path):
         with pytest.warns(UserWarning, match="Stopped: the image was not regenerated"):
             rest = list(updates)
     assert len(calls) <= 5, f"{len(calls)} of 50 steps ran after Stop"
-    assert rest[-1][:2] == (None, None)  # no image, no verdict
+    assert (rest[-1]["reproduced"], rest[-1]["verdict"]) == (None, None)  # no image, no verdict
 
 
 @pytest.mark.parametrize("path", ["reproduce", "link", "png"])
@@ -268,7 +279,7 @@ def test_a_closed_tab_stops_a_regeneration(seedlab_app, path):
 def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
     from app import build_app
 
-    demo = build_app(seedlab_app.store)
+    demo, _ = build_app(seedlab_app.admission, seedlab_app.pngs.folder)
     named = {fn._id: getattr(fn.fn, "__name__", None) for fn in demo.fns.values()}
     (stop,) = [fn for fn in demo.fns.values() if named[fn._id] == "stop"]
     # Gradio wires `cancels=` as a second listener on the same trigger.
@@ -279,13 +290,13 @@ def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
 
 
 def test_generation_runs_inside_spaces_gpu_when_spaces_is_importable(monkeypatch):
-    import app
+    from webui import handlers
 
     fake_spaces = SimpleNamespace(GPU=lambda duration: lambda fn: ("on ZeroGPU", fn, duration))
-    monkeypatch.setattr(app, "spaces", fake_spaces)
-    assert app.on_gpu(generate) == ("on ZeroGPU", generate, 120)
-    monkeypatch.setattr(app, "spaces", None)
-    assert app.on_gpu(generate) is generate
+    monkeypatch.setattr(handlers, "spaces", fake_spaces)
+    assert handlers.on_gpu(generate) == ("on ZeroGPU", generate, 120)
+    monkeypatch.setattr(handlers, "spaces", None)
+    assert handlers.on_gpu(generate) is generate
 
 
 # Links, PNG metadata and /reproduce.
@@ -295,7 +306,7 @@ def test_served_pngs_are_the_files_with_their_recipe(client, app_url):
     gallery, results = client.predict(prompt=PROMPT, seeds="8-9", num_inference_steps=STEPS, api_name="/grid")
     for cell, record in zip(gallery, results):  # the client downloaded what the server serves
         recipe, print_, environment, notes = read_png(cell["image"])
-        assert (recipe.to_dict(), print_, environment.to_dict(), notes) == (
+        assert (recipe.to_json(), print_, environment.to_dict(), notes) == (
             record["recipe"], record["fingerprint"], record["environment"], [])
         with Image.open(cell["image"]) as image:
             assert f"Steps: {STEPS}, Sampler: " in image.text["parameters"]
@@ -315,7 +326,7 @@ def test_reproduce_a_link_from_the_grid_is_exact(client):
 
 
 def test_reproduce_a_recipe_json(client, reference_model):
-    record = {"recipe": solo(reference_model, prompt=PROMPT, seed=12).recipe.to_dict()}
+    record = {"recipe": solo(reference_model, prompt=PROMPT, seed=12).recipe.to_json()}
     image, verdict = client.predict(link_or_recipe=json.dumps(record["recipe"]), api_name="/reproduce")
     assert verdict["exact"] is False and verdict["original_fingerprint"] is None  # nothing to compare with
     assert fingerprint(pixels(image)) == solo(reference_model, prompt=PROMPT, seed=12).fingerprint
@@ -331,9 +342,9 @@ def with_model(link: str, name: str) -> str:
     [
         (lambda link: link.replace("steps=4", "steps=999"), "steps"),
         (lambda link: link + "&seed=1", "seed appears more than once"),
-        (lambda link: with_model(link, "../x"), "model '../x' is not available on this server"),
-        (lambda link: with_model(link, "someone/else"), "model 'someone/else' is not available"),
-        (lambda link: re.sub(r"sampler=[^&]+", "sampler=NoSuchScheduler", link), "scheduler must be one of"),
+        (lambda link: with_model(link, "../x"), "Model must be one of the models on this server"),
+        (lambda link: with_model(link, "someone/else"), "got 'someone/else'"),
+        (lambda link: re.sub(r"sampler=[^&]+", "sampler=NoSuchScheduler", link), "Scheduler must be one of"),
         (lambda link: "{broken", "recipe JSON is not valid"),
     ],
 )
@@ -351,10 +362,14 @@ def page_request(query: str) -> SimpleNamespace:
 
 
 def controls_for(recipe: Recipe) -> dict:
-    """Every control's expected value: the recipe's fields, with the seed in the seeds box."""
-    values = recipe.to_dict()
+    """Every restored control's expected value: the recipe's fields as text where seeds, the seed in the seeds box."""
+    values = {**recipe.to_dict(), "variation_seed": str(recipe.variation_seed), "seed_resize_from": ""}
     values["seeds"] = str(values.pop("seed"))
     return values
+
+
+def restored(update: dict) -> dict:
+    return {name: update[name] for name in RESTORED}
 
 
 def test_links_point_at_the_configured_address_or_the_page(monkeypatch):
@@ -370,36 +385,38 @@ def test_links_point_at_the_configured_address_or_the_page(monkeypatch):
 
 def test_opening_a_link_restores_every_control_then_regenerates_exactly(seedlab_app, reference_model, monkeypatch):
     monkeypatch.delenv("SEEDLAB_BASE_URL", raising=False)
-    expected = solo(reference_model, prompt="a blue square", seed=4294967295, negative_prompt="red",
+    expected = solo(reference_model, prompt="a blue square", seed=6952411511246973023, negative_prompt="red",
                     scheduler="DDIMScheduler", guidance_scale=3.5, deterministic=True)
     link = encode_link(expected.recipe, expected.fingerprint, expected.environment, "http://elsewhere/")
     query = link.split("?", 1)[1]
-    link_box, *controls, text, original, _ = seedlab_app.open_link(page_request(query))
-    assert link_box.startswith("http://seedlab.example/?v=1&prompt=a+blue+square")
-    assert dict(zip(CONTROL_FIELDS, controls)) == controls_for(expected.recipe)
-    assert text.startswith("Regenerating")
+    update = seedlab_app.open_link(page_request(query))
+    assert update["link_box"].startswith("http://seedlab.example/?v=1&prompt=a+blue+square")
+    assert restored(update) == controls_for(expected.recipe)
+    assert update["verdict_text"].startswith("Regenerating")
     with torch_threads(APP_THREADS):
-        image, verdict, summary = last(seedlab_app.reproduce_pending(original, page_request(query)))
+        final = last(seedlab_app.reproduce_pending(update["pending"], page_request(query)))
+    image, verdict, summary = final["reproduced"], final["verdict"], final["verdict_text"]
     assert verdict["exact"] and "exact" in summary.lower()
     assert read_png(image)[0] == expected.recipe
 
 
 def test_a_bad_link_is_a_message_and_no_link_changes_nothing(seedlab_app):
-    link_box, *controls, text, original, _ = seedlab_app.open_link(page_request("v=1&prompt=x&steps=0&fp=" + "0" * 64))
-    assert text.startswith("**This link cannot be opened.** link: steps (num_inference_steps) must be")
-    assert original is None and all(isinstance(value, type(gr.skip())) for value in [link_box, *controls])
-    *_, text, original, _ = seedlab_app.open_link(page_request("__theme=dark"))
-    assert original is None and isinstance(text, type(gr.skip()))
+    update = seedlab_app.open_link(page_request("v=1&prompt=x&steps=0&fp=" + "0" * 64))
+    assert update["verdict_text"].startswith("This link cannot be opened. link: steps (num_inference_steps) must be")
+    assert update["pending"] is None and not set(update) & {"link_box", *RESTORED}  # the controls keep their values
+    assert seedlab_app.open_link(page_request("__theme=dark")) == {"pending": None}
 
 
 def test_a_dropped_png_restores_its_recipe_and_regenerates_exactly(seedlab_app, reference_model, tmp_path):
     expected = solo(reference_model, prompt="a red circle", seed=77)
     path = save_png(expected, tmp_path / "dropped.png")
-    *controls, notes, original, button = seedlab_app.open_png(str(path))
-    assert dict(zip(CONTROL_FIELDS, controls)) == controls_for(expected.recipe)
-    assert "everything in the PNG was restored" in notes and button.interactive
+    update = seedlab_app.open_png(str(path))
+    assert restored(update) == controls_for(expected.recipe)
+    assert "everything in the PNG was restored" in update["png_notes"] and update["regenerate_png"].interactive
+    assert update["pending"].pixels is None  # kept on disk, not in the session's memory
     with torch_threads(APP_THREADS):
-        _, verdict, summary = last(seedlab_app.reproduce_pending(original, None))
+        final = last(seedlab_app.reproduce_pending(update["pending"], None))
+    verdict, summary = final["verdict"], final["verdict_text"]
     assert verdict["exact"] and verdict["max_difference"] == 0 and "exact" in summary.lower()
 
 
@@ -409,36 +426,37 @@ def test_an_a1111_png_is_restored_with_notes(seedlab_app, tmp_path):
                                 "CFG scale: 7, Seed: 9, Size: 64x64, Model hash: 6ce0161689, "
                                 "Model: v1-5-pruned-emaonly, Clip skip: 2, Version: v1.9.4")
     Image.new("RGB", (64, 64)).save(tmp_path / "a1111.png", pnginfo=info)
-    *controls, notes, original, _ = seedlab_app.open_png(str(tmp_path / "a1111.png"))
-    values = dict(zip(CONTROL_FIELDS, controls))
+    update = seedlab_app.open_png(str(tmp_path / "a1111.png"))
+    values, notes, original = restored(update), update["png_notes"], update["pending"]
     assert (values["prompt"], values["negative_prompt"], values["seeds"], values["num_inference_steps"]) == (
         "a red circle", "blue", "9", 3)
     assert values["model"] == seedlab_app.store.default
     for expected in ("Schedule type Karras", "Model hash", "Clip skip 2",
                      "model v1-5-pruned-emaonly is not available on this server"):
         assert expected in notes, notes
-    _, verdict, _ = last(seedlab_app.reproduce_pending(original, None))
+    verdict = last(seedlab_app.reproduce_pending(original, None))["verdict"]
     assert verdict["exact"] is False and verdict["max_difference"] is not None  # measured against the PNG's pixels
 
-    *_, notes, original, _ = seedlab_app.open_png(str(tmp_path / "missing.png"))
-    assert notes.startswith("**This PNG cannot be read.**") and original is None
+    update = seedlab_app.open_png(str(tmp_path / "missing.png"))
+    assert update["png_notes"].startswith("This PNG cannot be read") and update["pending"] is None
 
 
 def test_a_png_refused_by_a_limit_or_a_rule_says_so_and_only_unreadable_files_cannot_be_read(seedlab_app, tmp_path):
     quick = generate(seedlab_app.default, Recipe(prompt=PROMPT, seed=3, num_inference_steps=1,
                                                  model=seedlab_app.store.default))
     too_long = save_png(replace(quick, recipe=quick.recipe.replace(num_inference_steps=60)), tmp_path / "60.png")
-    *controls, notes, original, button = seedlab_app.open_png(str(too_long))
-    assert notes == "num_inference_steps must be at most 50 on this server (SEEDLAB_MAX_STEPS), got 60"
-    assert original is None and not button.interactive
-    assert all(isinstance(value, type(gr.skip())) for value in controls)  # the controls keep their values
+    update = seedlab_app.open_png(str(too_long))
+    assert update["png_notes"] == "Steps must be at most 50 on this server (SEEDLAB_MAX_STEPS), got 60"
+    assert update["pending"] is None and not update["regenerate_png"].interactive
+    assert not set(update) & set(RESTORED)  # the controls keep their values
 
     info = PngInfo()
     info.add_text("parameters", "a red circle\nSteps: 500, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64")
     Image.new("RGB", (8, 8)).save(tmp_path / "500-steps.png", pnginfo=info)
-    *_, notes, original, _ = seedlab_app.open_png(str(tmp_path / "500-steps.png"))
-    assert notes.startswith("parameters: num_inference_steps must be") and original is None
+    update = seedlab_app.open_png(str(tmp_path / "500-steps.png"))
+    assert update["png_notes"].startswith("parameters: num_inference_steps must be") and update["pending"] is None
 
     (tmp_path / "text.png").write_text("not an image")
-    *_, notes, original, _ = seedlab_app.open_png(str(tmp_path / "text.png"))
-    assert notes.startswith("**This PNG cannot be read.** file is not a readable PNG") and original is None
+    update = seedlab_app.open_png(str(tmp_path / "text.png"))
+    assert update["png_notes"].startswith("This PNG cannot be read: file is not a PNG, JPEG or WebP image")
+    assert update["pending"] is None and "/" not in update["png_notes"].split(":", 1)[1]  # no server path

@@ -64,6 +64,14 @@ def wait_for_images(page, gallery: str, count: int) -> None:
     )
 
 
+def wait_for_value(page, elem_id: str, text: str) -> str:
+    """Wait until the plain-text box `elem_id` contains `text`; returns its value."""
+    page.wait_for_function(
+        "([id, text]) => { const box = document.querySelector(`#${id} textarea, #${id} input`);"
+        " return box !== null && box.value.includes(text); }", arg=[elem_id, text], timeout=TIMEOUT_MS)
+    return page.evaluate("id => document.querySelector(`#${id} textarea, #${id} input`).value", elem_id)
+
+
 def assert_served_as_png(page, images) -> list[bytes]:
     """Every image is served as the PNG file SeedLab wrote, recipe chunks included; returns the files."""
     files = []
@@ -100,7 +108,7 @@ def test_grid_anchor_and_variations(page):
 
     # Picking the third cell makes seed 2 the anchor.
     page.locator("#grid .thumbnail-item").nth(2).click()
-    page.get_by_text("Anchor seed: 2").wait_for()
+    wait_for_value(page, "anchor", "Anchor seed: 2")
     assert page.locator("#anchor-fingerprint textarea").input_value().isalnum()
 
     page.locator("#variations-box textarea").fill(", on a blue background\n, on a black background")
@@ -140,9 +148,7 @@ def test_a_copied_link_regenerates_exactly_after_a_server_restart(browser, app_s
     # A visitor opens the link: every control is restored, the image regenerated and checked.
     page = fresh_page(browser, app_server.url)
     page.goto(link)
-    verdict = page.locator("#verdict")
-    verdict.get_by_text("Exact match").wait_for()
-    assert "same pixel fingerprint" in verdict.inner_text()  # the new server has no copy of the original
+    assert "same pixel fingerprint" in wait_for_value(page, "verdict", "Exact match")  # no copy of the original here
     page.wait_for_function("(() => { const img = document.querySelector('#reproduced img');"
                            " return img !== null && img.complete && img.naturalWidth > 0; })()")
     (served,) = assert_served_as_png(page, page.locator("#reproduced img"))
@@ -153,16 +159,66 @@ def test_a_copied_link_regenerates_exactly_after_a_server_restart(browser, app_s
     # The PNG downloaded from the first server restores its recipe and regenerates pixel for pixel.
     page.get_by_text("Reproduce a link, a recipe or a PNG").click()
     page.locator("#png-drop input[type=file]").set_input_files(str(tmp_path / "seed5.png"))
-    page.locator("#png-notes").get_by_text("Restored from the PNG").wait_for()
+    wait_for_value(page, "png-notes", "Restored from the PNG")
     assert page.locator("#seeds textarea").input_value() == "5"
     page.locator("#regenerate-png").click()
-    verdict.get_by_text("pixel for pixel").wait_for()
+    wait_for_value(page, "verdict", "pixel for pixel")
 
     # A bad link is explained on the page, and the app stays usable.
     page.goto(f"{app_server.url}/?v=1&prompt=x&steps=0&fp={'0' * 64}")
-    verdict.get_by_text("This link cannot be opened").wait_for()
-    assert "steps (num_inference_steps) must be an integer from 1 to 200, got 0" in verdict.inner_text()
+    text = wait_for_value(page, "verdict", "This link cannot be opened")
+    assert "steps (num_inference_steps) must be a whole number from 1 to 200, got 0" in text
     page.locator("#seeds textarea").fill("3")
     page.locator("#generate").click()
     wait_for_images(page, "grid", 1)
+    page.context.close()
+
+
+def test_a_64_bit_seed_survives_the_browser_exactly(browser, app_server):
+    """A ComfyUI-sized seed goes through the page as text: never a JavaScript number (exact only to 2**53)."""
+    seed = "6952411511246973023"
+    page = fresh_page(browser, app_server.url)
+    page.goto(app_server.url)
+    page.locator("#seeds textarea").fill(seed)
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 1)
+    assert page.locator("#grid .thumbnail-item .caption-label").all_inner_texts() == [f"seed {seed}"]
+    page.locator("#grid .thumbnail-item").nth(0).click()
+    wait_for_value(page, "anchor", f"Anchor seed: {seed}")
+    link = wait_for_value(page, "grid-link", f"&seed={seed}&")
+    page.locator("#variations-box textarea").fill(", on a blue background")
+    page.locator("#vary").click()
+    wait_for_images(page, "variations", 2)
+    page.locator("#variations .thumbnail-item").nth(1).click()
+    assert f"&seed={seed}&" in wait_for_value(page, "variation-link", "http")
+    (png,) = assert_served_as_png(page, page.locator("#variations .thumbnail-item img").nth(1))
+    assert read_png(io.BytesIO(png))[0].seed == int(seed)
+
+    page.goto(link)  # the link restores the seed into the seeds box, digit for digit, and regenerates exactly
+    wait_for_value(page, "verdict", "Exact match")
+    assert page.locator("#seeds textarea").input_value() == seed
+    page.context.close()
+
+
+def test_link_and_png_text_is_shown_as_text_never_as_html(browser, app_server, tmp_path):
+    """A hostile link or PNG puts HTML in an error message: the page shows it as text and builds no element."""
+    page = fresh_page(browser, app_server.url)
+    html = '<div id="injected" style="position:fixed;inset:0">SeedLab has moved</div><img id="pixel" src="http://127.0.0.2/t.png">'
+    from urllib.parse import quote_plus
+
+    page.goto(f"{app_server.url}/?v=1&prompt=x&model={quote_plus(html)}&fp={'0' * 64}")
+    text = wait_for_value(page, "verdict", "This link cannot be opened")
+    assert '<div id="injected"' in text  # shown literally
+    assert page.locator("#injected").count() == 0 and page.locator("#pixel").count() == 0
+
+    from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    info.add_text("parameters", f"a red circle\nSteps: 3, Sampler: {html}, CFG scale: 7, Seed: 9, Size: 64x64")
+    Image.new("RGB", (64, 64)).save(tmp_path / "hostile.png", pnginfo=info)
+    page.get_by_text("Reproduce a link, a recipe or a PNG").click()
+    page.locator("#png-drop input[type=file]").set_input_files(str(tmp_path / "hostile.png"))
+    assert "<div" in wait_for_value(page, "png-notes", "Restored from the PNG")
+    assert page.locator("#injected").count() == 0 and page.locator("#pixel").count() == 0
     page.context.close()

@@ -68,17 +68,18 @@ def test_recipe_from_any_json_object(data):
 @given(st.text(alphabet=string.printable + "٣-–,", max_size=40))
 def test_parse_seeds_on_any_text(text):
     seeds = only_clear_errors(lambda: parse_seeds(text))
-    assert seeds is None or all(0 <= s <= 2**32 - 1 for s in seeds)
+    assert seeds is None or all(0 <= s <= 2**64 - 1 for s in seeds)
 
 
 @pytest.fixture(scope="module")
 def seedlab_app(tiny_model_dir, tmp_path_factory):
-    from app import SeedLab
+    from seedlab.admission import Admission
+    from webui.handlers import SeedLab
 
     model = load_model(str(tiny_model_dir), torch.device("cpu"))
     store = ModelStore([model.name], device=torch.device("cpu"))
     store.add(model)
-    return SeedLab(store, tmp_path_factory.mktemp("png"))
+    return SeedLab(Admission(store), tmp_path_factory.mktemp("png"))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -97,12 +98,11 @@ def seedlab_app(tiny_model_dir, tmp_path_factory):
 def test_grid_handler_on_any_arguments(seedlab_app, prompt, seeds, steps, guidance, scheduler, size, rng,
                                        deterministic, dtype, model):
     def run():
-        updates = seedlab_app.grid(
-            prompt=prompt, seeds=seeds, num_inference_steps=steps, guidance_scale=guidance, scheduler=scheduler,
-            width=size, height=size, rng=rng, deterministic=deterministic, dtype=dtype, model=model,
-            request=SimpleNamespace(session_hash="fuzz"), progress=lambda *a, **k: None,
-        )
-        return [u for u in updates if isinstance(u[0], list)][-1]
+        values = dict(prompt=prompt, seeds=seeds, num_inference_steps=steps, guidance_scale=guidance,
+                      scheduler=scheduler, width=size, height=size, rng=rng, deterministic=deterministic, dtype=dtype,
+                      model=model)
+        updates = seedlab_app.grid(values, SimpleNamespace(session_hash="fuzz"), lambda *a, **k: None)
+        return [(u["grid"], u["grid_results"]) for u in updates if "grid" in u][-1]
 
     outcome = only_clear_errors(run)
     if outcome is not None:
@@ -114,7 +114,7 @@ def test_grid_handler_on_any_arguments(seedlab_app, prompt, seeds, steps, guidan
 @given(st.one_of(st.text(max_size=200), st.builds(json.dumps, st.dictionaries(st.text(max_size=8), ANY_VALUE,
                                                                               max_size=4))))
 def test_reproduce_handler_on_any_text(seedlab_app, text):
-    outcome = only_clear_errors(lambda: list(seedlab_app.reproduce(text, request=None, progress=None))[-1])
+    outcome = only_clear_errors(lambda: list(seedlab_app.reproduce(text, None, None))[-1])
     if outcome is not None:
-        path, verdict = outcome
+        path, verdict = outcome["reproduced"], outcome["verdict"]
         assert path.endswith(".png") and "exact" in verdict

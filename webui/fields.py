@@ -1,0 +1,89 @@
+"""The recipe's fields as Gradio controls and as handler parameters, derived from `seedlab.recipe.SPECS`.
+
+Adding a recipe field adds its control, its API keyword and its restore path here without edits:
+each comes from the field's Spec (kind, label, help, range).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import gradio as gr
+
+from seedlab.recipe import SPECS, SPECS_ORDER, Recipe, RecipeError
+
+# The fields every generating endpoint takes as keywords, after its own leading ones (prompt, seeds/seed).
+FIELDS = tuple(name for name in SPECS_ORDER if name not in ("prompt", "seed"))
+# Where a field's control sits in the layout: the fields the user sets most, then the seed's own fields.
+MAIN = ("negative_prompt", "num_inference_steps", "guidance_scale", "scheduler", "width", "height")
+SEED = ("variation_seed", "variation_strength", "seed_resize_from")
+DETERMINISM = ("model", "rng", "deterministic", "dtype")
+
+
+def control(name: str, value: Any, choices: list | None = None, **options: Any) -> gr.components.Component:
+    """The control for recipe field `name`, starting at `value` (seeds are text: exact past 2**53)."""
+    spec = SPECS[name]
+    common = {"label": spec.label, "info": spec.help, "elem_id": name.replace("_", "-"), **options}
+    if spec.kind == "seed":
+        return gr.Textbox(value=spec.to_text(value), max_lines=1, **common)
+    if spec.kind == "size":
+        return gr.Textbox(value=spec.to_text(value), max_lines=1, placeholder="e.g. 512x512 (empty: off)", **common)
+    # Numbers are checked by admission, not by the widget: a refusal then names the field and its range,
+    # and 2.5 steps is refused rather than silently rounded.
+    if spec.kind == "int":
+        return gr.Number(value=value, step=spec.multiple, **common)
+    if spec.kind == "float":
+        if spec.high <= 1:
+            return gr.Slider(minimum=spec.low, maximum=spec.high, value=value, step=0.01, **common)
+        return gr.Number(value=value, step=0.5, **common)
+    if spec.kind == "bool":
+        return gr.Checkbox(value=value, **common)
+    if spec.kind == "choice" or choices is not None:
+        return gr.Dropdown(choices if choices is not None else list(spec.choices), value=value,
+                           allow_custom_value=True, **common)
+    return gr.Textbox(value=value, **common)
+
+
+def widget_value(name: str, value: Any) -> Any:
+    """A recipe value as its control shows it (seeds and sizes as text)."""
+    spec = SPECS[name]
+    return spec.to_text(value) if spec.kind in ("seed", "size") else value
+
+
+def values_of(recipe: Recipe) -> dict[str, Any]:
+    """Every field's widget value for a recipe; "seeds" is the seeds box, which gets the one seed."""
+    values = {name: widget_value(name, value) for name, value in recipe.to_dict().items()}
+    return {**values, "seeds": values["seed"]}
+
+
+def with_fields(function: Callable, leading: tuple[str, ...]) -> Callable:
+    """`function(values: dict, request, progress)` as a handler whose parameters are `leading` + FIELDS.
+
+    Gradio names API parameters after the handler's signature, so the public API's keywords are the
+    recipe's field names; every field defaults to None (unset: the chosen model's default). Gradio
+    passes the request and the progress tracker after the inputs, found by annotation and default.
+    """
+    names = (*leading, *FIELDS)
+
+    def handler(*args):
+        values, (request, progress) = dict(zip(names, args)), args[len(names):]
+        yield from function(values, request, progress)
+
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    parameters = [inspect.Parameter(name, positional, default=inspect.Parameter.empty if name == "prompt" else None)
+                  for name in names]
+    parameters += [inspect.Parameter("request", positional, default=None, annotation=gr.Request),
+                   inspect.Parameter("progress", positional, default=gr.Progress())]
+    handler.__signature__ = inspect.Signature(parameters)
+    handler.__annotations__ = {"request": gr.Request}
+    handler.__name__, handler.__doc__ = function.__name__, function.__doc__
+    return handler
+
+
+def label_message(error: ValueError) -> str:
+    """A backend error for people: fields named by their visible labels, every bad field at once."""
+    if isinstance(error, RecipeError):
+        return error.named(lambda field: SPECS[field].label if field in SPECS else field)
+    return str(error)

@@ -1,0 +1,291 @@
+"""The app's handlers: widget values in, updates out, keyed by component name (never by position).
+
+Every value from the page, the API, a link or a PNG goes through `seedlab.admission` before it runs;
+a ValueError becomes a gr.Error whose message names fields by their visible labels. Text that a
+visitor controls (a link's values, a PNG's words, an error quoting them) is shown in plain-text
+components, never as Markdown or HTML.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import gradio as gr
+import torch
+
+from seedlab import Cancelled, Original, Progress, Recipe, Result, compare, encode_link, stream
+from seedlab.admission import Admission
+from seedlab.determinism import device_name
+from seedlab.links import KEYS as LINK_KEYS
+from seedlab.links import encode_query
+from seedlab.metadata import UnreadablePNG
+from seedlab.reproduction import original_from_link, original_from_png, original_from_text
+from seedlab.seeds import format_seeds, parse_seeds, random_seeds
+from webui.fields import FIELDS, label_message, values_of
+from webui.files import CancelRegistry, PngStore
+
+try:  # Hugging Face ZeroGPU: GPU work must run inside a function decorated with spaces.GPU
+    import spaces
+except ImportError:
+    spaces = None
+
+DEFAULT_BASE_URL = "http://127.0.0.1:7860/"  # where links point when a request does not say
+RESTORED = ("prompt", "seeds", *FIELDS)  # the controls a recipe restores (a link, a PNG, a reproduction)
+
+
+def on_gpu(function):
+    """`function` wrapped by spaces.GPU on a ZeroGPU Space; unchanged anywhere else."""
+    return spaces.GPU(duration=120)(function) if spaces is not None else function
+
+
+# Every generation is a stream of per-step events. On ZeroGPU the cancel event cannot reach the GPU
+# process, so a Stop takes effect at the next image.
+stream_on_gpu = on_gpu(stream)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Show a backend ValueError as a gr.Error naming fields by their labels, with no traceback."""
+    try:
+        yield
+    except ValueError as error:
+        raise gr.Error(label_message(error), print_exception=False) from None
+
+
+def result_record(result: Result, base_url: str = DEFAULT_BASE_URL) -> dict:
+    """One image's entry in the results JSON of /grid and /vary; seeds are text (exact in any JSON reader)."""
+    return {
+        "seed": str(result.recipe.seed),
+        "prompt": result.recipe.prompt,
+        "fingerprint": result.fingerprint,
+        "link": encode_link(result.recipe, result.fingerprint, result.environment, base_url),
+        "recipe": result.recipe.to_json(),
+        "environment": result.environment.to_dict(),
+    }
+
+
+def base_url(request: gr.Request | None) -> str:
+    """Where links point: SEEDLAB_BASE_URL, else the page the browser is on, else the address it called."""
+    configured = os.environ.get("SEEDLAB_BASE_URL", "").strip()
+    if configured:
+        return configured
+    headers = {key.lower(): value for key, value in dict(getattr(request, "headers", None) or {}).items()}
+    referer = headers.get("referer", "")
+    if referer.startswith(("http://", "https://")):  # the page itself (Gradio's API calls live under it)
+        return referer.split("#")[0].split("?")[0]
+    url = urlsplit(str(getattr(request, "url", "") or ""))
+    if url.scheme in ("http", "https") and url.netloc:
+        scheme = headers.get("x-forwarded-proto", url.scheme).split(",")[0].strip()
+        host = headers.get("x-forwarded-host", url.netloc).split(",")[0].strip()
+        return f"{scheme}://{host}/"
+    return DEFAULT_BASE_URL
+
+
+def visitor(request: gr.Request | None) -> str | None:
+    """Who is charged for a request: the client's address (a new API session is the same visitor)."""
+    headers = {key.lower(): value for key, value in dict(getattr(request, "headers", None) or {}).items()}
+    forwarded = headers.get("x-forwarded-for", "").split(",")[0].strip()
+    host = getattr(getattr(request, "client", None), "host", None)
+    return forwarded or host or getattr(request, "session_hash", None)
+
+
+def link_query(request: gr.Request | None) -> str | None:
+    """The page's query string when it carries a link (Gradio passes the page's query to every event)."""
+    params = getattr(request, "query_params", None) or {}
+    items = params.multi_items() if hasattr(params, "multi_items") else list(dict(params).items())
+    items = [(key, value) for key, value in items if not key.startswith("__") and key != "view"]  # Gradio's own
+    if not {"v", "fp", *LINK_KEYS} & {key for key, _ in items}:
+        return None
+    return encode_query(items)
+
+
+def restore(recipe: Recipe) -> dict:
+    """The controls' new values for a recipe (the seeds box gets its one seed)."""
+    values = values_of(recipe)
+    return {name: values[name] for name in RESTORED}
+
+
+class SeedLab:
+    """The app object: admission (models, limits, budget), the PNG folder and the sessions' cancel events."""
+
+    def __init__(self, admission: Admission, image_dir: Path):
+        self.admission = admission
+        self.store = admission.store
+        self.pngs = PngStore(image_dir)
+        self.cancels = CancelRegistry()
+        self.default = self.store.get(self.store.default)  # loaded once, at start-up
+
+    # Public API endpoints (/grid, /vary, /reproduce).
+
+    def grid(self, values: dict, request: gr.Request | None = None, progress=None):
+        """A grid: the prompt once per seed ("42", "0-7", "3, 17, 99"), each image captioned with its seed."""
+        values = dict(values)
+        with user_errors():
+            recipes = self.admission.grid(values, values.pop("seeds", None) or "")
+            self.admission.charge(recipes, visitor(request))
+        yield from self.run(recipes, [f"seed {recipe.seed}" for recipe in recipes], request, progress, "grid")
+
+    def vary(self, values: dict, request: gr.Request | None = None, progress=None):
+        """The base prompt, then each variation (one per line) appended to it, all from the anchor seed."""
+        values = dict(values)
+        lines = [line for line in str(values.pop("variations", None) or "").splitlines() if line.strip()]
+        with user_errors():
+            if values.get("seed") in (None, ""):
+                raise ValueError("Seed is missing: pick an anchor by clicking a cell of the grid first")
+            recipes = self.admission.variations(values, lines)
+            self.admission.charge(recipes, visitor(request))
+        yield from self.run(recipes, ["base prompt", *(line.strip() for line in lines)], request, progress, "vary")
+
+    def reproduce(self, link_or_recipe: str, request: gr.Request | None = None, progress=None):
+        """Regenerate a link or a recipe (JSON text) and compare: the image, and the verdict (exact, or how far off)."""
+        with user_errors():
+            original = self.admission.original(original_from_text(link_or_recipe), strict=True)
+            self.admission.charge([original.recipe], visitor(request))
+        yield from self.regenerate(original, request, progress)
+
+    # UI-only handlers (private endpoints).
+
+    def dice(self, count, seeds: str) -> dict:
+        """Draw fresh random seeds into the seeds box (shown before anything is generated)."""
+        if count is None:
+            try:
+                count = len(parse_seeds(seeds))
+            except ValueError:
+                count = 4
+        with user_errors():
+            count = int(count) if isinstance(count, float) and count.is_integer() else count
+            return {"seeds": format_seeds(random_seeds(count))}
+
+    def select(self, results: list | None, evt: gr.SelectData) -> dict:
+        """Make the clicked cell's recipe the anchor and show it with its fingerprint and link."""
+        if not results or not 0 <= evt.index < len(results):
+            raise gr.Error("that cell has no result yet: wait for the grid to finish", print_exception=False)
+        record = results[evt.index]
+        return {"anchor_text": f"Anchor seed: {record['seed']}", "anchor_seed": record["seed"],
+                "anchor_recipe": record["recipe"], "anchor_fingerprint": record["fingerprint"],
+                "grid_link": record.get("link", "")}
+
+    def select_variation(self, results: list | None, evt: gr.SelectData) -> dict:
+        """Show the clicked variation's link."""
+        if not results or not 0 <= evt.index < len(results):
+            raise gr.Error("that cell has no result yet: wait for the variations to finish", print_exception=False)
+        return {"variation_link": results[evt.index].get("link", "")}
+
+    def open_link(self, request: gr.Request) -> dict:
+        """On page load: a link in the query string restores every control; its regeneration follows."""
+        query = link_query(request)
+        if query is None:
+            return {"pending": None}
+        try:
+            original = self.admission.original(original_from_link(query), strict=True)
+        except ValueError as error:
+            return {"verdict_text": f"This link cannot be opened. {label_message(error)}", "pending": None,
+                    "reproduction": gr.Accordion(open=True)}
+        return {"link_box": f"{base_url(request)}?{query}", **restore(original.recipe),
+                "verdict_text": "Regenerating the linked image…", "pending": original,
+                "reproduction": gr.Accordion(open=True)}
+
+    def open_png(self, path: str | None) -> dict:
+        """A dropped PNG restores its recipe into the controls; notes say what could not be mapped."""
+        if not path:
+            return {"png_notes": "", "pending": None, "regenerate_png": gr.Button(interactive=False)}
+        try:
+            original = self.admission.original(original_from_png(path), strict=False)
+        except UnreadablePNG as error:
+            return {"png_notes": f"This PNG cannot be read: {error}", "pending": None,
+                    "regenerate_png": gr.Button(interactive=False)}
+        except ValueError as error:  # read, but its recipe breaks a rule or a limit: the message names the field
+            return {"png_notes": label_message(error), "pending": None, "regenerate_png": gr.Button(interactive=False)}
+        if original.pixels is not None and original.fingerprint is not None:
+            self.pngs.keep_pixels(original.pixels, original.fingerprint)  # on disk, not in the session's memory
+        notes = "\n".join(f"- {note}" for note in original.notes) or "- everything in the PNG was restored"
+        return {**restore(original.recipe), "png_notes": f"Restored from the PNG (seed {original.recipe.seed}).\n{notes}",
+                "pending": original.with_pixels(None), "regenerate_png": gr.Button(interactive=True)}
+
+    def reproduce_pending(self, original: Original | None, request: gr.Request | None = None, progress=None):
+        """Regenerate what open_link or open_png left in the session state."""
+        if original is None:
+            return
+        with user_errors():
+            self.admission.charge([original.recipe], visitor(request))
+        for update in self.regenerate(original, request, progress):
+            if "verdict" in update and update["verdict"]:
+                update = {**update, "verdict_text": update["verdict"]["summary"]}
+            yield update
+
+    def after_reproduce(self, verdict: dict | None) -> dict:
+        """After /reproduce: the controls show the regenerated recipe, and the verdict its summary."""
+        if not verdict:
+            return {}
+        return {**restore(Recipe.from_dict(verdict["recipe"])), "verdict_text": verdict["summary"]}
+
+    def stop(self, request: gr.Request) -> None:
+        """Ask this session's running generation to stop (the backend checks at every step)."""
+        self.cancels.stop(getattr(request, "session_hash", None))
+
+    def environment(self, results: list | None) -> dict:
+        """The determinism panel: the last result's environment and noise source, or the server's."""
+        threads = torch.get_num_threads()
+        if results:
+            record = results[-1]
+            return {"environment": {"noise source (rng)": record["recipe"]["rng"], **record["environment"],
+                                    "torch_threads": threads}}
+        return {"environment": {"device": device_name(self.store.device), "torch_threads": threads}}
+
+    # Generation.
+
+    def run(self, recipes: list[Recipe], captions: list[str], request, progress, target: str):
+        """Generate recipes one by one, streaming the gallery and results after each image.
+
+        The stream hands control back at every step: when Gradio closes this generator (Stop, a
+        closed tab, a cancelled API call) the stream is closed and the worker stops within a step.
+        """
+        cancel = self.cancels.new(getattr(request, "session_hash", None))
+        base = base_url(request)
+        gallery: list[tuple[str, str]] = []
+        results: list[dict] = []
+        yield {target: gallery, f"{target}_results": results}  # clear the previous images at once
+        with user_errors():
+            model = self.store.get(recipes[0].model)
+            try:
+                for event in stream_on_gpu(model, recipes, cancel=cancel):
+                    if isinstance(event, Progress):
+                        if progress is not None:
+                            progress((event.done, event.total), desc=f"image {len(gallery) + 1} of {len(recipes)}",
+                                     unit="steps")
+                        yield {}  # hands control to Gradio, which may close us here
+                        continue
+                    gallery.append((self.pngs.save(event), captions[len(gallery)]))
+                    results.append(result_record(event, base))
+                    yield {target: list(gallery), f"{target}_results": list(results)}
+            except Cancelled:
+                gr.Warning(f"Stopped after {len(gallery)} of {len(recipes)} images.")
+
+    def regenerate(self, original: Original, request, progress) -> Iterator[dict]:
+        """Generate an original's recipe again, save the PNG and compare: yields {} per step, then the verdict."""
+        cancel = self.cancels.new(getattr(request, "session_hash", None))
+        if original.pixels is None and original.fingerprint is not None:
+            original = original.with_pixels(self.pngs.pixels(original.fingerprint))
+        with user_errors():
+            model = self.store.get(original.recipe.model)
+            result = None
+            try:
+                for event in stream_on_gpu(model, [original.recipe], cancel=cancel):
+                    if isinstance(event, Progress):
+                        if progress is not None:
+                            progress((event.done, event.total), desc="regenerating", unit="steps")
+                        yield {}
+                        continue
+                    result = event
+            except Cancelled:
+                gr.Warning("Stopped: the image was not regenerated.")
+                yield {"reproduced": None, "verdict": None, "verdict_text": "Stopped before the image was regenerated."}
+                return
+        verdict = compare(result, original)
+        link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
+        yield {"reproduced": self.pngs.save(result),
+               "verdict": {**verdict.to_dict(), "recipe": result.recipe.to_json(), "link": link}}
