@@ -23,14 +23,21 @@ from .seeds import parse_seeds
 
 
 def measure_speed(model: Model) -> Speed:
-    """Seconds per step of `model` on this hardware, at its native size and twice it (a few steps each)."""
-    def step_seconds(width: int, height: int) -> float:
-        recipe = Recipe(prompt="a", model=model.name, num_inference_steps=2, width=width, height=height,
-                        guidance_scale=model.default_guidance, dtype=model.dtype)
-        generate(model, recipe.replace(num_inference_steps=1))  # warm-up: first calls allocate
+    """Seconds per step of `model` on this hardware, at its native size and twice it.
+
+    The difference between a 1-step and a 3-step image is two steps' time, without the text encoder
+    and the VAE (a request's images are priced by their steps; those parts are small beside them).
+    """
+    def timed(recipe: Recipe) -> float:
         start = time.perf_counter()
         generate(model, recipe)
-        return (time.perf_counter() - start) / recipe.num_inference_steps
+        return time.perf_counter() - start
+
+    def step_seconds(width: int, height: int) -> float:
+        recipe = Recipe(prompt="a", model=model.name, num_inference_steps=1, width=width, height=height,
+                        guidance_scale=model.default_guidance, dtype=model.dtype)
+        timed(recipe)  # warm-up: first calls allocate
+        return max(1e-6, (timed(recipe.replace(num_inference_steps=3)) - timed(recipe)) / 2)
 
     return measure(step_seconds, model.native_size)
 
