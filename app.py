@@ -99,15 +99,16 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                         add(name, interactive=name != "model" or len(store.allowed) > 1)
                     ui["environment"] = gr.JSON(app.environment(None)["environment"], label="Environment",
                                                 elem_id="environment")
-                with gr.Accordion("Reproduce a link, a recipe or a PNG", open=False):
+                with gr.Accordion("Reproduce a link, a recipe or an image", open=False):
                     ui["link_box"] = gr.Textbox(label="Link or recipe (JSON)", lines=2, elem_id="link-or-recipe",
                                                 placeholder="http://…/?v=1&prompt=…  or  {\"prompt\": …}")
                     ui["reproduce"] = gr.Button("Regenerate and compare", elem_id="reproduce")
-                    ui["png_file"] = gr.File(label="Drop a PNG made by SeedLab (or A1111)", file_types=[".png"],
+                    ui["png_file"] = gr.File(label="Drop an image made by SeedLab or another tool (PNG, JPEG, WebP)",
+                                             file_types=[".png", ".jpg", ".jpeg", ".webp"],
                                              type="filepath", elem_id="png-drop")
-                    ui["png_notes"] = gr.Textbox(label="What the PNG restored", interactive=False, lines=3,
+                    ui["png_notes"] = gr.Textbox(label="What the image restored", interactive=False, lines=3,
                                                  elem_id="png-notes")
-                    ui["regenerate_png"] = gr.Button("Regenerate the PNG and compare", interactive=False,
+                    ui["regenerate_png"] = gr.Button("Regenerate the image and compare", interactive=False,
                                                      elem_id="regenerate-png")
             with gr.Column(scale=3):
                 with gr.Accordion("Reproduction", open=False) as ui["reproduction"]:

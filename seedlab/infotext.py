@@ -18,24 +18,12 @@ import re
 from typing import Any
 
 from .formats import MAX_TEXT, SAMPLERS, A1111_NAMES, check_text, loads, sampler_scheduler
+from .recipe import SPECS
 
-# Recipe field -> the A1111 key it is written under: the writer's one table. Size, Sampler, RNG and
-# Seed resize from are spelled from the recipe by `parameters_text`; the rest are written as `str(value)`.
-A1111_KEYS = {
-    "num_inference_steps": "Steps",
-    "scheduler": "Sampler",
-    "guidance_scale": "CFG scale",
-    "seed": "Seed",
-    "width": "Size",
-    "height": "Size",
-    "model": "Model",
-    "variation_seed": "Variation seed",
-    "variation_strength": "Variation seed strength",
-    "seed_resize_from": "Seed resize from",
-    "rng": "RNG",
-    "dtype": "Dtype",
-    "deterministic": "Full determinism",
-}
+# Recipe field -> the A1111 key it is written under, from each field's Spec (recipe.py). Sampler, Size,
+# RNG and Full determinism are spelled A1111's way below; every other field is its Spec's text.
+A1111_KEYS = {name: spec.a1111 for name, spec in SPECS.items() if spec.a1111}
+A1111_ORDER = ("Steps", "Sampler", "CFG scale", "Seed", "Size", "Model")  # where A1111 puts them: first, in this order
 SEEDLAB_SCHEDULER_KEY = "Scheduler"  # the exact diffusers class, more precise than A1111's Sampler
 SEEDLAB_RNG_KEY = "SeedLab RNG"  # the exact noise source where A1111 has no word for it (numpy-pcg64)
 # Keys that only say which program wrote the file, or that are read together with another key.
@@ -47,30 +35,12 @@ _SPELLINGS = {"cfg scale": "CFG scale", "cfg": "CFG scale", "sampler": "Sampler"
 
 def parameters_text(recipe: Any, fingerprint: str | None = None, version: str | None = None) -> str:
     """The A1111 text for a recipe, written so A1111 reads back the same settings (see A1111_KEYS)."""
-    sampler, schedule_type = A1111_NAMES.get(recipe.scheduler, (recipe.scheduler, None))
-    fields: dict[str, Any] = {
-        A1111_KEYS["num_inference_steps"]: recipe.num_inference_steps,
-        A1111_KEYS["scheduler"]: sampler,
-    }
-    if schedule_type:
-        fields["Schedule type"] = schedule_type
-    fields[A1111_KEYS["guidance_scale"]] = repr(recipe.guidance_scale)
-    fields[A1111_KEYS["seed"]] = recipe.seed
-    fields[A1111_KEYS["width"]] = f"{recipe.width}x{recipe.height}"
-    fields[A1111_KEYS["model"]] = recipe.model
-    if getattr(recipe, "variation_strength", 0):  # A1111 writes these only when used
-        fields[A1111_KEYS["variation_seed"]] = recipe.variation_seed
-        fields[A1111_KEYS["variation_strength"]] = repr(recipe.variation_strength)
-    if getattr(recipe, "seed_resize_from", None):
-        width, height = recipe.seed_resize_from
-        fields[A1111_KEYS["seed_resize_from"]] = f"{width}x{height}"
-    fields[SEEDLAB_SCHEDULER_KEY] = recipe.scheduler
-    if recipe.rng in ("cpu", "device"):  # A1111 compares these words exactly
-        fields[A1111_KEYS["rng"]] = {"cpu": "CPU", "device": "GPU"}[recipe.rng]
-    else:
-        fields[SEEDLAB_RNG_KEY] = recipe.rng
-    fields[A1111_KEYS["dtype"]] = recipe.dtype
-    fields[A1111_KEYS["deterministic"]] = "on" if recipe.deterministic else "off"
+    fields: dict[str, Any] = {}
+    for name, key in sorted(A1111_KEYS.items(), key=lambda item: _position(item[1])):
+        when = SPECS[name].a1111_when
+        if key in fields or (when and getattr(recipe, when) == getattr(type(recipe), when)):
+            continue  # Size is written once; A1111 writes its variation and resize keys only when used
+        fields.update(_a1111_values(name, key, recipe))
     if fingerprint:
         fields["Fingerprint"] = fingerprint
     if version:
@@ -80,6 +50,28 @@ def parameters_text(recipe: Any, fingerprint: str | None = None, version: str | 
         lines.append(f"Negative prompt: {recipe.negative_prompt}")
     lines.append(", ".join(f"{key}: {quote(str(value))}" for key, value in fields.items()))
     return "\n".join(lines)
+
+
+def _a1111_values(name: str, key: str, recipe: Any) -> dict[str, Any]:
+    """One field's `key: value` pairs as A1111 spells them."""
+    value = getattr(recipe, name)
+    if name == "scheduler":  # A1111's sampler name and schedule, then the exact diffusers class
+        sampler, schedule_type = A1111_NAMES.get(value, (value, None))
+        return {key: sampler, **({"Schedule type": schedule_type} if schedule_type else {}),
+                SEEDLAB_SCHEDULER_KEY: value}
+    if key == "Size":
+        return {key: f"{recipe.width}x{recipe.height}"}
+    if name == "rng":  # A1111 compares CPU and GPU exactly and has no word for the others
+        return {key: {"cpu": "CPU", "device": "GPU"}[value]} if value in ("cpu", "device") else {SEEDLAB_RNG_KEY: value}
+    if name == "deterministic":
+        return {key: "on" if value else "off"}
+    if SPECS[name].kind == "float":
+        return {key: repr(value)}
+    return {key: SPECS[name].to_text(value)}
+
+
+def _position(key: str) -> int:
+    return A1111_ORDER.index(key) if key in A1111_ORDER else len(A1111_ORDER)
 
 
 def quote(value: str) -> str:
@@ -218,16 +210,8 @@ def _map_pairs(pairs: list[tuple[str, Any]], fields: dict[str, Any], notes: list
         if not isinstance(value, str):  # a JSON object or array: Hashes, Civitai resources, ...
             notes.append(f"{raw_key}: {_short(json.dumps(value, ensure_ascii=False))} has no SeedLab equivalent "
                          "and is ignored")
-        elif key == "Steps":
-            fields["num_inference_steps"] = number(key, value, int)
-        elif key == "CFG scale":
-            fields["guidance_scale"] = number(key, value, float)
-        elif key == "Seed":
-            fields["seed"] = number(key, value, int)
         elif key == "Size":
             fields["width"], fields["height"] = size(key, value)
-        elif key == "Model":
-            fields["model"] = value
         elif key == SEEDLAB_SCHEDULER_KEY:
             fields["scheduler"] = value
         elif key == "Sampler":
@@ -235,16 +219,11 @@ def _map_pairs(pairs: list[tuple[str, Any]], fields: dict[str, Any], notes: list
                 fields["scheduler"] = sampler_scheduler(value, by_key.get("Schedule type"), notes)
         elif key in ("RNG", SEEDLAB_RNG_KEY):
             _rng(key, value, by_key, fields, notes)
-        elif key == "Variation seed":
-            fields["variation_seed"] = number(key, value, int)
-        elif key == "Variation seed strength":
-            fields["variation_strength"] = number(key, value, float)
-        elif key == "Seed resize from":
-            fields["seed_resize_from"] = size(key, value)
-        elif key == "Dtype":
-            fields["dtype"] = value
         elif key == "Full determinism":
             fields["deterministic"] = value == "on"
+        elif key in _FIELD_OF:  # every other field with an A1111 key: read as its Spec's kind
+            name = _FIELD_OF[key]
+            fields[name] = _read_value(key, value, SPECS[name].kind)
         elif key == "Fingerprint":
             fingerprint = value
         elif key == "Model hash":
@@ -256,6 +235,20 @@ def _map_pairs(pairs: list[tuple[str, Any]], fields: dict[str, Any], notes: list
         else:
             notes.append(f"{_short(raw_key)}: {_short(value)} has no SeedLab equivalent and is ignored")
     return fingerprint
+
+
+_FIELD_OF = {key: name for name, key in A1111_KEYS.items() if key not in ("Size", "Sampler", "RNG")}
+
+
+def _read_value(key: str, value: str, kind: str) -> Any:
+    """An A1111 value as a recipe field of `kind` (the range is checked by the Recipe)."""
+    if kind in ("int", "seed"):
+        return number(key, value, int)
+    if kind == "float":
+        return number(key, value, float)
+    if kind == "size":
+        return None if value.strip() in ("-1x-1", "0x0") else size(key, value)  # A1111 writes -1x-1 for "off"
+    return value
 
 
 def _rng(key: str, value: str, by_key: dict[str, Any], fields: dict[str, Any], notes: list[str]) -> None:

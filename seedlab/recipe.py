@@ -60,7 +60,8 @@ class Spec:
     label: str  # the UI label; messages shown in the UI name the field by it
     link: str  # the key in a link's query string
     cli: str  # the command-line option
-    a1111: str | None = None  # the key in A1111 `parameters` text (None: written in SeedLab's own key)
+    a1111: str | None = None  # the key in A1111 `parameters` text (None: not written there)
+    a1111_when: str | None = None  # write the key only while this field is not at its default (A1111's habit)
     help: str = ""
     low: float = 0
     high: float = 0
@@ -185,31 +186,34 @@ class Recipe:
     model: str = _spec(DEFAULT_MODEL, kind="name", high=300, label="Model", link="model", cli="--model",
                        a1111="Model", help='"embedded", a local diffusers folder or a hub id')
     scheduler: str = _spec(DEFAULT_SCHEDULER, kind="name", high=300, label="Scheduler", link="sampler",
-                           cli="--scheduler", help="a diffusers scheduler class compatible with the model")
+                           cli="--scheduler", a1111="Sampler", help="a diffusers scheduler class compatible with the model")
     num_inference_steps: int = _spec(20, kind="int", low=1, high=MAX_STEPS, label="Steps", link="steps",
                                      cli="--steps", a1111="Steps", help="denoising steps")
     guidance_scale: float = _spec(7.5, kind="float", high=MAX_GUIDANCE, label="Guidance scale", link="cfg",
                                   cli="--guidance", a1111="CFG scale", help="how strongly the prompt is followed")
     width: int = _spec(64, kind="int", low=MIN_SIZE, high=MAX_SIZE, multiple=SIZE_MULTIPLE, label="Width",
-                       link="w", cli="--width", help="image width in pixels")
+                       link="w", cli="--width", a1111="Size", help="image width in pixels")
     height: int = _spec(64, kind="int", low=MIN_SIZE, high=MAX_SIZE, multiple=SIZE_MULTIPLE, label="Height",
-                        link="h", cli="--height", help="image height in pixels")
+                        link="h", cli="--height", a1111="Size", help="image height in pixels")
     rng: str = _spec("cpu", kind="choice", choices=RNG_SOURCES, label="RNG source", link="rng", cli="--rng",
                      a1111="RNG", help="where the noise comes from: cpu (portable, plain diffusers), device "
                                        "(the GPU's own), numpy-pcg64 (mindone.diffusers on Ascend)")
     variation_seed: int = _spec(0, kind="seed", high=MAX_SEED, label="Variation seed", link="vseed",
-                                cli="--variation-seed", a1111="Variation seed",
+                                cli="--variation-seed", a1111="Variation seed", a1111_when="variation_strength",
                                 help="a second seed whose noise is blended in (A1111's variation seed)")
     variation_strength: float = _spec(0.0, kind="float", high=1.0, label="Variation strength", link="vstr",
                                       cli="--variation-strength", a1111="Variation seed strength",
+                                      a1111_when="variation_strength",
                                       help="0 keeps the seed's own noise exactly, 1 is the variation seed's")
     seed_resize_from: tuple[int, int] | None = _spec(None, kind="size", label="Seed resize from", link="resize",
                                                      cli="--seed-resize-from", a1111="Seed resize from",
+                                                     a1111_when="seed_resize_from",
                                                      help="WIDTHxHEIGHT the noise is drawn at, so a seed keeps "
                                                           "its composition at another size (empty: off)")
     deterministic: bool = _spec(False, kind="bool", label="Full determinism", link="det", cli="--deterministic",
+                                a1111="Full determinism",
                                 help="deterministic kernels for this generation (slower on a GPU)")
-    dtype: str = _spec("float32", kind="choice", choices=DTYPES, label="dtype", link="dtype", cli="--dtype",
+    dtype: str = _spec("float32", kind="choice", choices=DTYPES, label="dtype", link="dtype", cli="--dtype", a1111="Dtype",
                        help="the weights' precision")
 
     def __post_init__(self) -> None:

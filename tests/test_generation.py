@@ -50,7 +50,7 @@ def plain_diffusers(model, recipe):
 @pytest.mark.parametrize("guidance", [0.0, 7.5])
 def test_grid_cell_equals_solo_regeneration(model, scheduler, guidance):
     recipe = Recipe(prompt="a red circle", scheduler=scheduler, num_inference_steps=6, guidance_scale=guidance)
-    seeds = [7, 0, 4294967295, 123456]
+    seeds = [7, 0, 4294967295, 2**63 + 12345]
     grid = seedlab.generate_grid(model, recipe, seeds)
     assert [r.recipe.seed for r in grid] == seeds
     for cell in reversed(grid):  # solo runs in another order: no state carries over between images
@@ -74,6 +74,59 @@ def test_seedlab_equals_plain_diffusers(model, scheduler, guidance):
     ours = seedlab.generate(model, recipe)
     theirs = plain_diffusers(model, recipe)
     assert np.array_equal(pixels(ours), pixels(theirs))
+
+
+SEED_FIELDS = [
+    {"variation_seed": 99, "variation_strength": 0.3},
+    {"seed_resize_from": (96, 48)},
+    {"variation_seed": 2**63 + 5, "variation_strength": 0.7, "seed_resize_from": (32, 80)},
+    {"rng": "numpy-pcg64", "scheduler": "DPMSolverMultistepScheduler"},
+    {"rng": "numpy-pcg64", "variation_seed": 3, "variation_strength": 0.5, "scheduler": "EulerDiscreteScheduler"},
+]
+
+
+@pytest.mark.parametrize("fields", SEED_FIELDS, ids=lambda f: "-".join(f))
+def test_grid_cell_equals_solo_for_every_seed_field(model, fields):
+    recipe = Recipe(prompt="a red circle", num_inference_steps=4, **{"scheduler": "EulerAncestralDiscreteScheduler",
+                                                                     **fields})
+    grid = seedlab.generate_grid(model, recipe, [5, 2**64 - 2])
+    for cell in reversed(grid):
+        assert seedlab.generate(model, recipe.replace(seed=cell.recipe.seed)).fingerprint == cell.fingerprint
+    plain = seedlab.generate(model, Recipe(prompt="a red circle", num_inference_steps=4, seed=5,
+                                           scheduler=recipe.scheduler))
+    assert grid[0].fingerprint != plain.fingerprint, "the seed field must change the image"
+
+
+@pytest.mark.parametrize("scheduler", ["EulerAncestralDiscreteScheduler", "DDIMScheduler"])
+def test_variation_strength_zero_is_the_plain_seed_bit_for_bit(model, scheduler):
+    plain = Recipe(prompt="a red circle", seed=11, num_inference_steps=5, scheduler=scheduler)
+    for changes in ({"variation_seed": 12345}, {"seed_resize_from": (64, 64)}):  # off: strength 0, the same size
+        assert np.array_equal(pixels(seedlab.generate(model, plain.replace(**changes))),
+                              pixels(seedlab.generate(model, plain)))
+
+
+def test_variation_seed_at_strength_one_is_the_variation_seeds_composition(model):
+    """Strength 1 starts from the variation seed's noise; the per-step generator stays the main seed's."""
+    recipe = Recipe(prompt="a red circle", seed=1, num_inference_steps=5, scheduler="DDIMScheduler")
+    blended = seedlab.generate(model, recipe.replace(variation_seed=2, variation_strength=1.0))
+    other = seedlab.generate(model, recipe.replace(seed=2))
+    assert np.abs(pixels(blended).astype(int) - pixels(other).astype(int)).max() <= 2  # float32 slerp rounding
+
+
+def test_torch_cpu_seeds_keep_only_their_low_32_bits_and_numpy_seeds_all_64(model):
+    """torch's CPU generator (mt19937) seeds from the low 32 bits: 2**32 + 5 is seed 5, as in plain diffusers
+    and ComfyUI. SeedLab keeps that behaviour (it is what those tools' seeds mean) and says so in the README."""
+    recipe = Recipe(prompt="a red circle", seed=5, num_inference_steps=3, scheduler="EulerDiscreteScheduler")
+    high = recipe.replace(seed=2**32 + 5)
+    assert seedlab.generate(model, high).fingerprint == seedlab.generate(model, recipe).fingerprint
+    numpy = {"rng": "numpy-pcg64"}
+    assert (seedlab.generate(model, high.replace(**numpy)).fingerprint
+            != seedlab.generate(model, recipe.replace(**numpy)).fingerprint)
+
+
+def test_numpy_noise_with_a_scheduler_that_draws_is_refused(model):
+    with pytest.raises(ValueError, match="numpy-pcg64 cannot drive EulerAncestralDiscreteScheduler"):
+        seedlab.generate(model, Recipe(prompt="x", rng="numpy-pcg64", scheduler="EulerAncestralDiscreteScheduler"))
 
 
 def test_variations_keep_the_anchor_seed_and_start_with_the_base_prompt(model):

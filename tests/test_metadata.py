@@ -51,8 +51,8 @@ def test_save_png_writes_both_chunks_and_lossless_pixels(tmp_path):
         chunks = image.text
     assert chunks["parameters"] == (
         'a red circle, large\nNegative prompt: blurry\n'
-        'Steps: 20, Sampler: Euler a, Schedule type: Uniform, CFG scale: 6.0, Seed: 7, Size: 64x64, Model: embedded, '
-        'Scheduler: EulerAncestralDiscreteScheduler, RNG: CPU, Dtype: float32, Full determinism: off, '
+        'Steps: 20, Sampler: Euler a, Schedule type: Uniform, Scheduler: EulerAncestralDiscreteScheduler, '
+        'CFG scale: 6.0, Seed: 7, Size: 64x64, Model: embedded, RNG: CPU, Full determinism: off, Dtype: float32, '
         f'Fingerprint: {result.fingerprint}, SeedLab: 0.1.0'
     )
     assert json.loads(chunks["seedlab"]) == {"version": 1, "recipe": recipe.to_json(),
