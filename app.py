@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from seedlab import ModelStore, configure_process, resolve_device
 from seedlab.admission import Admission, measure_speed
@@ -27,6 +28,7 @@ from seedlab.limits import Limits
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
 from webui.fields import DETERMINISM, FIELDS, MAIN, SEED, control, with_fields
 from webui.handlers import RESTORED, SeedLab, base_url, on_gpu  # noqa: F401 - base_url, on_gpu: tests use them
+from webui.uploads import UploadGuard
 
 MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at the default size limit
 CSS = """
@@ -220,7 +222,8 @@ def main(argv: list[str] | None = None) -> None:
     # One generation at a time per device (all generating events share one concurrency group);
     # the rest wait in a bounded queue and see their position.
     demo.queue(max_size=limits.queue_size, default_concurrency_limit=limits.concurrency)
-    demo.launch(css=CSS, max_file_size=MAX_UPLOAD)
+    guard = Middleware(UploadGuard, max_uploads=limits.visitor_uploads)
+    demo.launch(css=CSS, max_file_size=MAX_UPLOAD, app_kwargs={"middleware": [guard]})
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ class Limits:
     concurrency: int = 1  # generations running at once (one device: one at a time)
     max_request_seconds: int = 120  # estimated generation time of one request (see budget.py)
     visitor_seconds: int = 300  # estimated generation time one visitor may use in any 10 minutes
+    visitor_uploads: int = 20  # files one visitor may upload in any 10 minutes (the app's upload route)
 
     def __post_init__(self) -> None:
         for field in fields(self):

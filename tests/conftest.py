@@ -35,8 +35,8 @@ def app_model(tiny_model_dir) -> str:
 class AppServer:
     """`python app.py --model MODEL` in a subprocess on a fixed port, which can be restarted in place."""
 
-    def __init__(self, model: str, folder: Path):
-        self.model, self.folder = model, folder
+    def __init__(self, model: str, folder: Path, extra_env: dict[str, str] | None = None):
+        self.model, self.folder, self.extra_env = model, folder, extra_env or {}
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
@@ -52,6 +52,7 @@ class AppServer:
             "SEEDLAB_MAX_STEPS": str(APP_MAX_STEPS),  # room for a long run to cancel; other limits as shipped
             "SEEDLAB_VISITOR_SECONDS": "100000",  # every test is the same visitor (127.0.0.1); test_budget covers the share
         }
+        env.update(self.extra_env)
         env.pop("SEEDLAB_BASE_URL", None)  # links point at this server
         command = [sys.executable, "app.py", "--model", self.model, "--device", "cpu",
                    "--threads", str(APP_THREADS)]

@@ -221,4 +221,10 @@ def test_link_and_png_text_is_shown_as_text_never_as_html(browser, app_server, t
     page.locator("#png-drop input[type=file]").set_input_files(str(tmp_path / "hostile.png"))
     assert "<div" in wait_for_value(page, "png-notes", "Restored from the PNG")
     assert page.locator("#injected").count() == 0 and page.locator("#pixel").count() == 0
+
+    # Gradio renders an error's text as HTML: a refused value is quoted as text there too.
+    page.locator("#seeds textarea").fill("<b>bold</b>")
+    page.locator("#generate").click()
+    page.get_by_text("'<b>bold</b>' is not a seed").first.wait_for()
+    assert page.locator("b:text-is('bold')").count() == 0
     page.context.close()

@@ -172,3 +172,51 @@ def test_reproduce_loads_a_model_a_link_names_only_with_permission(grid_run, cap
     lines, _ = grid_run
     assert main(["reproduce", lines[0]["link"]]) == 2
     assert "pass --model" in capsys.readouterr().err
+
+
+def test_the_seed_fields_and_a_64_bit_seed_end_to_end(tiny_dir, tmp_path):
+    """--variation-seed, --variation-strength, --seed-resize-from, --rng numpy-pcg64: the PNG, the link and
+    `reproduce` all carry them, and the pixels match the Python API exactly."""
+    seed = "6952411511246973023"
+    run = cli("vary", "--prompt", "a red circle", "--seed", seed, "--variation", "large", "--out", str(tmp_path),
+              "--model", str(tiny_dir), "--steps", "3", "--scheduler", "DDIMScheduler", "--rng", "numpy-pcg64",
+              "--variation-seed", "18446744073709551615", "--variation-strength", "0.25",
+              "--seed-resize-from", "48x80", "--json")
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    model = seedlab.load_model(str(tiny_dir), torch.device("cpu"))
+    for line in lines:
+        recipe = seedlab.Recipe.from_dict(line["recipe"])
+        assert (recipe.seed, recipe.variation_seed, recipe.variation_strength, recipe.seed_resize_from, recipe.rng) == (
+            int(seed), 2**64 - 1, 0.25, (48, 80), "numpy-pcg64")
+        assert seedlab.read_png(line["path"])[0] == recipe
+        assert seedlab.decode_link(line["link"])[0] == recipe
+        assert seedlab.generate(model, recipe).fingerprint == line["fingerprint"]
+    again = cli("reproduce", lines[1]["link"], "--model", str(tiny_dir), "--json")
+    assert again.returncode == 0, again.stderr + again.stdout
+    assert json.loads(again.stdout)["exact"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--variation-strength", "1.5"], "--variation-strength must be a number from 0 to 1, got 1.5"),
+        (["--seed-resize-from", "big"], "--seed-resize-from must be WIDTHxHEIGHT"),
+        (["--rng", "numpy-pcg64", "--scheduler", "EulerAncestralDiscreteScheduler"], "--rng cannot be used here"),
+        (["--variation-seed", "-3"], "--variation-seed must be a whole number from 0 to 18446744073709551615"),
+        (["--prompt", "a \udcff bad byte"], "--prompt must be valid Unicode text"),
+        (["--device", "meta"], "device must be auto, cpu, cuda, cuda:N or mps"),
+    ],
+)
+def test_bad_seed_fields_exit_2_with_one_line_naming_the_option(tiny_dir, tmp_path, capsys, args, message):
+    base = ["grid", "--prompt", "x", "--seeds", "1", "--model", str(tiny_dir), "--out", str(tmp_path)]
+    assert main(base + args) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_reproduce_refuses_an_out_that_is_a_folder_before_generating(tiny_dir, tmp_path, capsys):
+    link = seedlab.encode_link(seedlab.Recipe(prompt="x", model=str(tiny_dir)), "0" * 64, None, "http://h/")
+    assert main(["reproduce", link, "--model", str(tiny_dir), "--out", str(tmp_path)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "--out must be a PNG file name" in lines[0], lines

@@ -8,6 +8,7 @@ components, never as Markdown or HTML.
 
 from __future__ import annotations
 
+import html
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,7 @@ from seedlab.reproduction import original_from_link, original_from_png, original
 from seedlab.seeds import format_seeds, parse_seeds, random_seeds
 from webui.fields import FIELDS, label_message, values_of
 from webui.files import CancelRegistry, PngStore
+from webui.uploads import client_address
 
 try:  # Hugging Face ZeroGPU: GPU work must run inside a function decorated with spaces.GPU
     import spaces
@@ -52,8 +54,8 @@ def user_errors() -> Iterator[None]:
     """Show a backend ValueError as a gr.Error naming fields by their labels, with no traceback."""
     try:
         yield
-    except ValueError as error:
-        raise gr.Error(label_message(error), print_exception=False) from None
+    except ValueError as error:  # Gradio renders an error's text as HTML: a visitor's value must stay text
+        raise gr.Error(html.escape(label_message(error), quote=False), print_exception=False) from None
 
 
 def result_record(result: Result, base_url: str = DEFAULT_BASE_URL) -> dict:
@@ -88,9 +90,8 @@ def base_url(request: gr.Request | None) -> str:
 def visitor(request: gr.Request | None) -> str | None:
     """Who is charged for a request: the client's address (a new API session is the same visitor)."""
     headers = {key.lower(): value for key, value in dict(getattr(request, "headers", None) or {}).items()}
-    forwarded = headers.get("x-forwarded-for", "").split(",")[0].strip()
     host = getattr(getattr(request, "client", None), "host", None)
-    return forwarded or host or getattr(request, "session_hash", None)
+    return client_address(headers, host) or getattr(request, "session_hash", None)
 
 
 def link_query(request: gr.Request | None) -> str | None:

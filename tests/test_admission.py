@@ -1,0 +1,71 @@
+"""Admission: untrusted values become recipes the server can run, checked without loading any model."""
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from seedlab.admission import Admission
+from seedlab.limits import Limits
+from seedlab.models import ModelStore
+from seedlab.recipe import RecipeError
+from tests.tiny import save_tiny_pipeline
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """Two model folders: the tiny one (64x64 native) and a copy whose UNet says it was trained at 128x128."""
+    small = save_tiny_pipeline(tmp_path_factory.mktemp("small"))
+    large = tmp_path_factory.mktemp("large") / "model"
+    shutil.copytree(small, large)
+    config = json.loads((large / "unet" / "config.json").read_text())
+    (large / "unet" / "config.json").write_text(json.dumps({**config, "sample_size": 32}))
+    return str(small), str(large)
+
+
+@pytest.fixture()
+def admission(folders):
+    return Admission(ModelStore(list(folders), device=torch.device("cpu")), Limits(max_prompt_chars=50))
+
+
+def test_unset_fields_take_the_chosen_models_defaults_and_nothing_is_loaded(admission, folders):
+    small, large = folders
+    assert (admission.recipe({"prompt": "x"}).width, admission.recipe({"prompt": "x", "model": large}).width) == (64, 128)
+    recipe = admission.recipe({"prompt": "x", "model": large, "num_inference_steps": 20.0, "seed": "18446744073709551615"})
+    assert (recipe.height, recipe.guidance_scale, recipe.num_inference_steps, recipe.seed) == (128, 7.5, 20, 2**64 - 1)
+    assert admission.store._loaded == {}  # validation read config files only
+
+
+def test_every_bad_field_is_named_at_once(admission):
+    with pytest.raises(RecipeError) as error:
+        admission.recipe({"prompt": "x", "num_inference_steps": 2.5, "width": 30, "model": "../etc",
+                          "seed_resize_from": "9x9"})
+    assert [e.field for e in error.value.errors] == ["model", "num_inference_steps", "width", "seed_resize_from"]
+
+
+def test_the_server_refuses_what_it_does_not_serve(admission):
+    with pytest.raises(RecipeError) as error:
+        admission.recipe({"prompt": "x", "dtype": "float16", "scheduler": "NoSuchScheduler"})
+    assert {e.field for e in error.value.errors} == {"dtype", "scheduler"}
+    assert "must be float32 on this server" in str(error.value)
+    with pytest.raises(RecipeError, match="rng cannot be used here: rng numpy-pcg64 cannot drive"):
+        admission.recipe({"prompt": "x", "rng": "numpy-pcg64", "scheduler": "EulerAncestralDiscreteScheduler"})
+
+
+def test_joined_variation_prompts_are_held_to_the_prompt_limit(admission):
+    assert len(admission.variations({"prompt": "x" * 40, "seed": 1}, [", short"])) == 2
+    with pytest.raises(ValueError, match="prompt must be at most 50 characters on this server"):
+        admission.variations({"prompt": "x" * 40, "seed": 1}, [", short", ", this one is far too long"])
+
+
+def test_a_png_from_another_server_is_mapped_with_notes(admission, folders):
+    from seedlab import Recipe
+    from seedlab.reproduction import Original
+
+    original = Original(Recipe(prompt="x", model="someone/else", dtype="bfloat16", scheduler="NoSuch"), None, None)
+    admitted = admission.original(original, strict=False)
+    assert (admitted.recipe.model, admitted.recipe.dtype, admitted.recipe.scheduler) == (folders[0], "float32", "default")
+    assert len(admitted.notes) == 3
+    with pytest.raises(RecipeError, match="model must be one of the models on this server"):
+        admission.original(original, strict=True)

@@ -1,0 +1,55 @@
+"""Upload hygiene: each visitor's uploads are bounded per window, on the real server's upload route."""
+
+import httpx
+import pytest
+
+from tests.conftest import AppServer
+from webui.uploads import WINDOW_SECONDS, UploadGuard, client_address
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_the_guard_counts_uploads_and_bytes_per_visitor_in_a_window():
+    clock = Clock()
+    guard = UploadGuard(app=None, max_uploads=3, max_bytes=1000, clock=clock)
+    assert [guard.admit("a", 10) for _ in range(3)] == [None] * 3
+    assert "each visitor may upload 3 files" in guard.admit("a", 10)
+    assert guard.admit("b", 10) is None  # another visitor
+    assert guard.admit("c", 2000) is not None  # too many bytes at once
+    clock.now += WINDOW_SECONDS + 1
+    assert guard.admit("a", 10) is None  # the window moved on
+
+
+def test_only_a_spaces_proxy_is_trusted_to_name_the_client(monkeypatch):
+    headers = {"x-forwarded-for": "6.6.6.6, 10.1.2.3"}
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    assert client_address(headers, "127.0.0.1") == "127.0.0.1"  # a client may write any X-Forwarded-For itself
+    monkeypatch.setenv("SPACE_ID", "someone/seedlab")
+    assert client_address(headers, "10.0.0.1") == "10.1.2.3"  # the entry the Space's proxy appended
+
+
+@pytest.fixture(scope="module")
+def strict_server(app_model, tmp_path_factory):
+    server = AppServer(app_model, tmp_path_factory.mktemp("uploads"), {"SEEDLAB_VISITOR_UPLOADS": "3"})
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_the_upload_route_refuses_a_visitor_past_the_limit_and_keeps_serving(strict_server):
+    statuses = []
+    for index in range(5):
+        response = httpx.post(f"{strict_server.url}/gradio_api/upload",
+                              files={"files": (f"junk{index}.png", b"not an image" * 100)}, timeout=30)
+        statuses.append(response.status_code)
+    assert statuses == [200, 200, 200, 429, 429]
+    assert "SEEDLAB_VISITOR_UPLOADS" in response.json()["detail"]
+    assert httpx.get(f"{strict_server.url}/gradio_api/info", timeout=30).status_code == 200

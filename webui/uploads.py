@@ -1,0 +1,68 @@
+"""Upload hygiene: Gradio stores any upload (up to max_file_size) before an event asks for it, so each
+visitor gets a bounded number of uploads and bytes per window, refused with HTTP 429 beyond that."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+
+WINDOW_SECONDS = 600
+MAX_VISITORS = 4096  # visitors remembered at once; the least recently seen are forgotten first
+
+
+def client_address(headers: dict[str, str], peer: str | None) -> str | None:
+    """Who a request comes from: the peer's address, or behind a Space's proxy the address it saw.
+
+    A client can write any X-Forwarded-For itself; only the last entry, appended by the proxy in
+    front of a Hugging Face Space (SPACE_ID is set there), is the proxy's own observation.
+    """
+    forwarded = headers.get("x-forwarded-for", "")
+    if os.environ.get("SPACE_ID") and forwarded.strip():
+        return forwarded.split(",")[-1].strip()
+    return peer
+
+
+class UploadGuard:
+    """ASGI middleware: at most `max_uploads` uploads and `max_bytes` per visitor in any WINDOW_SECONDS."""
+
+    def __init__(self, app, max_uploads: int = 20, max_bytes: int = 32 * 2**20,
+                 clock: Callable[[], float] = time.monotonic):
+        self.app, self.max_uploads, self.max_bytes, self.clock = app, max_uploads, max_bytes, clock
+        self._seen: OrderedDict[str, deque[tuple[float, int]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].rstrip("/").endswith("/upload"):
+            headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+            peer = (scope.get("client") or (None,))[0]
+            size = int(headers["content-length"]) if headers.get("content-length", "").isdigit() else 0
+            refusal = self.admit(client_address(headers, peer) or "unknown", size)
+            if refusal:
+                body = json.dumps({"detail": refusal}).encode()
+                await send({"type": "http.response.start", "status": 429,
+                            "headers": [(b"content-type", b"application/json"), (b"retry-after", b"60")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+    def admit(self, visitor: str, size: int) -> str | None:
+        """None when this upload is within the visitor's share, else the refusal's text."""
+        with self._lock:
+            now = self.clock()
+            seen = self._seen.pop(visitor, deque())
+            while seen and seen[0][0] < now - WINDOW_SECONDS:
+                seen.popleft()
+            used = sum(bytes_ for _, bytes_ in seen)
+            self._seen[visitor] = seen
+            while len(self._seen) > MAX_VISITORS:
+                self._seen.popitem(last=False)
+            if len(seen) >= self.max_uploads or used + size > self.max_bytes:
+                return (f"too many uploads: each visitor may upload {self.max_uploads} files and "
+                        f"{self.max_bytes // 2**20} MB in {WINDOW_SECONDS // 60} minutes (SEEDLAB_VISITOR_UPLOADS); "
+                        "wait a few minutes")
+            seen.append((now, size))
+            return None
