@@ -51,13 +51,40 @@ def measure(step_seconds: Callable[[int, int], float], native: tuple[int, int]) 
     return Speed.fit(small, large)
 
 
+class Window:
+    """What each visitor used in the last WINDOW_SECONDS (a count and an amount), bounded in visitors."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self._used: OrderedDict[str, deque[tuple[float, float]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, visitor: str, amount: float, allowed: Callable[[int, float], bool]) -> tuple[int, float] | None:
+        """Record `amount` for `visitor` if `allowed(count, total)` of what they used so far; else return those."""
+        with self._lock:
+            now = self.clock()
+            used = self._used.pop(visitor, deque())
+            while used and used[0][0] < now - WINDOW_SECONDS:
+                used.popleft()
+            self._used[visitor] = used  # most recently seen last
+            while len(self._used) > MAX_VISITORS:
+                self._used.popitem(last=False)
+            count, total = len(used), sum(value for _, value in used)
+            if not allowed(count, total):
+                return count, total
+            used.append((now, amount))
+            return None
+
+    def __len__(self) -> int:
+        return len(self._used)
+
+
 class Ledger:
-    """What each visitor spent in the last WINDOW_SECONDS, bounded in visitors."""
+    """Prices requests against the per-request limit and each visitor's share of the window."""
 
     def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic):
-        self.limits, self.clock = limits, clock
-        self._spent: OrderedDict[str, deque[tuple[float, float]]] = OrderedDict()
-        self._lock = threading.Lock()
+        self.limits = limits
+        self.window = Window(clock)
 
     def charge(self, visitor: str | None, seconds: float) -> None:
         """Admit a request estimated at `seconds` for `visitor`, or raise ValueError saying what to reduce."""
@@ -68,22 +95,12 @@ class Ledger:
                              "ask for fewer images, fewer steps or a smaller size")
         if visitor is None:
             return
-        with self._lock:
-            now = self.clock()
-            spent = self._spent.pop(visitor, deque())
-            while spent and spent[0][0] < now - WINDOW_SECONDS:
-                spent.popleft()
-            used = sum(cost for _, cost in spent)
-            share = self.limits.visitor_seconds
-            if used + seconds > share:
-                self._spent[visitor] = spent
-                raise ValueError(f"you have used about {_duration(used)} of generation time in the last "
-                                 f"{WINDOW_SECONDS // 60} minutes; each visitor may use {_duration(share)} "
-                                 f"({Limits.setting('visitor_seconds')}): wait a few minutes or ask for less")
-            spent.append((now, seconds))
-            self._spent[visitor] = spent
-            while len(self._spent) > MAX_VISITORS:
-                self._spent.popitem(last=False)
+        share = self.limits.visitor_seconds
+        refused = self.window.take(visitor, seconds, lambda _, used: used + seconds <= share)
+        if refused:
+            raise ValueError(f"you have used about {_duration(refused[1])} of generation time in the last "
+                             f"{WINDOW_SECONDS // 60} minutes; each visitor may use {_duration(share)} "
+                             f"({Limits.setting('visitor_seconds')}): wait a few minutes or ask for less")
 
 
 def _duration(seconds: float) -> str:

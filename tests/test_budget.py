@@ -51,5 +51,5 @@ def test_the_ledger_remembers_a_bounded_number_of_visitors():
     ledger = Ledger(Limits(max_request_seconds=10, visitor_seconds=10))
     for index in range(MAX_VISITORS + 10):
         ledger.charge(f"v{index}", 10)
-    assert len(ledger._spent) == MAX_VISITORS
+    assert len(ledger.window) == MAX_VISITORS
     ledger.charge("v0", 10)  # forgotten first: the oldest visitor starts again

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable
 
-WINDOW_SECONDS = 600
-MAX_VISITORS = 4096  # visitors remembered at once; the least recently seen are forgotten first
+from seedlab.budget import WINDOW_SECONDS, Window
 
 
 def client_address(headers: dict[str, str], peer: str | None) -> str | None:
@@ -31,9 +28,8 @@ class UploadGuard:
 
     def __init__(self, app, max_uploads: int = 20, max_bytes: int = 32 * 2**20,
                  clock: Callable[[], float] = time.monotonic):
-        self.app, self.max_uploads, self.max_bytes, self.clock = app, max_uploads, max_bytes, clock
-        self._seen: OrderedDict[str, deque[tuple[float, int]]] = OrderedDict()
-        self._lock = threading.Lock()
+        self.app, self.max_uploads, self.max_bytes = app, max_uploads, max_bytes
+        self.window = Window(clock)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].rstrip("/").endswith("/upload"):
@@ -51,18 +47,9 @@ class UploadGuard:
 
     def admit(self, visitor: str, size: int) -> str | None:
         """None when this upload is within the visitor's share, else the refusal's text."""
-        with self._lock:
-            now = self.clock()
-            seen = self._seen.pop(visitor, deque())
-            while seen and seen[0][0] < now - WINDOW_SECONDS:
-                seen.popleft()
-            used = sum(bytes_ for _, bytes_ in seen)
-            self._seen[visitor] = seen
-            while len(self._seen) > MAX_VISITORS:
-                self._seen.popitem(last=False)
-            if len(seen) >= self.max_uploads or used + size > self.max_bytes:
-                return (f"too many uploads: each visitor may upload {self.max_uploads} files and "
-                        f"{self.max_bytes // 2**20} MB in {WINDOW_SECONDS // 60} minutes (SEEDLAB_VISITOR_UPLOADS); "
-                        "wait a few minutes")
-            seen.append((now, size))
+        fits = lambda count, used: count < self.max_uploads and used + size <= self.max_bytes  # noqa: E731
+        if self.window.take(visitor, size, fits) is None:
             return None
+        return (f"too many uploads: each visitor may upload {self.max_uploads} files and "
+                f"{self.max_bytes // 2**20} MB in {WINDOW_SECONDS // 60} minutes (SEEDLAB_VISITOR_UPLOADS); "
+                "wait a few minutes")
