@@ -98,11 +98,18 @@ class Admission:
             errors.append(error)
         try:
             scheduler = self.store.info(recipe.model).make_scheduler(recipe.scheduler)
-            check_scheduler(recipe.rng, scheduler)
         except FieldError as error:
-            errors.append(error)
+            return errors + [error]
+        try:
+            check_scheduler(recipe.rng, scheduler)
         except ValueError as error:  # the noise source cannot drive this scheduler
             errors.append(FieldError("rng", f"cannot be used here: {error}"))
+        try:  # some schedulers cannot make a schedule this short (PNDM's warm-up steps): say so, not numpy's words
+            scheduler.set_timesteps(recipe.num_inference_steps)
+        except Exception:  # noqa: BLE001 - any failure here would fail the generation the same way
+            errors.append(FieldError("num_inference_steps", f"cannot be {recipe.num_inference_steps} with "
+                                                            f"{type(scheduler).__name__}: use more steps or another "
+                                                            "scheduler"))
         return errors
 
     def grid(self, values: Mapping[str, Any], seeds: str) -> list[Recipe]:

@@ -69,3 +69,9 @@ def test_a_png_from_another_server_is_mapped_with_notes(admission, folders):
     assert len(admitted.notes) == 3
     with pytest.raises(RecipeError, match="model must be one of the models on this server"):
         admission.original(original, strict=True)
+
+
+def test_a_schedule_the_scheduler_cannot_make_is_refused_in_words(admission):
+    with pytest.raises(RecipeError, match="num_inference_steps cannot be 1 with PNDMScheduler: use more steps"):
+        admission.recipe({"prompt": "x", "scheduler": "PNDMScheduler", "num_inference_steps": 1})
+    admission.recipe({"prompt": "x", "scheduler": "PNDMScheduler", "num_inference_steps": 20})
