@@ -26,7 +26,7 @@ from seedlab import ModelStore, configure_process, resolve_device
 from seedlab.admission import Admission, measure_speed
 from seedlab.limits import Limits
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
-from webui.fields import DETERMINISM, FIELDS, MAIN, SEED, control, with_fields
+from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, control, with_fields
 from webui.handlers import RESTORED, SeedLab, base_url, on_gpu  # noqa: F401 - base_url, on_gpu: tests use them
 from webui.uploads import UploadGuard
 
@@ -93,8 +93,8 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 with gr.Row():
                     ui["generate"] = gr.Button("Generate grid", variant="primary", elem_id="generate")
                     ui["stop"] = gr.Button("Stop", variant="stop", elem_id="stop")
-                with gr.Accordion("Seed variation and resize (A1111's variation seed)", open=False):
-                    for name in SEED:
+                with gr.Accordion("Seed variation, resize and more", open=False):
+                    for name in MORE:
                         add(name)
                 with gr.Accordion("Determinism", open=False):
                     for name in DETERMINISM:

@@ -18,8 +18,8 @@ from seedlab.recipe import SPECS, SPECS_ORDER, Recipe, RecipeError
 FIELDS = tuple(name for name in SPECS_ORDER if name not in ("prompt", "seed"))
 # Where a field's control sits in the layout: the fields the user sets most, then the seed's own fields.
 MAIN = ("negative_prompt", "num_inference_steps", "guidance_scale", "scheduler", "width", "height")
-SEED = ("variation_seed", "variation_strength", "seed_resize_from")
 DETERMINISM = ("model", "rng", "deterministic", "dtype")
+MORE = tuple(name for name in FIELDS if name not in MAIN + DETERMINISM)  # the seed fields, and any new field
 
 
 def control(name: str, value: Any, choices: list | None = None, **options: Any) -> gr.components.Component:
