@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from . import determinism, generation, models
+from . import sweep as sweep_command
 from .links import encode_link
 from .metadata import save_png
 from .recipe import DEFAULT_MODEL, DTYPES, RNG_SOURCES, Recipe
@@ -60,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     vary = commands.add_parser("vary", help="the base prompt and each variation, all from one seed")
     vary.add_argument("--seed", required=True, type=int)
     vary.add_argument("--variation", action="append", required=True, help="appended to the prompt; repeatable")
-    for command in (grid, vary):
+    sweep = commands.add_parser("sweep", help="thousands of seeds to PNGs and a manifest, resumable, local or on Ray")
+    sweep_command.add_arguments(sweep)
+    for command in (grid, vary, sweep):
         command.add_argument("--prompt", required=True)
         command.add_argument("--out", required=True, type=Path, help="folder for the PNG files")
         command.add_argument("--model", default=None, help=f"hub id or local folder (default: {DEFAULT_MODEL})")
@@ -123,6 +126,8 @@ def _slug(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.command == "reproduce":
         return reproduce(args)
+    if args.command == "sweep":
+        return sweep_command.run(args, _recipe(args, 0))
     # 1. Validate everything before loading a model: bad input fails fast.
     seeds = parse_seeds(args.seeds) if args.command == "grid" else [args.seed]
     recipe = _recipe(args, seeds[0])
