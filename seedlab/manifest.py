@@ -32,13 +32,13 @@ class Manifest:
         self.folder, self.plan = folder, plan
         self.done: set[int] = set()  # image numbers (see Plan) listed and present
         path = folder / MANIFEST
-        if path.exists():
+        # A new manifest is written with its first image: a run that fails to start leaves no folder to refuse.
+        self._header = None if path.exists() else json.dumps({"seedlab_sweep": FORMAT, "parameters": parameters})
+        if self._header is None:
             self._read(path, json.loads(json.dumps(parameters)))  # as it reads back: tuples become lists
-        else:
-            path.write_text(json.dumps({"seedlab_sweep": FORMAT, "parameters": parameters}) + "\n")
         shutil.rmtree(folder / PARTIAL, ignore_errors=True)  # images that were being written when stopped
         (folder / PARTIAL).mkdir()
-        self._file = open(path, "a", encoding="utf-8")
+        self._path, self._file = path, None
 
     def _read(self, path: Path, parameters: dict) -> None:
         """Collect the finished images, refusing another sweep's folder; drop lines whose file is gone."""
@@ -92,13 +92,18 @@ class Manifest:
                  "fingerprint": done.fingerprint,
                  "link": encode_link(done.recipe, done.fingerprint, done.environment, base_url),
                  "recipe": done.recipe.to_dict(), "environment": done.environment.to_dict()}
+        if self._file is None:
+            self._file = open(self._path, "a", encoding="utf-8")
+            if self._header is not None:
+                self._file.write(self._header + "\n")
         self._file.write(json.dumps(entry) + "\n")
         self._file.flush()
         self.done.add(number)
         return entry
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
 
 def _json(line: str):

@@ -152,7 +152,10 @@ class Summary:
 
 
 def sweep_into(manifest: Manifest, base: Recipe, pool, *, base_url: str, json_lines: bool = False) -> Summary:
-    """Make every image of the manifest's plan that its folder lacks, on `pool` (a Pool or a RayPool)."""
+    """Make every image of the manifest's plan that its folder lacks, on `pool` (a Pool or a RayPool).
+
+    `pool` may be None when the folder lacks nothing: then only missing contact sheets are written.
+    """
     plan = manifest.plan
     left = _missing_per_sheet(plan, manifest.done)
     issued: dict[int, int] = {}  # the pool's index of a recipe -> its image number
@@ -166,7 +169,7 @@ def sweep_into(manifest: Manifest, base: Recipe, pool, *, base_url: str, json_li
 
     made, failed, sheets = 0, [], 0
     with tqdm(total=len(plan), initial=len(manifest.done), unit="img", desc="sweep", smoothing=0.05) as bar:
-        for item in pool.map(recipes()):
+        for item in pool.map(recipes()) if pool is not None else ():
             number = issued[item.index]
             if isinstance(item, Failed):
                 failed.append(item)
@@ -234,14 +237,12 @@ def run(args: argparse.Namespace, base: Recipe) -> int:
         raise ValueError(f"--out needs a folder it can write to; {args.out} cannot be one ({error.strerror})") from None
     manifest = Manifest(args.out, plan, _parameters(args, base, plan, threads))
 
-    # 2. Start the workers; the loaded model fills in its native size and guidance where none was given.
+    # 2. Start the workers (unless all is done); the model fills in its size and guidance where none was given.
+    pool = None
     try:
-        pool = _start_pool(args, base, workers, threads, device)
-    except BaseException:
-        manifest.close()
-        raise
-    try:
-        base = _complete(base, args, pool.model_info())
+        if len(manifest.done) < len(plan):
+            pool = _start_pool(args, base, workers, threads, device)
+            base = _complete(base, args, pool.model_info())
         summary = sweep_into(manifest, base, pool, base_url=args.base_url, json_lines=args.json)
     except KeyboardInterrupt:
         print(f"\ninterrupted: {len(manifest.done)} of {len(plan)} images are in {args.out}; "
@@ -251,7 +252,8 @@ def run(args: argparse.Namespace, base: Recipe) -> int:
         print(f"seedlab: error: {one_line(error)}", file=sys.stderr)
         return 1
     finally:
-        pool.close()
+        if pool is not None:
+            pool.close()
         manifest.close()
 
     # 3. Report.
