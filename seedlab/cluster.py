@@ -18,6 +18,7 @@ from .pool import Done, Failed, ModelInfo, model_info, one_line, run_task
 from .recipe import Recipe
 
 IN_FLIGHT_PER_ACTOR = 2  # the next task waits in the actor's queue, so no round trip between images
+RETRIES = 2  # times a task is tried again after its actor died
 
 
 class Worker:
@@ -78,7 +79,9 @@ class RayPool:
             self.close()
             raise ValueError(f"workers: {count} workers x {threads} threads need {count * threads} CPUs, "
                              f"the Ray cluster has {cpus}")
-        actor = ray.remote(Worker).options(num_cpus=threads, max_restarts=-1)  # a lost node: restart elsewhere
+        # A lost actor (a killed process, a lost node) restarts, reloading the model; its tasks are retried on it,
+        # a few times only: a recipe that kills every worker that tries it must end as a failure.
+        actor = ray.remote(Worker).options(num_cpus=threads, max_restarts=-1, max_task_retries=RETRIES)
         self._actors = [actor.remote(model, device, dtype, threads) for _ in range(count)]
         self._info: ModelInfo | None = None
         self._cancelled = False
@@ -118,7 +121,7 @@ class RayPool:
                             break
                         index, recipe = task
                         if recipe.model != self.model:
-                            raise ValueError(f"model {recipe.model!r} was asked for, but this pool serves {self.model!r}")
+                            raise ValueError(f"model {recipe.model!r} was asked for; this pool serves {self.model!r}")
                         in_flight[actor.run.remote(index, recipe, threads)] = (actor, index, recipe)
                         load[id(actor)] += 1
                 if not in_flight:

@@ -30,7 +30,7 @@ import torch
 from PIL import Image
 
 from .determinism import Environment
-from .generation import Cancelled, ProgressFn, Result, generate
+from .generation import Cancelled, Progress, ProgressFn, Result, generate
 from .recipe import Recipe
 
 STOP_TIMEOUT_S = 10  # how long close() lets a worker finish its image before terminating it
@@ -171,16 +171,19 @@ class Pool:
             return self._info
 
     def map(self, recipes: Iterable[Recipe], *, ordered: bool = False, threads: int | None = None,
-            progress: ProgressFn | None = None) -> Iterator[Done | Failed]:
-        """Generate every recipe, yielding a Done or a Failed for each (input order if `ordered`).
+            progress: bool = False) -> Iterator[Done | Failed | Progress]:
+        """Generate every recipe, yielding a Done or a Failed for each (in input order if `ordered`).
 
         Recipes are taken from `recipes` only as workers become free, so it may be a long lazy
-        iterator. `threads` overrides the pool's thread count for these images. `progress` gets
-        (steps done, steps in all) after every step. Closing the iterator early stops the images in
-        flight within a step; `cancel()` does the same and makes this raise generation.Cancelled.
+        iterator. `threads` overrides the pool's thread count for these images. With `progress`, a
+        generation.Progress (steps done, steps in all) comes after every step, as `stream` gives it.
+        Closing the iterator early stops the images in flight within a step; `cancel()` does the
+        same and makes the iterator raise generation.Cancelled.
         """
         threads = self.threads if threads is None else threads
-        if progress is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be a positive integer, got {threads!r}")
+        if progress:
             recipes = list(recipes)
             total, done_steps = sum(r.num_inference_steps for r in recipes), 0
         with self._lock:
@@ -198,7 +201,7 @@ class Pool:
                             if task is None:
                                 exhausted = True
                             else:
-                                self._send(worker, task, threads, progress is not None)
+                                self._send(worker, task, threads, progress)
                     if not any(worker.task for worker in self._workers):
                         if self._cancelled.is_set():
                             raise Cancelled("generation cancelled")
@@ -207,7 +210,7 @@ class Pool:
                     for item in self._receive():
                         if item == "step":
                             done_steps += 1
-                            progress(done_steps, total)
+                            yield Progress(done_steps, total)
                         elif not ordered:
                             yield item
                         else:

@@ -151,7 +151,8 @@ class Summary:
     sheets: int  # contact sheets written in this run
 
 
-def sweep_into(manifest: Manifest, base: Recipe, pool, *, base_url: str, json_lines: bool = False) -> Summary:
+def sweep_into(manifest: Manifest, base: Recipe, pool, *, base_url: str, json_lines: bool = False,
+               progress_bar: bool = True) -> Summary:
     """Make every image of the manifest's plan that its folder lacks, on `pool` (a Pool or a RayPool).
 
     `pool` may be None when the folder lacks nothing: then only missing contact sheets are written.
@@ -168,7 +169,8 @@ def sweep_into(manifest: Manifest, base: Recipe, pool, *, base_url: str, json_li
                 yield base.replace(seed=seed, prompt=plan.prompts[variation])
 
     made, failed, sheets = 0, [], 0
-    with tqdm(total=len(plan), initial=len(manifest.done), unit="img", desc="sweep", smoothing=0.05) as bar:
+    with tqdm(total=len(plan), initial=len(manifest.done), unit="img", desc="sweep", smoothing=0.05,
+              disable=not progress_bar) as bar:
         for item in pool.map(recipes()) if pool is not None else ():
             number = issued[item.index]
             if isinstance(item, Failed):
@@ -241,6 +243,10 @@ def run(args: argparse.Namespace, base: Recipe) -> int:
     pool = None
     try:
         if len(manifest.done) < len(plan):
+            where = "" if args.ray is None else " on Ray" + ("" if args.ray == "local" else f" at {args.ray}")
+            print(f"sweep: {len(plan) - len(manifest.done)} of {len(plan)} images to make; starting "
+                  f"{workers if args.ray in (None, 'local') else args.workers or 'all'} workers x {threads} "
+                  f"threads{where}", file=sys.stderr)
             pool = _start_pool(args, base, workers, threads, device)
             base = _complete(base, args, pool.model_info())
         summary = sweep_into(manifest, base, pool, base_url=args.base_url, json_lines=args.json)

@@ -2,13 +2,14 @@
 
 import os
 import signal
+import threading
 
 import numpy as np
 import pytest
 import torch
 
 from seedlab import Recipe, configure_process, generate, load_model
-from seedlab.generation import Cancelled
+from seedlab.generation import Cancelled, Progress
 from seedlab.pool import Done, Failed, Pool
 
 SCHEDULERS = ["default", "EulerAncestralDiscreteScheduler", "DDIMScheduler"]
@@ -90,14 +91,13 @@ def test_a_recipe_for_another_model_is_refused(pool, tiny_model_dir):
 def test_a_killed_worker_fails_only_its_recipe_and_is_replaced(pool, reference, tiny_model_dir):
     asked = recipes(tiny_model_dir, range(6), steps=40)  # long enough to be killed mid-image
     victim = pool.pids[0]
-    killed = []
-
-    def kill_once(done, total):
-        if not killed:
-            os.kill(victim, signal.SIGKILL)
-            killed.append(victim)
-
-    items = list(pool.map(asked, progress=kill_once))
+    items = []
+    for item in pool.map(asked, progress=True):
+        if isinstance(item, Progress):
+            if item.done == 1:  # both workers hold an image now
+                os.kill(victim, signal.SIGKILL)
+        else:
+            items.append(item)
     assert sorted(item.index for item in items) == list(range(6))  # one answer per recipe, none twice
     failed = [item for item in items if isinstance(item, Failed)]
     assert len(failed) == 1 and "died" in failed[0].error, failed
@@ -111,9 +111,15 @@ def test_a_killed_worker_fails_only_its_recipe_and_is_replaced(pool, reference, 
 
 def test_cancel_stops_the_map_and_leaves_the_pool_usable(pool, reference, tiny_model_dir):
     asked = recipes(tiny_model_dir, range(8), steps=30)
+    seen = []
     with pytest.raises(Cancelled):
-        for _ in pool.map(asked, progress=lambda done, total: pool.cancel() if done == 3 else None):
-            pass
+        for item in pool.map(asked, progress=True):
+            seen.append(item)
+            if isinstance(item, Progress) and item.done == 3:
+                threading.Thread(target=pool.cancel).start()  # as a UI's stop button would, from another thread
+    assert [item.done for item in seen if isinstance(item, Progress)][:3] == [1, 2, 3]
+    assert not any(isinstance(item, Failed) for item in seen)  # cancelled images are not failures
+    assert sum(isinstance(item, Done) for item in seen) < len(asked)
     stream = pool.map(asked)  # a consumer that leaves after the first image
     first = next(stream)
     stream.close()

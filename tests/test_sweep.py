@@ -119,7 +119,8 @@ def test_the_manifest_lists_every_image_once_with_its_recipe_link_and_environmen
             line["recipe"], line["fingerprint"], line["environment"], [])
         assert line["environment"]["threads"] == 1
         recipe, fingerprint, environment = seedlab.decode_link(line["link"])
-        assert line["link"].startswith(BASE_URL) and (recipe.to_dict(), fingerprint) == (line["recipe"], line["fingerprint"])
+        assert line["link"].startswith(BASE_URL)
+        assert (recipe.to_dict(), fingerprint) == (line["recipe"], line["fingerprint"])
     assert sorted(p.name for p in (out / "sheets").iterdir()) == ["sheet-00000.png"]
     assert not list((out / ".partial").iterdir())
 
