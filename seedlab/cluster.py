@@ -86,6 +86,11 @@ class RayPool:
         self._info: ModelInfo | None = None
         self._cancelled = False
 
+    @property
+    def size(self) -> int:
+        """How many actors make images at once."""
+        return len(self._actors)
+
     def model_info(self) -> ModelInfo:
         """The loaded model's defaults, once every actor has loaded it and runs our versions."""
         if self._info is None:

@@ -33,7 +33,8 @@ class Manifest:
         self.done: set[int] = set()  # image numbers (see Plan) listed and present
         path = folder / MANIFEST
         # A new manifest is written with its first image: a run that fails to start leaves no folder to refuse.
-        self._header = None if path.exists() else json.dumps({"seedlab_sweep": FORMAT, "parameters": parameters})
+        started = path.exists() and path.stat().st_size > 0  # empty: stopped before its first line was flushed
+        self._header = None if started else json.dumps({"seedlab_sweep": FORMAT, "parameters": parameters})
         if self._header is None:
             self._read(path, json.loads(json.dumps(parameters)))  # as it reads back: tuples become lists
         shutil.rmtree(folder / PARTIAL, ignore_errors=True)  # images that were being written when stopped
@@ -93,7 +94,7 @@ class Manifest:
                  "link": encode_link(done.recipe, done.fingerprint, done.environment, base_url),
                  "recipe": done.recipe.to_dict(), "environment": done.environment.to_dict()}
         if self._file is None:
-            self._file = open(self._path, "a", encoding="utf-8")
+            self._file = open(self._path, "a" if self._header is None else "w", encoding="utf-8")
             if self._header is not None:
                 self._file.write(self._header + "\n")
         self._file.write(json.dumps(entry) + "\n")

@@ -158,6 +158,11 @@ class Pool:
         return _Worker(process, parent, cancel)
 
     @property
+    def size(self) -> int:
+        """How many workers make images at once."""
+        return len(self._workers)
+
+    @property
     def pids(self) -> list[int]:
         """The worker processes' ids (to watch their memory, say)."""
         return [worker.process.pid for worker in self._workers]

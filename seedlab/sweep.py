@@ -162,17 +162,16 @@ def sweep_into(manifest: Manifest, base: Recipe, pool, *, base_url: str, json_li
     issued: dict[int, int] = {}  # the pool's index of a recipe -> its image number
 
     def recipes():
-        for number in range(len(plan)):
-            if number not in manifest.done:
-                seed, variation = plan.image(number)
-                issued[len(issued)] = number
-                yield base.replace(seed=seed, prompt=plan.prompts[variation])
+        for index, number in enumerate(n for n in range(len(plan)) if n not in manifest.done):
+            seed, variation = plan.image(number)
+            issued[index] = number
+            yield base.replace(seed=seed, prompt=plan.prompts[variation])
 
     made, failed, sheets = 0, [], 0
     with tqdm(total=len(plan), initial=len(manifest.done), unit="img", desc="sweep", smoothing=0.05,
               disable=not progress_bar) as bar:
         for item in pool.map(recipes()) if pool is not None else ():
-            number = issued[item.index]
+            number = issued.pop(item.index)
             if isinstance(item, Failed):
                 failed.append(item)
                 bar.write(f"seed {item.recipe.seed} ({item.recipe.prompt}): {item.error}", file=sys.stderr)
@@ -243,12 +242,12 @@ def run(args: argparse.Namespace, base: Recipe) -> int:
     pool = None
     try:
         if len(manifest.done) < len(plan):
-            where = "" if args.ray is None else " on Ray" + ("" if args.ray == "local" else f" at {args.ray}")
-            print(f"sweep: {len(plan) - len(manifest.done)} of {len(plan)} images to make; starting "
-                  f"{workers if args.ray in (None, 'local') else args.workers or 'all'} workers x {threads} "
-                  f"threads{where}", file=sys.stderr)
             pool = _start_pool(args, base, workers, threads, device)
-            base = _complete(base, args, pool.model_info())
+            base = _complete(base, args, pool.model_info())  # bad input ends here, in one line, before any output
+            where = "" if args.ray is None else " on Ray" + ("" if args.ray == "local" else f" at {args.ray}")
+            print(f"sweep: {len(plan) - len(manifest.done)} of {len(plan)} images to make, "
+                  f"{pool.size} workers x {threads} threads{where}",
+                  file=sys.stderr)
         summary = sweep_into(manifest, base, pool, base_url=args.base_url, json_lines=args.json)
     except KeyboardInterrupt:
         print(f"\ninterrupted: {len(manifest.done)} of {len(plan)} images are in {args.out}; "

@@ -232,3 +232,26 @@ def test_ray_makes_the_same_images_as_the_local_pool(local_run, tiny_model_dir, 
     for line in lines:
         assert line["fingerprint"] == by_image[line["seed"], line["variation"]]["fingerprint"]
         assert line["environment"] == by_image[line["seed"], line["variation"]]["environment"]
+
+
+def test_the_manifest_is_written_with_its_first_image_and_an_empty_one_counts_as_new(tmp_path):
+    from seedlab.determinism import Switches, current_environment
+    from seedlab.manifest import Manifest
+    from seedlab.pool import Done
+
+    plan = Plan.make(parse_sweep_seeds("4-5"), "x", [])
+    environment = current_environment(torch.device("cpu"), torch.float32, Switches.current())
+    pixels = np.zeros((8, 8, 3), np.uint8)
+    image = Done(0, seedlab.Recipe(prompt="x", seed=4), pixels, seedlab.fingerprint(pixels), environment)
+    for before in (None, ""):  # no manifest yet; an empty one left by a run stopped before its first line
+        if before is not None:
+            (tmp_path / "manifest.jsonl").write_text(before)
+        manifest = Manifest(tmp_path, plan, {"p": 1})
+        path = tmp_path / "manifest.jsonl"
+        assert (path.read_text() if path.exists() else None) == before and manifest.done == set()
+        manifest.add(0, image, BASE_URL)
+        manifest.close()
+        header, lines = read_manifest(tmp_path)
+        assert header == {"seedlab_sweep": 1, "parameters": {"p": 1}} and [line["seed"] for line in lines] == [4]
+        assert Manifest(tmp_path, plan, {"p": 1}).done == {0}
+        (tmp_path / "manifest.jsonl").unlink()
