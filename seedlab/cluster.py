@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from .pool import Done, Failed, ModelInfo, model_info, one_line, run_task
 from .recipe import Recipe
 
 IN_FLIGHT_PER_ACTOR = 2  # the next task waits in the actor's queue, so no round trip between images
+CONNECT_TIMEOUT_S = 10
 RETRIES = 2  # times a task is tried again after its actor died
 
 
@@ -68,6 +70,7 @@ class RayPool:
                 options["runtime_env"] = {"env_vars": {"PYTHONPATH": _python_path()}}
                 ray.init(num_cpus=workers * threads if workers else None, include_dashboard=False, **options)
             else:
+                _check_reachable(address)  # Ray itself retries an address that never answers for minutes
                 try:
                     ray.init(address=address, **options)
                 except (ConnectionError, ValueError, RuntimeError) as error:
@@ -169,6 +172,19 @@ class RayPool:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse at once a cluster address ("host:port", "ray://host:port") where nothing listens."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--ray must be auto, HOST:PORT or ray://HOST:PORT, got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as error:
+        raise ValueError(f"--ray: nothing answers at {address} ({error.strerror or error})") from None
 
 
 def _python_path() -> str:

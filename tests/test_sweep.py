@@ -205,6 +205,7 @@ def test_interrupted_sweeps_resume_without_redoing_or_losing_an_image(tiny_model
     (["--seeds", "abc"], "--seeds"), (["--seeds", "0-2000000"], "--seeds"), (["--seeds", "1, 1"], "--seeds"),
     (["--workers", "0"], "--workers"), (["--threads", "0"], "--threads"), (["--variation", " "], "--variation"),
     (["--steps", "0"], "--steps"), (["--base-url", "ftp://x"], "--base-url"), (["--width", "65"], "--width"),
+    (["--ray", "nonsense"], "--ray"), (["--ray", "127.0.0.1:1"], "--ray"),
 ])
 def test_bad_input_exits_2_with_one_line_before_any_worker_starts(tiny_model_dir, tmp_path, capsys, extra, option):
     assert main(sweep_args(tiny_model_dir, tmp_path / "out", "0-3", *extra)) == 2
