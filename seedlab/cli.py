@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from . import determinism, generation, models
+from . import sweep as sweep_command
 from .admission import Admission
 from .info import run_info
 from .limits import Limits
@@ -61,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     vary = commands.add_parser("vary", help="the base prompt and each variation, all from one seed")
     vary.add_argument(SPECS["seed"].cli, dest="seed", required=True, help=SPECS["seed"].help)
     vary.add_argument("--variation", action="append", required=True, help="appended to the prompt; repeatable")
-    for command in (grid, vary):
+    sweep = commands.add_parser("sweep", help="thousands of seeds to PNGs and a manifest, resumable, local or on Ray")
+    sweep_command.add_arguments(sweep)
+    for command in (grid, vary, sweep):
         command.add_argument(SPECS["prompt"].cli, dest="prompt", required=True, help=SPECS["prompt"].help)
         command.add_argument("--out", required=True, type=Path, help="folder for the PNG files")
         add_recipe_options(command)
@@ -116,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
     admission = _admission(args)
     values = {name: getattr(args, name) for name in ("prompt", *RECIPE_OPTIONS)}
     try:
+        if args.command == "sweep":  # the sweep's own seed ranges and variations; the recipe as grid's
+            return sweep_command.run(args, admission.recipe({**values, "seed": 0}))
         if args.command == "grid":
             recipes = admission.grid(values, args.seeds)
         else:

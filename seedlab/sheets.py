@@ -1,0 +1,60 @@
+"""Contact sheets: many images on one page, each captioned (by its seed), columns headed (by variation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PIL import Image, ImageDraw, ImageFont
+
+THUMBNAIL = 128  # the longest side of a cell, in pixels: small images are enlarged so a 20-digit seed fits
+CAPTION = 16  # pixels under each cell for its caption, and above each column for its header
+GAP = 4
+BACKGROUND, INK, MISSING = (255, 255, 255), (20, 20, 20), (200, 200, 200)
+
+Cell = tuple[Path | None, str]  # (image file, caption); no file: a grey box
+
+
+def contact_sheet(rows: list[list[Cell]], headers: list[str] | None = None) -> Image.Image:
+    """A page of captioned thumbnails, row by row, with optional column headers."""
+    if not rows or not any(rows):
+        raise ValueError("a contact sheet needs at least one cell")
+    thumbs = [[_thumbnail(path) for path, _ in row] for row in rows]
+    sizes = [thumb.size for row in thumbs for thumb in row if thumb is not None] or [(THUMBNAIL, THUMBNAIL)]
+    width, height = max(w for w, _ in sizes), max(h for _, h in sizes)
+    columns = max(len(row) for row in rows)
+    top = CAPTION if headers else 0
+    cell_w, cell_h = width + GAP, height + CAPTION + GAP
+    sheet = Image.new("RGB", (GAP + columns * cell_w, GAP + top + len(rows) * cell_h), BACKGROUND)
+    draw, font = ImageDraw.Draw(sheet), ImageFont.load_default()
+    for column, header in enumerate(headers or []):
+        draw.text((GAP + column * cell_w, GAP), _fit(draw, font, header, width), fill=INK, font=font)
+    for r, (row, row_thumbs) in enumerate(zip(rows, thumbs)):
+        for c, ((_, caption), thumb) in enumerate(zip(row, row_thumbs)):
+            x, y = GAP + c * cell_w, GAP + top + r * cell_h
+            if thumb is None:
+                draw.rectangle((x, y, x + width - 1, y + height - 1), fill=MISSING)
+            else:
+                sheet.paste(thumb, (x, y))
+            draw.text((x, y + height + 1), _fit(draw, font, caption, width), fill=INK, font=font)
+    return sheet
+
+
+def _thumbnail(path: Path | None) -> Image.Image | None:
+    if path is None or not path.is_file():
+        return None
+    with Image.open(path) as image:
+        image = image.convert("RGB")
+    scale = THUMBNAIL / max(image.size)
+    size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+    # Enlarged pixels stay sharp squares (a seed's composition is what one browses for); shrunk ones are averaged.
+    return image.resize(size, Image.Resampling.NEAREST if scale > 1 else Image.Resampling.LANCZOS)
+
+
+def _fit(draw: ImageDraw.ImageDraw, font, text: str, width: int) -> str:
+    """The text, shortened with an ellipsis until it fits `width` pixels."""
+    text = " ".join(text.split())
+    if draw.textlength(text, font=font) <= width:
+        return text
+    while text and draw.textlength(text + "...", font=font) > width:
+        text = text[:-1]
+    return text + "..."

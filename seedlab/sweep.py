@@ -1,0 +1,293 @@
+"""Seed sweeps: thousands of images from the command line, resumable, on a process pool or a Ray cluster.
+
+    python -m seedlab sweep --prompt "a red circle" --seeds 0-9999 --out sweep/ [--variation ", large" ...]
+
+The folder holds `manifest.jsonl` (a header with the sweep's parameters, then one line per image:
+seed, variation, prompt, path, fingerprint, link, recipe, environment), `images/` (one PNG per image,
+carrying its recipe) and `sheets/` (contact sheets, one per block of seeds).
+
+Each image is written under a temporary name, renamed into place, and only then listed in the
+manifest (flushed). An interrupted sweep (Ctrl+C, a killed worker, a lost node) loses at most the
+images in flight: the same command skips every listed image whose file exists and makes the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import itertools
+import json
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .manifest import PARTIAL, Manifest
+from .pool import Failed, Pool, one_line
+from .recipe import MAX_SEED, Recipe, join_prompt
+from .sheets import contact_sheet
+
+MAX_IMAGES = 1_000_000  # one sweep; a grid's seed list stays capped at seeds.MAX_SEEDS
+IMAGES, SHEETS = "images", "sheets"
+SHEET_SEEDS = 64  # seeds per contact sheet without variations (8 x 8); with variations, 16 rows of seeds
+_RANGE = re.compile(r"^([0-9]{1,20})\s*-\s*([0-9]{1,20})$")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sweep's own options; the recipe options are the grid command's."""
+    parser.add_argument("--seeds", required=True, help=f'"0-9999", "3, 17, 99" (at most {MAX_IMAGES} images)')
+    parser.add_argument("--variation", action="append", default=[], help="appended to the prompt; repeatable")
+    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
+    parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                        help="run on Ray: alone, a local instance; with an address, that cluster")
+
+
+class Seeds:
+    """The seeds of a sweep as ranges in the order given: a million seeds without a list of a million."""
+
+    def __init__(self, ranges: list[range]):
+        self.ranges = tuple(ranges)
+        self._starts = [0, *itertools.accumulate(len(r) for r in self.ranges)]  # position of each range's first seed
+        self._by_seed = sorted((r.start, r.stop, start) for r, start in zip(self.ranges, self._starts))
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def __getitem__(self, position: int) -> int:
+        which = bisect.bisect_right(self._starts, position) - 1
+        return self.ranges[which][position - self._starts[which]]
+
+    def position(self, seed: int) -> int | None:
+        """Where `seed` stands in the sweep, or None if it is not one of its seeds."""
+        which = bisect.bisect_right(self._by_seed, (seed, math.inf, 0)) - 1
+        if which < 0 or not self._by_seed[which][0] <= seed < self._by_seed[which][1]:
+            return None
+        start, _, offset = self._by_seed[which]
+        return offset + seed - start
+
+    def __str__(self) -> str:
+        return ", ".join(str(r.start) if len(r) == 1 else f"{r.start}-{r.stop - 1}" for r in self.ranges)
+
+
+def parse_sweep_seeds(spec: str, max_count: int = MAX_IMAGES) -> Seeds:
+    """Parse "0-9999", "3, 17, 99" or a mix into Seeds; a seed given twice is an error."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError('seeds must be a number, a range or a list, such as "0-9999" or "3, 17, 99"')
+    ranges: list[range] = []
+    for part in filter(None, (p.strip() for p in spec.replace(";", ",").split(","))):
+        match = _RANGE.match(part)
+        words = [(match[1], match[2])] if match else [(word, word) for word in part.split()]
+        for first, last in words:
+            if not (first.isascii() and first.isdigit() and len(first) <= 20 and int(first) <= MAX_SEED
+                    and int(last) <= MAX_SEED):
+                raise ValueError(f"seeds: {part!r} is not a seed or a range of seeds from 0 to {MAX_SEED}")
+            if int(last) < int(first):
+                raise ValueError(f"seeds: the range {part} goes backwards; write {last}-{first}")
+            ranges.append(range(int(first), int(last) + 1))
+            if sum(r.stop - r.start for r in ranges) > max_count:  # len() overflows past 2**63
+                raise ValueError(f"seeds: a sweep makes at most {max_count} images, {spec.strip()!r} asks for more")
+    ordered = sorted(ranges, key=lambda r: r.start)
+    for before, after in zip(ordered, ordered[1:]):
+        if after.start < before.stop:
+            raise ValueError(f"seeds: {after.start} is given twice in {spec.strip()!r}")
+    return Seeds(ranges)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every image of a sweep, numbered 0..len-1: seed by seed, the base prompt then each variation."""
+
+    seeds: Seeds
+    prompts: tuple[str, ...]  # the base prompt first, then each variation appended to it
+    labels: tuple[str, ...]  # what heads each prompt's column on a contact sheet
+
+    @classmethod
+    def make(cls, seeds: Seeds, prompt: str, variations: list[str]) -> Plan:
+        prompts = (prompt, *(join_prompt(prompt, v) for v in variations))
+        if any(not v.strip() for v in variations) or len(set(prompts)) < len(prompts):
+            raise ValueError("--variation must be non-empty and give a new prompt each time")
+        if len(seeds) * len(prompts) > MAX_IMAGES:
+            raise ValueError(f"seeds: a sweep makes at most {MAX_IMAGES} images; {len(seeds)} seeds x "
+                             f"{len(prompts)} prompts asks for {len(seeds) * len(prompts)}")
+        return cls(seeds, prompts, ("base", *variations))
+
+    def __len__(self) -> int:
+        return len(self.seeds) * len(self.prompts)
+
+    def image(self, number: int) -> tuple[int, int]:
+        """(seed, variation) of image `number`; variation 0 is the base prompt."""
+        return self.seeds[number // len(self.prompts)], number % len(self.prompts)
+
+    def number(self, seed: int, variation: int) -> int | None:
+        """The number of the image of (seed, variation), or None if the sweep has no such image."""
+        position = self.seeds.position(seed)
+        ok = position is not None and 0 <= variation < len(self.prompts)
+        return position * len(self.prompts) + variation if ok else None
+
+    def path(self, number: int) -> str:
+        """The image's file, relative to the sweep folder (a folder per thousand seeds keeps listings short)."""
+        seed, variation = self.image(number)
+        name = f"seed{seed}" + ("" if len(self.prompts) == 1 else "-base" if variation == 0 else f"-v{variation}")
+        return f"{IMAGES}/{seed // 1000}k/{name}.png"
+
+    @property
+    def sheet_size(self) -> int:
+        """Images per contact sheet."""
+        return SHEET_SEEDS if len(self.prompts) == 1 else 16 * len(self.prompts)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What one run of a sweep did."""
+
+    made: int  # images made in this run
+    failed: list[Failed]
+    done: int  # images in the folder now, from this run and earlier ones
+    total: int
+    sheets: int  # contact sheets written in this run
+
+
+def sweep_into(manifest: Manifest, base: Recipe, pool, *, base_url: str, json_lines: bool = False,
+               progress_bar: bool = True) -> Summary:
+    """Make every image of the manifest's plan that its folder lacks, on `pool` (a Pool or a RayPool).
+
+    `pool` may be None when the folder lacks nothing: then only missing contact sheets are written.
+    """
+    plan = manifest.plan
+    left = _missing_per_sheet(plan, manifest.done)
+    issued: dict[int, int] = {}  # the pool's index of a recipe -> its image number
+
+    def recipes():
+        for index, number in enumerate(n for n in range(len(plan)) if n not in manifest.done):
+            seed, variation = plan.image(number)
+            issued[index] = number
+            yield base.replace(seed=seed, prompt=plan.prompts[variation])
+
+    made, failed, sheets = 0, [], 0
+    with tqdm(total=len(plan), initial=len(manifest.done), unit="img", desc="sweep", smoothing=0.05,
+              disable=not progress_bar) as bar:
+        for item in pool.map(recipes()) if pool is not None else ():
+            number = issued.pop(item.index)
+            if isinstance(item, Failed):
+                failed.append(item)
+                bar.write(f"seed {item.recipe.seed} ({item.recipe.prompt}): {item.error}", file=sys.stderr)
+                continue
+            entry = manifest.add(number, item, base_url)
+            made += 1
+            bar.update()
+            if json_lines:
+                print(json.dumps(entry), flush=True)
+            left[number // plan.sheet_size] -= 1
+            if left[number // plan.sheet_size] == 0:
+                sheets += write_sheet(manifest.folder, plan, number // plan.sheet_size)
+    # Sheets whose images were all made by earlier runs that stopped before writing them.
+    sheets += sum(write_sheet(manifest.folder, plan, sheet) for sheet, missing in left.items() if missing == 0)
+    return Summary(made, failed, len(manifest.done), len(plan), sheets)
+
+
+def _missing_per_sheet(plan: Plan, done: set[int]) -> dict[int, int]:
+    size = plan.sheet_size
+    left = {sheet: min(size, len(plan) - sheet * size) for sheet in range((len(plan) + size - 1) // size)}
+    for number in done:
+        left[number // size] -= 1
+    return left
+
+
+def write_sheet(folder: Path, plan: Plan, sheet: int) -> bool:
+    """Write contact sheet number `sheet` unless it exists; True if written."""
+    path = folder / SHEETS / f"sheet-{sheet:05d}.png"
+    if path.exists():
+        return False
+    numbers = range(sheet * plan.sheet_size, min((sheet + 1) * plan.sheet_size, len(plan)))
+    cells = [(folder / plan.path(n), str(plan.image(n)[0])) for n in numbers]
+    width = 8 if len(plan.prompts) == 1 else len(plan.prompts)  # with variations: one seed per row
+    rows = [cells[i:i + width] for i in range(0, len(cells), width)]
+    page = contact_sheet(rows, list(plan.labels) if len(plan.prompts) > 1 else None)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = folder / PARTIAL / path.name
+    page.save(partial, format="PNG")
+    os.replace(partial, path)
+    return True
+
+
+def run(args: argparse.Namespace, base: Recipe) -> int:
+    """`python -m seedlab sweep`: exit 0 when every image is made, 1 when some failed, 130 when interrupted.
+
+    `base` is the recipe the grid command would build from the options; bad input raises ValueError.
+    """
+    # 1. Validate everything, and read the folder's manifest, before any worker starts.
+    from .models import resolve_device
+
+    plan = Plan.make(parse_sweep_seeds(args.seeds), base.prompt, args.variation)
+    for option in ("workers", "threads"):
+        if getattr(args, option) is not None and getattr(args, option) < 1:
+            raise ValueError(f"--{option} must be a positive integer, got {getattr(args, option)}")
+    if not args.base_url.startswith(("http://", "https://")):
+        raise ValueError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    device = resolve_device(args.device) if args.ray is None else None
+    workers = args.workers or (cores if device is None or device.type == "cpu" else 1)  # one GPU: one worker
+    threads = args.threads or max(1, cores // workers)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--out needs a folder it can write to; {args.out} cannot be one ({error.strerror})") from None
+    manifest = Manifest(args.out, plan, _parameters(args, base, plan, threads))
+
+    # 2. Start the workers (unless all is done); the model fills in its size and guidance where none was given.
+    pool = None
+    try:
+        if len(manifest.done) < len(plan):
+            pool = _start_pool(args, base, workers, threads, device)
+            pool.model_info()  # a model that cannot load ends here, in one line, before any output
+            where = "" if args.ray is None else " on Ray" + ("" if args.ray == "local" else f" at {args.ray}")
+            print(f"sweep: {len(plan) - len(manifest.done)} of {len(plan)} images to make, "
+                  f"{pool.size} workers x {threads} threads{where}",
+                  file=sys.stderr)
+        summary = sweep_into(manifest, base, pool, base_url=args.base_url, json_lines=args.json)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: {len(manifest.done)} of {len(plan)} images are in {args.out}; "
+              "run the same command to continue", file=sys.stderr)
+        return 130
+    except RuntimeError as error:  # a worker that cannot even start
+        print(f"seedlab: error: {one_line(error)}", file=sys.stderr)
+        return 1
+    finally:
+        if pool is not None:
+            pool.close()
+        manifest.close()
+
+    # 3. Report.
+    print(f"sweep: {summary.done} of {summary.total} images in {args.out} ({summary.made} made now), "
+          f"{summary.sheets} contact sheets written", file=sys.stderr)
+    if summary.failed:
+        first = summary.failed[0]
+        print(f"sweep: {len(summary.failed)} images failed (seed {first.recipe.seed}: {first.error}); "
+              "run the same command to make them", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _parameters(args: argparse.Namespace, base: Recipe, plan: Plan, threads: int) -> dict:
+    """What decides the sweep's pixels: a later run in the same folder must ask for exactly this."""
+    fields = base.to_json()  # complete: admission filled the model's size and guidance where none was given
+    del fields["seed"]
+    return {**fields, "seeds": str(plan.seeds), "variations": list(args.variation), "threads": threads}
+
+
+def _start_pool(args: argparse.Namespace, base: Recipe, workers: int, threads: int, device):
+    if args.ray is None:
+        return Pool(base.model, workers=workers, threads=threads, device=str(device), dtype=base.dtype)
+    try:
+        import ray  # noqa: F401 - only to say clearly when it is missing
+    except ImportError:
+        raise ValueError("--ray needs the ray package: pip install -r requirements.txt") from None
+    from .cluster import RayPool
+
+    address = None if args.ray == "local" else args.ray
+    return RayPool(base.model, workers=workers if address is None else args.workers, threads=threads,
+                   address=address, device=args.device or "auto", dtype=base.dtype)
