@@ -1,5 +1,6 @@
 """Fast tests of the embedded-model training code: renderer, captions, hold-out, loop, export."""
 
+import dataclasses
 import json
 import re
 
@@ -8,8 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from seedlab.models import EMBEDDED_GUIDANCE
+from training import evaluate
 from training.evaluate import classify, size_of
-from training.models import ModelConfig, build_text_encoder, build_unet
+from training.models import ModelConfig, build_text_encoder, build_unet, build_vae
 from training.shapes import (
     COLOURS,
     IMAGE_SIZE,
@@ -26,13 +29,16 @@ from training.shapes import (
 )
 from training.latent import LATENT_CHANNELS, latent_code, layout_disk, shape_code, unfold_layout
 from training.train import (
+    CONFIGS,
     CaptionTokens,
     TrainConfig,
     diffusion_loss,
     noise_schedule,
     outline_weight,
+    parse_args,
     run,
     stage_tokenizer,
+    stage_unet,
     training_batch,
     vae_loss,
 )
@@ -173,47 +179,45 @@ def test_training_batch_renders_codes_and_replays_on_resume(tmp_path):
     assert (codes[:, 4:8, 0, 0] == 1).sum(dim=1).eq(1).all()  # one kind each
 
 
-def test_vae_learns_to_decode_codes_on_a_fixed_batch():
-    from training.models import build_vae
-
-    torch.manual_seed(0)
-    vae = build_vae(TINY_MODEL)
-    optimizer = torch.optim.AdamW(vae.parameters(), lr=3e-3)
-    rng = np.random.default_rng(6)
-    shapes = [sample_shape(rng, training_triples()) for _ in range(4)]
-    images, codes = zip(*(shape_code(s) for s in shapes))
-    images = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 127.5 - 1
-    codes = torch.from_numpy(np.stack(codes))
+def losses_on_a_fixed_batch(loss_of, params, lr: float, steps: int) -> list[float]:
+    """Take `steps` AdamW steps on loss_of() (the same batch, noise and timesteps each time); return the losses."""
+    optimizer = torch.optim.AdamW(params, lr=lr)
     losses = []
-    for _ in range(20):
-        loss, _ = vae_loss(vae, images, codes, torch.Generator().manual_seed(0), code_noise=0.3)
+    for _ in range(steps):
+        loss = loss_of()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
     assert all(np.isfinite(losses))
+    return losses
+
+
+def test_vae_learns_to_decode_codes_on_a_fixed_batch():
+    torch.manual_seed(0)
+    vae = build_vae(TINY_MODEL)
+    rng = np.random.default_rng(6)
+    images, codes = zip(*(shape_code(sample_shape(rng, training_triples())) for _ in range(4)))
+    images = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 127.5 - 1
+    codes = torch.from_numpy(np.stack(codes))
+    losses = losses_on_a_fixed_batch(
+        lambda: vae_loss(vae, images, codes, torch.Generator().manual_seed(0), code_noise=0.3)[0], vae.parameters(), 3e-3, 20
+    )
     assert np.mean(losses[-3:]) < 0.7 * np.mean(losses[:3])
 
 
-def test_loss_is_finite_and_falls_on_a_fixed_batch(tmp_path):
+def test_diffusion_loss_falls_on_a_fixed_batch(tmp_path):
     torch.manual_seed(0)
-    config = TrainConfig(model=TINY_MODEL)
-    tokenizer = stage_tokenizer(tmp_path, config)
+    tokenizer = stage_tokenizer(tmp_path, TrainConfig(model=TINY_MODEL))
     unet = build_unet(TINY_MODEL)
     text_encoder = build_text_encoder(TINY_MODEL, len(tokenizer))
-    params = list(unet.parameters()) + list(text_encoder.parameters())
-    optimizer = torch.optim.AdamW(params, lr=2e-3)
     latents = torch.randn(8, LATENT_CHANNELS, 16, 16)
     token_ids = CaptionTokens(tokenizer)(["a red circle", "a blue star on a white background"] * 4)
-    losses = []
-    for _ in range(15):
-        generator = torch.Generator().manual_seed(0)  # same noise and timesteps every step
-        loss = diffusion_loss(unet, text_encoder, noise_schedule(config), latents, token_ids, generator, 5.0, 0.25)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    assert all(np.isfinite(losses))
+    schedule = noise_schedule(TrainConfig())
+    losses = losses_on_a_fixed_batch(
+        lambda: diffusion_loss(unet, text_encoder, schedule, latents, token_ids, torch.Generator().manual_seed(0), 5.0, 0.25),
+        [*unet.parameters(), *text_encoder.parameters()], 2e-3, 15,
+    )
     assert np.mean(losses[-3:]) < 0.8 * np.mean(losses[:3])
 
 
@@ -262,3 +266,64 @@ def test_outline_weight_marks_a_band_around_the_shape_and_nothing_else():
         near |= np.roll(mask, (dy - 2, dx - 2), axis=(0, 1))
     assert not (weight[~near] == 10.0).any()
     assert weight[13 + 20, 9 + 20] == 1.0  # deep inside the star
+
+
+def test_train_config_is_frozen_and_replace_makes_a_new_one():
+    config = TrainConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.unet_steps = 2000
+    longer = dataclasses.replace(config, unet_steps=2000)
+    assert longer.unet_steps == 2000 and config.unet_steps == 1200 and longer is not config
+    assert longer == TrainConfig(unet_steps=2000) and hash(longer) == hash(TrainConfig(unet_steps=2000))
+
+
+def test_shipped_config_is_the_readme_schedule_and_otherwise_the_defaults():
+    shipped = CONFIGS["shipped"]
+    # README "Models": VAE 1,500 steps, decoder fine-tune 2,000, UNet batches of 64, 1,200 UNet steps resumed to 2,000.
+    assert (shipped.vae_steps, shipped.decoder_steps, shipped.batch) == (1500, 2000, 64)
+    assert (shipped.unet_resumed_at, shipped.unet_steps) == ((1200,), 2000)
+    assert dataclasses.replace(shipped, unet_steps=1200, unet_resumed_at=()) == TrainConfig() == CONFIGS["default"]
+    assert shipped.model == ModelConfig()  # the shipped network sizes
+
+
+@pytest.mark.parametrize("resumed_at, steps", [((0,), 5), ((5,), 5), ((6,), 5), ((3, 2), 5)])
+def test_resume_points_outside_the_run_are_refused(resumed_at, steps):
+    with pytest.raises(ValueError, match=rf"unet_resumed_at .* got \({resumed_at[0]},"):
+        TrainConfig(unet_steps=steps, unet_resumed_at=resumed_at)
+
+
+def test_the_cli_maps_flags_onto_the_named_config(capsys):
+    assert parse_args([])[1] == CONFIGS["default"]
+    args, config = parse_args(["--config", "shipped", "--out", "somewhere", "--export", "there"])
+    assert config == CONFIGS["shipped"] and str(args.out) == "somewhere" and str(args.export) == "there"
+    assert parse_args(["--config", "shipped", "--unet-steps", "3000"])[1] == dataclasses.replace(CONFIGS["shipped"], unet_steps=3000)
+    assert parse_args(["--unet-steps", "2000"])[1] == TrainConfig(unet_steps=2000)  # the README's old second command
+    assert parse_args(["--pilot"])[1] == CONFIGS["pilot"] and CONFIGS["pilot"].unet_steps < 100
+    for argv in (["--config", "shipped", "--unet-steps", "1000"], ["--pilot", "--config", "shipped"], ["--config", "nope"]):
+        with pytest.raises(SystemExit) as exit_info:
+            parse_args(argv)
+        assert exit_info.value.code == 2
+    assert "--unet-steps 1000 does not fit --config shipped: unet_resumed_at" in capsys.readouterr().err
+
+
+def test_one_run_with_a_resume_point_equals_the_two_part_run(tmp_path):
+    """The shipped schedule in one command trains exactly what a run stopped early and resumed longer trains."""
+    config = TrainConfig(model=TINY_MODEL, batch=4, unet_steps=6, warmup_steps=1, log_every=100, checkpoint_every=100)
+    tokenizer = stage_tokenizer(tmp_path, config)
+
+    def trained(name: str, *configs: TrainConfig) -> list[torch.Tensor]:
+        (tmp_path / name).mkdir()
+        for part in configs:  # each part rebuilds the models and resumes from the checkpoint, like a new process
+            unet, text_encoder = stage_unet(tmp_path / name, part, tokenizer)
+        return [p.detach().clone() for p in [*unet.parameters(), *text_encoder.parameters()]]
+
+    two_parts = trained("two_parts", dataclasses.replace(config, unet_steps=3), config)
+    one_run = trained("one_run", dataclasses.replace(config, unet_resumed_at=(3,)))
+    plain = trained("plain", config)
+    assert all(torch.equal(a, b) for a, b in zip(one_run, two_parts, strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(plain, two_parts, strict=True))  # the resume point matters
+
+
+def test_evaluation_defaults_to_the_shipped_guidance():
+    assert evaluate.parse_args([]).guidance == [EMBEDDED_GUIDANCE]
+    assert evaluate.parse_args(["--guidance", "2", "7.5"]).guidance == [2.0, 7.5]

@@ -1,6 +1,6 @@
 """Evaluate an exported embedded model through the plain diffusers pipeline.
 
-    python -m training.evaluate --model seedlab/embedded_model --guidance 3 5 7.5
+    python -m training.evaluate --model seedlab/embedded_model --guidance 2 2.5 3 5 7.5
 
 Prompts use only the held-out (colour, kind, background) triples, which never appear in training,
 and seeds the training never used. Each generated image is classified by simple pixel rules:
@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from seedlab.models import EMBEDDED_GUIDANCE
 from training.shapes import COLOURS, KINDS, PALETTE, SIZES, held_out_triples, kind_mask
 
 MASK_DISTANCE = 80.0  # RGB distance from the background above which a pixel belongs to the shape
@@ -158,10 +159,12 @@ def save_samples(pipe, path: Path, guidance: float, steps: int) -> None:
     Image.fromarray(np.concatenate(rows, 0)).resize((1024, 768), Image.NEAREST).save(path)
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="seedlab/embedded_model")
-    parser.add_argument("--guidance", type=float, nargs="+", default=[3.0, 5.0, 7.5])
+    parser.add_argument("--guidance", type=float, nargs="+", default=[EMBEDDED_GUIDANCE],
+                        help=f"guidance scales to evaluate (default: {EMBEDDED_GUIDANCE}, the embedded model's shipped default)")
     parser.add_argument("--steps", type=int, nargs="+", default=[20])
     parser.add_argument("--seeds-per-triple", type=int, default=4)
     parser.add_argument("--composition-seeds", type=int, default=6)
@@ -170,7 +173,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--scheduler", choices=["shipped", "dpm"], default="shipped",
                         help="the folder's scheduler, or DPM-Solver++ 2M built from its config")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
 
     from diffusers import DPMSolverMultistepScheduler, StableDiffusionPipeline
 

@@ -1,14 +1,18 @@
 """Train the embedded default model from scratch and export it as a diffusers folder.
 
-    python -m training.train --out training/runs/main --export seedlab/embedded_model
+    python -m training.train --config shipped --out training/runs/shipped --export seedlab/embedded_model
 
-Stages run in order and each one is skipped when its output already exists, so an interrupted
-run resumes by running the same command again:
+`--config` picks a named TrainConfig (CONFIGS): "shipped" is the schedule of the weights in
+seedlab/embedded_model (2,000 UNet steps, resumed at 1,200), "default" is TrainConfig() (1,200
+UNet steps), "pilot" is a short end-to-end check. Stages run in order and each one is
+skipped when its output already exists, so an interrupted run resumes by running the same command
+again:
 
 1. tokenizer: CLIP tokenizer with every vocabulary word as one token.
 2. vae:       AutoencoderKL taught the designed latent code of training.latent: the encoder maps
               an image to its code, the decoder maps codes (and noisy codes near them) to the image.
-   decoder:   the decoder alone fine-tuned on less noisy codes, for sharp small shapes.
+   decoder:   the decoder alone fine-tuned with an outline-weighted loss, on codes with less noise
+              on the layout channels and more on the constant ones (see TrainConfig).
 3. unet:      UNet + text encoder trained jointly on the codes of freshly rendered shapes
               (checkpointed, resumable; every step's batch is a pure function of (seed, step)).
               It never needs the VAE, so stage 2 runs beside it in a child process.
@@ -20,7 +24,7 @@ import json
 import math
 import multiprocessing
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,9 +39,9 @@ from training.shapes import VOCABULARY, Shape, caption, sample_shape, training_t
 from training.tokenizer import write_clip_tokenizer
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
-    """Everything a run depends on; saved next to its outputs."""
+    """Everything a run depends on; saved next to its outputs. Frozen: derive variants with dataclasses.replace."""
 
     seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -45,19 +49,27 @@ class TrainConfig:
     vae_steps: int = 1500
     vae_batch: int = 16
     vae_lr: float = 1e-3
-    # The decoder sees codes with this much Gaussian noise at most (uniform per image), so the
-    # UNet's slightly-off codes still decode to flat colours and clean edges.
+    # The decoder learns from noisy codes, so the UNet's slightly-off codes still decode to flat
+    # colours and clean edges: per image a standard deviation uniform in [0, code_noise), the
+    # same on all 14 channels, Gaussian noise independent per pixel. The encoder sees clean images.
     code_noise: float = 0.3
-    # decoder stage: sharpen the decoder on exact and nearly exact codes (encoder untouched)
+    # decoder stage (encoder untouched): sharp outlines (edge_weight) and flat colours from UNet codes
     decoder_steps: int = 2000
     decoder_lr: float = 5e-4
     edge_weight: float = 10.0  # loss weight of pixels within 2 px of a shape's outline (star points, corners)
-    decoder_code_noise: float = 0.1  # on the layout channels
-    # On the constant channels (kind, colours), noise that differs from pixel to pixel: the UNet's
-    # constants wobble over space, and a decoder that averages them keeps backgrounds flat.
+    # Per-pixel Gaussian noise as in the VAE stage, one uniform u in [0, 1) per image, but scaled
+    # per channel group: std u * decoder_code_noise on the 4 layout channels (less than code_noise,
+    # for sharp small shapes) and u * decoder_constant_noise on the 10 constant ones (kind,
+    # colours; more than code_noise: the UNet's constants wobble over space, and a decoder that
+    # averages them keeps backgrounds flat).
+    decoder_code_noise: float = 0.1
     decoder_constant_noise: float = 0.5
     # UNet stage
     unet_steps: int = 1200
+    # Steps where an earlier, shorter run stopped and was resumed with a larger unet_steps; each
+    # step's learning rate follows the cosine of the segment it falls in (see unet_lr_scale).
+    # The shipped weights had one such resume, at 1,200 (CONFIGS["shipped"]).
+    unet_resumed_at: tuple[int, ...] = ()
     batch: int = 64
     lr: float = 6e-4
     warmup_steps: int = 100
@@ -70,15 +82,34 @@ class TrainConfig:
     beta_start: float = 0.00085
     beta_end: float = 0.012
     # Offset noise: the last step keeps sqrt(alpha_bar) = 0.07 of the image, as strong at 16x16 as
-    # the noise's own per-channel mean, so without it the model read the background colour from
-    # the seed and followed "on a blue background" only ~45% of the time (measured). A random
-    # per-channel constant in the training noise makes that mean uninformative.
+    # the noise's own per-channel mean (std 1/16), so without it the model read the background
+    # colour from the seed and followed "on a blue background" only ~45% of the time (measured with
+    # the earlier learned 4-channel latent). A random per-channel constant in the training noise
+    # makes that mean uninformative.
     offset_noise: float = 0.25
     checkpoint_every: int = 100
     log_every: int = 25
     # One intra-op thread: on this shared 2-core machine two OpenMP threads spent most of each step
     # waiting at barriers (gdb) and ran 2-10 s/step instead of 0.6; one thread is a steady ~1.1 s/step.
     threads: int = 1
+
+    def __post_init__(self):
+        """Refuse resume points outside the run: each must fall inside the step range after it."""
+        ends = (*self.unet_resumed_at, self.unet_steps)
+        if any(a <= 0 or a >= b for a, b in zip(ends, ends[1:])):
+            raise ValueError(
+                f"unet_resumed_at must be increasing steps between 1 and unet_steps - 1 ({self.unet_steps - 1}), "
+                f"got {self.unet_resumed_at}"
+            )
+
+
+CONFIGS = {
+    "default": TrainConfig(),
+    # The weights in seedlab/embedded_model: TrainConfig() to 1,200 UNet steps, then that run
+    # resumed with --unet-steps 2000 (the cosine restarts from its 2,000-step value at 1,200).
+    "shipped": TrainConfig(unet_steps=2000, unet_resumed_at=(1200,)),
+    "pilot": TrainConfig(vae_steps=20, decoder_steps=10, unet_steps=30, warmup_steps=5, log_every=5, checkpoint_every=10),
+}
 
 
 def noise_schedule(config: TrainConfig) -> DDPMScheduler:
@@ -126,6 +157,12 @@ def cosine_lr(step: int, total: int, warmup: int, min_ratio: float) -> float:
         return (step + 1) / warmup
     progress = (step - warmup) / max(1, total - warmup)
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def unet_lr_scale(step: int, config: TrainConfig) -> float:
+    """The UNet's learning-rate multiplier: the cosine of the run segment (see unet_resumed_at) holding step."""
+    total = next(end for end in (*config.unet_resumed_at, config.unet_steps) if step < end)
+    return cosine_lr(step, total, config.warmup_steps, config.min_lr_ratio)
 
 
 def fast_cpu_precision():
@@ -307,7 +344,7 @@ def stage_unet(out: Path, config: TrainConfig, tokenizer: CLIPTokenizer):
     start, running = time.time(), []
     for step in range(start_step, config.unet_steps):
         for group in optimizer.param_groups:
-            group["lr"] = config.lr * cosine_lr(step, config.unet_steps, config.warmup_steps, config.min_lr_ratio)
+            group["lr"] = config.lr * unet_lr_scale(step, config)
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
         latents, token_ids = training_batch(config, step, tokens)
         loss = diffusion_loss(unet, text_encoder, scheduler, latents, token_ids, generator, config.min_snr_gamma, config.offset_noise)
@@ -425,22 +462,33 @@ def run(out: Path, config: TrainConfig, export_dir: Path | None) -> None:
     log(out, f"finished in {(time.time() - start) / 60:.1f} min (this invocation); pipeline at {out / 'pipeline'}")
 
 
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, TrainConfig]:
+    """The command line and the TrainConfig it names (a named config, then flags that override its fields)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("training/runs/main"))
+    parser.add_argument("--export", type=Path, default=None, help="also export the pipeline here, e.g. seedlab/embedded_model")
+    named = parser.add_mutually_exclusive_group()
+    named.add_argument("--config", choices=list(CONFIGS), default="default",
+                       help="named TrainConfig: shipped = the embedded model's schedule (default: default, 1,200 UNet steps)")
+    named.add_argument("--pilot", action="store_true", help="same as --config pilot: a short end-to-end check of every stage")
+    parser.add_argument("--unet-steps", type=int, default=None, help="override the config's UNet step count (resume longer)")
+    parser.add_argument("--snapshot", type=Path, default=None, help="only export the latest checkpoint here and exit")
+    args = parser.parse_args(argv)
+    name = "pilot" if args.pilot else args.config
+    config = CONFIGS[name]
+    if args.unet_steps is not None:
+        try:
+            config = replace(config, unet_steps=args.unet_steps)
+        except ValueError as error:
+            parser.error(f"--unet-steps {args.unet_steps} does not fit --config {name}: {error}")
+    return args, config
+
+
 def main() -> None:
     # First, before any parallel op creates the worker threads (they inherit the FPU flags): tiny
     # Adam second moments become denormal floats, whose slow x86 arithmetic made steps 6x slower.
     torch.set_flush_denormal(True)
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("training/runs/main"))
-    parser.add_argument("--export", type=Path, default=None, help="also export the pipeline here, e.g. seedlab/embedded_model")
-    parser.add_argument("--pilot", action="store_true", help="a 1-2 minute run that checks the pipeline end to end")
-    parser.add_argument("--unet-steps", type=int, default=None, help="override the UNet step count (resume longer)")
-    parser.add_argument("--snapshot", type=Path, default=None, help="only export the latest checkpoint here and exit")
-    args = parser.parse_args()
-    config = TrainConfig()
-    if args.pilot:
-        config = TrainConfig(vae_steps=20, decoder_steps=10, unet_steps=30, warmup_steps=5, log_every=5, checkpoint_every=10)
-    if args.unet_steps is not None:
-        config.unet_steps = args.unet_steps
+    args, config = parse_args()
     if args.snapshot is not None:
         snapshot(args.out, config, args.snapshot)
         return
