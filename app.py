@@ -218,12 +218,15 @@ def main(argv: list[str] | None = None) -> None:
         admission = Admission(store, limits, measure_speed(store.get(store.default)))
     except ValueError as error:
         parser.exit(2, f"seedlab: {error}\n")
-    demo, _ = build_app(admission)
+    demo, app = build_app(admission)
+    app.cancels.max_sessions = limits.sessions
     # One generation at a time per device (all generating events share one concurrency group);
     # the rest wait in a bounded queue and see their position.
     demo.queue(max_size=limits.queue_size, default_concurrency_limit=limits.concurrency)
     guard = Middleware(UploadGuard, max_uploads=limits.visitor_uploads)
-    demo.launch(css=CSS, max_file_size=MAX_UPLOAD, app_kwargs={"middleware": [guard]})
+    # Gradio keeps a copy of every component's config per session (10,000 sessions by default: gigabytes).
+    demo.launch(css=CSS, max_file_size=MAX_UPLOAD, app_kwargs={"middleware": [guard]},
+                state_session_capacity=limits.sessions)
 
 
 if __name__ == "__main__":
