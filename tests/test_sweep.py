@@ -236,12 +236,12 @@ def test_ray_makes_the_same_images_as_the_local_pool(local_run, tiny_model_dir, 
 
 
 def test_the_manifest_is_written_with_its_first_image_and_an_empty_one_counts_as_new(tmp_path):
-    from seedlab.determinism import Switches, current_environment
+    from seedlab.determinism import current_environment, current_switches
     from seedlab.manifest import Manifest
     from seedlab.pool import Done
 
     plan = Plan.make(parse_sweep_seeds("4-5"), "x", [])
-    environment = current_environment(torch.device("cpu"), torch.float32, Switches.current())
+    environment = current_environment(torch.device("cpu"), torch.float32, current_switches())
     pixels = np.zeros((8, 8, 3), np.uint8)
     image = Done(0, seedlab.Recipe(prompt="x", seed=4), pixels, seedlab.fingerprint(pixels), environment)
     for before in (None, ""):  # no manifest yet; an empty one left by a run stopped before its first line
