@@ -3,7 +3,7 @@
 Independent caps (images, steps, size) allow requests of a day on a CPU: 16 images x 50 steps at
 1024x1024. So every request is also priced: seconds per step, measured on the loaded model at two
 sizes and fitted as `a * pixels + b * pixels**2` (convolutions grow with the pixels, attention with
-their square), times steps and images. A request over `max_request_seconds` is refused, and so is one
+their square), growing with the square beyond the sizes measured, times steps and images. A request over `max_request_seconds` is refused, and so is one
 that would take a visitor over `visitor_seconds` in any ten minutes; the message says what to reduce.
 """
 
@@ -24,10 +24,17 @@ MAX_VISITORS = 4096  # visitors remembered at once; the least recently seen are 
 
 @dataclass(frozen=True)
 class Speed:
-    """Seconds for one denoising step of one image with `pixels` pixels: a * pixels + b * pixels**2."""
+    """Seconds for one denoising step of one image with `pixels` pixels.
+
+    Up to the largest size measured: a * pixels + b * pixels**2. Beyond it the last measurement grows
+    with the square of the pixels: attention's cost takes over at sizes a start-up measurement cannot
+    afford to reach (measured on the embedded model: x3 per doubled side up to 256 px, x16 from 256 to
+    512), so the estimate errs towards refusing.
+    """
 
     a: float
     b: float
+    measured: int  # the largest pixel count measured
 
     @classmethod
     def fit(cls, small: tuple[int, float], large: tuple[int, float]) -> Speed:
@@ -35,12 +42,16 @@ class Speed:
         (p1, t1), (p2, t2) = small, large
         b = max(0.0, (t2 / p2 - t1 / p1) / (p2 - p1))
         a = max(0.0, t1 / p1 - b * p1)
-        return cls(a, b)
+        return cls(a, b, p2)
+
+    def step_seconds(self, pixels: int) -> float:
+        if pixels <= self.measured:
+            return self.a * pixels + self.b * pixels * pixels
+        return self.step_seconds(self.measured) * (pixels / self.measured) ** 2
 
     def seconds(self, recipe: Recipe) -> float:
         """Estimated seconds for one image of `recipe` (the steps; text encoding and decoding are small)."""
-        pixels = recipe.width * recipe.height
-        return recipe.num_inference_steps * (self.a * pixels + self.b * pixels * pixels)
+        return recipe.num_inference_steps * self.step_seconds(recipe.width * recipe.height)
 
 
 def measure(step_seconds: Callable[[int, int], float], native: tuple[int, int]) -> Speed:
