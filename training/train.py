@@ -21,10 +21,9 @@ again:
 
 import argparse
 import json
-import math
 import multiprocessing
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,83 +32,12 @@ import torch.nn.functional as F
 from diffusers import AutoencoderKL, DDPMScheduler, DPMSolverMultistepScheduler, StableDiffusionPipeline
 from transformers import CLIPTokenizer
 
+from training.checkpoints import load_checkpoint, load_ema, save_checkpoint
+from training.config import CONFIGS, TrainConfig, cosine_lr, unet_lr_scale  # noqa: F401 - tests use them here
 from training.latent import LAYOUT_CHANNELS, shape_code
-from training.models import ModelConfig, build_text_encoder, build_unet, build_vae
+from training.models import build_text_encoder, build_unet, build_vae
 from training.shapes import VOCABULARY, Shape, caption, sample_shape, training_triples
 from training.tokenizer import write_clip_tokenizer
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Everything a run depends on; saved next to its outputs. Frozen: derive variants with dataclasses.replace."""
-
-    seed: int = 0
-    model: ModelConfig = field(default_factory=ModelConfig)
-    # VAE stage
-    vae_steps: int = 1500
-    vae_batch: int = 16
-    vae_lr: float = 1e-3
-    # The decoder learns from noisy codes, so the UNet's slightly-off codes still decode to flat
-    # colours and clean edges: per image a standard deviation uniform in [0, code_noise), the
-    # same on all 14 channels, Gaussian noise independent per pixel. The encoder sees clean images.
-    code_noise: float = 0.3
-    # decoder stage (encoder untouched): sharp outlines (edge_weight) and flat colours from UNet codes
-    decoder_steps: int = 2000
-    decoder_lr: float = 5e-4
-    edge_weight: float = 10.0  # loss weight of pixels within 2 px of a shape's outline (star points, corners)
-    # Per-pixel Gaussian noise as in the VAE stage, one uniform u in [0, 1) per image, but scaled
-    # per channel group: std u * decoder_code_noise on the 4 layout channels (less than code_noise,
-    # for sharp small shapes) and u * decoder_constant_noise on the 10 constant ones (kind,
-    # colours; more than code_noise: the UNet's constants wobble over space, and a decoder that
-    # averages them keeps backgrounds flat).
-    decoder_code_noise: float = 0.1
-    decoder_constant_noise: float = 0.5
-    # UNet stage
-    unet_steps: int = 1200
-    # Steps where an earlier, shorter run stopped and was resumed with a larger unet_steps; each
-    # step's learning rate follows the cosine of the segment it falls in (see unet_lr_scale).
-    # The shipped weights had one such resume, at 1,200 (CONFIGS["shipped"]).
-    unet_resumed_at: tuple[int, ...] = ()
-    batch: int = 64
-    lr: float = 6e-4
-    warmup_steps: int = 100
-    min_lr_ratio: float = 0.05
-    weight_decay: float = 0.01
-    ema_decay: float = 0.999
-    caption_dropout: float = 0.1  # empty captions teach the unconditional branch for CFG
-    min_snr_gamma: float = 5.0
-    beta_schedule: str = "scaled_linear"
-    beta_start: float = 0.00085
-    beta_end: float = 0.012
-    # Offset noise: the last step keeps sqrt(alpha_bar) = 0.07 of the image, as strong at 16x16 as
-    # the noise's own per-channel mean (std 1/16), so without it the model read the background
-    # colour from the seed and followed "on a blue background" only ~45% of the time (measured with
-    # the earlier learned 4-channel latent). A random per-channel constant in the training noise
-    # makes that mean uninformative.
-    offset_noise: float = 0.25
-    checkpoint_every: int = 100
-    log_every: int = 25
-    # One intra-op thread: on this shared 2-core machine two OpenMP threads spent most of each step
-    # waiting at barriers (gdb) and ran 2-10 s/step instead of 0.6; one thread is a steady ~1.1 s/step.
-    threads: int = 1
-
-    def __post_init__(self):
-        """Refuse resume points outside the run: each must fall inside the step range after it."""
-        ends = (*self.unet_resumed_at, self.unet_steps)
-        if any(a <= 0 or a >= b for a, b in zip(ends, ends[1:])):
-            raise ValueError(
-                f"unet_resumed_at must be increasing steps between 1 and unet_steps - 1 ({self.unet_steps - 1}), "
-                f"got {self.unet_resumed_at}"
-            )
-
-
-CONFIGS = {
-    "default": TrainConfig(),
-    # The weights in seedlab/embedded_model: TrainConfig() to 1,200 UNet steps, then that run
-    # resumed with --unet-steps 2000 (the cosine restarts from its 2,000-step value at 1,200).
-    "shipped": TrainConfig(unet_steps=2000, unet_resumed_at=(1200,)),
-    "pilot": TrainConfig(vae_steps=20, decoder_steps=10, unet_steps=30, warmup_steps=5, log_every=5, checkpoint_every=10),
-}
 
 
 def noise_schedule(config: TrainConfig) -> DDPMScheduler:
@@ -149,20 +77,6 @@ def render_batch(rng: np.random.Generator, n: int) -> tuple[np.ndarray, torch.Te
     shapes = [sample_shape(rng, triples) for _ in range(n)]
     images, codes = zip(*(shape_code(s) for s in shapes))
     return np.stack(images), torch.from_numpy(np.stack(codes)), shapes
-
-
-def cosine_lr(step: int, total: int, warmup: int, min_ratio: float) -> float:
-    """Multiplier for the peak learning rate: linear warmup then cosine decay to min_ratio."""
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
-
-
-def unet_lr_scale(step: int, config: TrainConfig) -> float:
-    """The UNet's learning-rate multiplier: the cosine of the run segment (see unet_resumed_at) holding step."""
-    total = next(end for end in (*config.unet_resumed_at, config.unet_steps) if step < end)
-    return cosine_lr(step, total, config.warmup_steps, config.min_lr_ratio)
 
 
 def fast_cpu_precision():
@@ -366,35 +280,6 @@ def stage_unet(out: Path, config: TrainConfig, tokenizer: CLIPTokenizer):
             save_checkpoint(out / "checkpoint", params, ema, optimizer, done)
     load_ema(params, ema)
     return unet, text_encoder
-
-
-def save_checkpoint(folder: Path, params, ema, optimizer, step: int) -> None:
-    """Write weights, EMA and optimizer state atomically (tmp file then rename)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    state = {"step": step, "params": [p.detach() for p in params], "ema": ema, "optimizer": optimizer.state_dict()}
-    torch.save(state, folder / "state.tmp")
-    (folder / "state.tmp").replace(folder / "state.pt")
-
-
-def load_checkpoint(folder: Path, params, ema, optimizer) -> int:
-    """Restore a checkpoint if there is one; return the step to resume from."""
-    if not (folder / "state.pt").exists():
-        return 0
-    state = torch.load(folder / "state.pt")
-    with torch.no_grad():
-        for p, saved in zip(params, state["params"]):
-            p.copy_(saved)
-        for e, saved in zip(ema, state["ema"]):
-            e.copy_(saved)
-    optimizer.load_state_dict(state["optimizer"])
-    return state["step"]
-
-
-def load_ema(params, ema) -> None:
-    """Copy the EMA weights into the live model (what we ship)."""
-    with torch.no_grad():
-        for p, e in zip(params, ema):
-            p.copy_(e)
 
 
 # ---------------------------------------------------------------- stage 4: export
