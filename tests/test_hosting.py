@@ -1,5 +1,6 @@
 """A public Space's hostile ground, through the real app: limits on every path, and cancellation."""
 
+import json
 import time
 
 import pytest
@@ -102,3 +103,36 @@ def test_a_terminated_server_removes_its_png_folder(app_server):
     assert before
     app_server.restart()
     assert not before & set(app_server.folder.glob("seedlab-png-*"))
+
+
+def raw_grid(app_url: str, fields: dict) -> str:
+    """POST /grid as a plain HTTP client would (any JSON at all), and return the event stream's text."""
+    import httpx
+
+    from webui.fields import FIELDS
+
+    data = ["a red circle", "1", *(fields.get(name) for name in FIELDS)]
+    body = json.dumps({"data": data}, allow_nan=True)
+    answer = httpx.post(f"{app_url}/gradio_api/call/grid", content=body,
+                        headers={"content-type": "application/json"}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    return httpx.get(f"{app_url}/gradio_api/call/grid/{answer.json()['event_id']}", timeout=120).text
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"num_inference_steps": float("nan")}, "Steps must be a whole number from 1 to 200, got nan"),
+        ({"width": float("inf")}, "Width must be a whole number from 32 to 4096"),
+        ({"num_inference_steps": "abc"}, "Steps must be a whole number from 1 to 200, got 'abc'"),
+        ({"variation_seed": [1]}, "Variation seed must be a whole number"),
+        ({"guidance_scale": 1e308}, "Guidance scale must be a number from 0 to 50"),
+    ],
+)
+def test_any_json_from_a_plain_http_client_gets_a_message_naming_the_field(app_url, fields, message):
+    stream = raw_grid(app_url, fields)
+    assert "event: error" in stream and message in stream, stream[-400:]
+
+
+def test_every_field_left_null_takes_the_models_defaults(app_url):
+    assert '"fingerprint"' in raw_grid(app_url, {}).split("event: complete")[-1]

@@ -34,10 +34,8 @@ def control(name: str, value: Any, choices: list | None = None, **options: Any) 
     # and 2.5 steps is refused rather than silently rounded.
     if spec.kind == "int":
         return gr.Number(value=value, step=spec.multiple, **common)
-    if spec.kind == "float":
-        if spec.high <= 1:
-            return gr.Slider(minimum=spec.low, maximum=spec.high, value=value, step=0.01, **common)
-        return gr.Number(value=value, step=0.5, **common)
+    if spec.kind == "float":  # not a Slider: its own range check fails without a message on API input
+        return gr.Number(value=value, step=0.05 if spec.high <= 1 else 0.5, **common)
     if spec.kind == "bool":
         return gr.Checkbox(value=value, **common)
     if spec.kind == "choice" or choices is not None:
