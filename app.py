@@ -27,7 +27,7 @@ from seedlab.admission import Admission, measure_speed
 from seedlab.limits import Limits
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
 from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, control, with_fields
-from webui.handlers import RESTORED, SeedLab, base_url, on_gpu  # noqa: F401 - base_url, on_gpu: tests use them
+from webui.handlers import NO_ANCHOR, RESTORED, SeedLab, base_url, on_gpu  # noqa: F401 - base_url, on_gpu: tests use them
 from webui.uploads import UploadGuard
 
 MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at the default size limit
@@ -128,8 +128,8 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                                         interactive=False, allow_preview=False, height="auto", elem_id="grid",
                                         elem_classes="pixelated")
                 with gr.Accordion("Anchor", open=True):
-                    ui["anchor_text"] = gr.Textbox(value="Anchor seed: none yet (click a cell of the grid)",
-                                                   show_label=False, interactive=False, elem_id="anchor")
+                    ui["anchor_text"] = gr.Textbox(value=NO_ANCHOR, show_label=False, interactive=False,
+                                                   elem_id="anchor")
                     ui["anchor_seed"] = gr.Textbox(value="", visible=False)  # text: a seed may pass 2**53
                     ui["anchor_fingerprint"] = gr.Textbox(label="Pixel fingerprint (sha256 of the RGB pixels)",
                                                           interactive=False, elem_id="anchor-fingerprint")
@@ -139,6 +139,8 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 ui["variations"] = gr.Textbox(label="Variations (one per line)", lines=3,
                                               placeholder=", highly realistic\n, artsy", elem_id="variations-box")
                 ui["vary_button"] = gr.Button("Regenerate variations from anchor", variant="primary", elem_id="vary")
+                ui["vary_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="vary-note")
+                ui["vary_api"] = gr.Button(visible=False)  # the public /vary: a seed and the controls, no anchor
                 ui["vary"] = gr.Gallery(label="Variations", columns=4, object_fit="contain", format="png",
                                         type="filepath", interactive=False, height="auto", elem_id="variations",
                                         elem_classes="pixelated")
@@ -147,6 +149,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 with gr.Accordion("Results (JSON)", open=False):
                     ui["grid_results"] = gr.JSON(label="Grid results")
                     ui["vary_results"] = gr.JSON(label="Variation results")
+        ui["anchor"] = gr.State(None)  # the anchor's recipe (JSON), as the user clicked it
         ui["pending"] = gr.State(None)  # the original a link or a dropped PNG names, until it is regenerated
 
         wire(demo, app, ui)
@@ -164,19 +167,28 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
         return trigger(by_name(function, ui, targets), inputs, targets, **options)
 
     event(ui["dice"].click, app.dice, [ui["dice_count"], ui["seeds"]], ["seeds"], queue=False, **private)
-    grid = event(lambda *a, **k: gr.on([ui["generate"].click, ui["seeds"].submit], *a, **k),
+    starts_grid = [ui["generate"].click, ui["seeds"].submit]
+    event(lambda *a, **k: gr.on(starts_grid, *a, **k), app.clear_anchor, None,
+          ["anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint", "grid_link", "grid",
+           "vary_note"], queue=False, **private)
+    grid = event(lambda *a, **k: gr.on(starts_grid, *a, **k),
                  with_fields(app.grid, ("prompt", "seeds")), [ui["prompt"], ui["seeds"], *fields],
                  ["grid", "grid_results"], api_name="grid", concurrency_id="generation")
     grid.then(by_name(app.environment, ui, [ui["environment"]]), ui["grid_results"], ui["environment"], queue=False,
               **private)
     event(ui["grid"].select, app.select, [ui["grid_results"]],
-          ["anchor_text", "anchor_seed", "anchor_recipe", "anchor_fingerprint", "grid_link"], queue=False, **private)
+          ["anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint", "grid_link"], queue=False,
+          **private)
     event(ui["vary"].select, app.select_variation, [ui["vary_results"]], ["variation_link"], queue=False, **private)
-    vary = event(ui["vary_button"].click, with_fields(app.vary, ("prompt", "seed", "variations")),
-                 [ui["prompt"], ui["anchor_seed"], ui["variations"], *fields], ["vary", "vary_results"],
-                 api_name="vary", concurrency_id="generation")
+    # The button varies the anchor's own recipe; the public /vary takes a seed and the recipe's fields.
+    vary = event(ui["vary_button"].click, with_fields(app.vary_anchor, ("prompt", "anchor", "variations")),
+                 [ui["prompt"], ui["anchor"], ui["variations"], *fields],
+                 ["vary", "vary_results", "variation_link", "vary_note"], concurrency_id="generation", **private)
     vary.then(by_name(app.environment, ui, [ui["environment"]]), ui["vary_results"], ui["environment"], queue=False,
               **private)
+    vary_api = event(ui["vary_api"].click, with_fields(app.vary, ("prompt", "seed", "variations")),
+                     [ui["prompt"], ui["anchor_seed"], ui["variations"], *fields], ["vary", "vary_results"],
+                     api_name="vary", concurrency_id="generation")
 
     # Links and PNGs: restore the controls at once, then regenerate and show the verdict.
     verdict = ["reproduced", "verdict", "verdict_text"]
@@ -195,7 +207,7 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     png = event(ui["regenerate_png"].click, app.reproduce_pending, [ui["pending"]], verdict,
                 concurrency_id="generation", **private)
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
-    ui["stop"].click(app.stop, None, None, cancels=[grid, vary, link, reproduce, png], queue=False, **private)
+    ui["stop"].click(app.stop, None, None, cancels=[grid, vary, vary_api, link, reproduce, png], queue=False, **private)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -174,12 +174,13 @@ def test_dice_draws_the_requested_number_of_seeds(seedlab_app):
 
 
 def test_select_makes_the_cell_the_anchor(seedlab_app):
-    results = [{"seed": str(s), "recipe": {"seed": str(s)}, "fingerprint": f"f{s}"} for s in (5, 6, 18446744073709551615)]
+    results = [{"seed": str(s), "prompt": "p", "recipe": {"seed": str(s)}, "fingerprint": f"f{s}"}
+               for s in (5, 6, 18446744073709551615)]
     results[2]["link"] = "http://x/?v=1"
     assert seedlab_app.select(results, SimpleNamespace(index=2)) == {
-        "anchor_text": "Anchor seed: 18446744073709551615", "anchor_seed": "18446744073709551615",
-        "anchor_recipe": {"seed": "18446744073709551615"}, "anchor_fingerprint": "f18446744073709551615",
-        "grid_link": "http://x/?v=1"}
+        "anchor_text": "Anchor seed: 18446744073709551615 · prompt: p", "anchor_seed": "18446744073709551615",
+        "anchor": {"seed": "18446744073709551615"}, "anchor_recipe": {"seed": "18446744073709551615"},
+        "anchor_fingerprint": "f18446744073709551615", "grid_link": "http://x/?v=1"}
     assert seedlab_app.select_variation(results, SimpleNamespace(index=2)) == {"variation_link": "http://x/?v=1"}
 
 
@@ -284,8 +285,9 @@ def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
     (stop,) = [fn for fn in demo.fns.values() if named[fn._id] == "stop"]
     # Gradio wires `cancels=` as a second listener on the same trigger.
     (canceller,) = [fn for fn in demo.fns.values() if fn.is_cancel_function and fn.targets == stop.targets]
-    generating = {index for index, name in named.items() if name in ("grid", "vary", "reproduce", "reproduce_pending")}
-    assert len(generating) == 5  # grid, vary, /reproduce, and the link's and the PNG's regeneration
+    generating = {index for index, name in named.items()
+                  if name in ("grid", "vary", "vary_anchor", "reproduce", "reproduce_pending")}
+    assert len(generating) == 6  # grid, /vary, the vary button, /reproduce, the link's and the PNG's regeneration
     assert set(canceller.cancels) == generating
 
 
