@@ -3,6 +3,7 @@
 from types import SimpleNamespace
 
 import gradio as gr
+import numpy as np
 import pytest
 
 from tests.test_app import PROMPT, grid, last, reference_model, seedlab_app  # noqa: F401
@@ -63,3 +64,41 @@ def test_a_new_grid_clears_the_anchor_and_the_selection(seedlab_app):  # noqa: F
     assert cleared["anchor"] is None and cleared["anchor_text"] == NO_ANCHOR
     assert cleared["grid_link"] == cleared["anchor_fingerprint"] == cleared["anchor_seed"] == ""
     assert cleared["grid"].selected_index is None
+
+
+# The public /matrix endpoint, through the real app.
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+
+
+def test_matrix_rows_are_seeds_columns_are_variations_and_every_cell_is_solo(client, reference_model):  # noqa: F811
+    from seedlab import join_prompt
+    from tests.test_app import STEPS, pixels, solo
+
+    variations = [", at night", "in snow"]
+    gallery, results = client.predict(prompt=PROMPT, seeds="3, 7", variations="\n".join(variations),
+                                      num_inference_steps=STEPS, api_name="/matrix")
+    columns = ["base prompt", ", at night", "in snow"]
+    assert [cell["caption"] for cell in gallery] == [f"seed {s} · {c}" for s in (3, 7) for c in columns]
+    prompts = [PROMPT, *(join_prompt(PROMPT, variation) for variation in variations)]
+    assert [(record["seed"], record["prompt"]) for record in results] == [(s, p) for s in ("3", "7") for p in prompts]
+    for cell, record in zip(gallery, results):
+        expected = solo(reference_model, prompt=record["prompt"], seed=int(record["seed"]))
+        assert np.array_equal(pixels(cell["image"]), np.asarray(expected.image))
+        assert record["fingerprint"] == expected.fingerprint and record["recipe"] == expected.recipe.to_json()
+        assert record["link"].startswith("http")
+    assert len({record["fingerprint"] for record in results}) == 6
+
+
+def test_matrix_limits_apply_to_the_cell_count(client):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match=r"matrix: this server makes at most \d+ images per request .*= 27"):
+        client.predict(prompt=PROMPT, seeds="0-8", variations="a\nb", num_inference_steps=1, api_name="/matrix")
+    with pytest.raises(AppError, match="variations: write at least one"):
+        client.predict(prompt=PROMPT, seeds="1", variations="", num_inference_steps=1, api_name="/matrix")

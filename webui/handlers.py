@@ -148,6 +148,24 @@ class SeedLab:
             self.admission.charge(recipes, visitor(request))
         yield from self.run(recipes, ["base prompt", *(line.strip() for line in lines)], request, progress, "vary")
 
+    def matrix(self, values: dict, request: gr.Request | None = None, progress=None):
+        """Seeds x variations: a row per seed, its cells the base prompt then each variation; each cell == solo."""
+        values = dict(values)
+        seeds = values.pop("seeds", None) or ""
+        lines = [line for line in str(values.pop("variations", None) or "").splitlines() if line.strip()]
+        with user_errors():
+            rows = self.admission.grid(values, seeds)  # the seeds, within the image limit
+            recipes = [cell for row in rows for cell in self.admission.variations({**values, "seed": row.seed}, lines)]
+            limits = self.admission.limits
+            if len(recipes) > limits.max_images:
+                raise ValueError(f"matrix: this server makes at most {limits.max_images} images per request "
+                                 f"({limits.setting('max_images')}), got {len(rows)} seeds x {len(lines) + 1} "
+                                 f"columns = {len(recipes)}")
+            self.admission.charge(recipes, visitor(request))
+        columns = ["base prompt", *(line.strip() for line in lines)]
+        captions = [f"seed {row.seed} · {column}" for row in rows for column in columns]
+        yield from self.run(recipes, captions, request, progress, "matrix")
+
     def reproduce(self, link_or_recipe: str, request: gr.Request | None = None, progress=None):
         """Regenerate a link or a recipe (JSON text) and compare: the image, and the verdict (exact, or how far off)."""
         with user_errors():
