@@ -237,6 +237,7 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     verdict = ["reproduced", "verdict", "verdict_text"]
     link = event(demo.load, app.open_link, None, ["link_box", *RESTORED, "verdict_text", "pending", "reproduction"],
                  queue=False, **private)
+    link = link.then(busy, None, buttons, queue=False, show_progress="hidden", **private)  # Stop works meanwhile
     link = link.then(by_name(app.reproduce_pending, ui, [ui[name] for name in verdict]), ui["pending"],
                      [ui[name] for name in verdict], concurrency_id="generation", **private)
     reproduce = event(guarded([ui["reproduce"].click]), app.reproduce, [ui["link_box"]], ["reproduced", "verdict"],
@@ -249,7 +250,7 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
                 concurrency_id="generation", **private)
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
     ui["stop"].click(app.stop, None, None, cancels=[grid, vary, vary_api, matrix, link, reproduce, png], queue=False, **private)
-    for running in (grid, vary, reproduce, png):
+    for running in (grid, vary, link, reproduce, png):
         running.then(ready, None, buttons, queue=False, show_progress="hidden", **private)
     ui["stop"].click(ready, None, buttons, queue=False, show_progress="hidden", **private)
 

@@ -156,6 +156,8 @@ def test_a_copied_link_regenerates_exactly_after_a_server_restart(browser, app_s
     page = fresh_page(browser, app_server.url)
     page.goto(link)
     assert "same pixel fingerprint" in wait_for_value(page, "verdict", "Exact match")  # no copy of the original here
+    page.wait_for_function("!document.querySelector('#generate').disabled")  # done regenerating: ready again
+    assert page.locator("#stop").is_disabled()
     page.wait_for_function("(() => { const img = document.querySelector('#reproduced img');"
                            " return img !== null && img.complete && img.naturalWidth > 0; })()")
     (served,) = assert_served_as_png(page, page.locator("#reproduced img"))
