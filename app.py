@@ -27,13 +27,35 @@ from seedlab.admission import Admission, measure_speed
 from seedlab.limits import Limits
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
 from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, control, with_fields
-from webui.handlers import RESTORED, SeedLab, base_url, on_gpu  # noqa: F401 - base_url, on_gpu: tests use them
+from webui.handlers import NO_ANCHOR, RESTORED, SeedLab, base_url, on_gpu  # noqa: F401 - base_url, on_gpu: tests use them
 from webui.uploads import UploadGuard
 
 MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at the default size limit
 CSS = """
 .pixelated img { image-rendering: pixelated; }  /* 64x64 images, enlarged with crisp pixels */
+#reproduced img { width: 256px; max-width: 100%; height: 256px; object-fit: contain; }  /* not at its native 64 px */
+/* Gradio gives every column at least 100 px, which pushes the 4th cell out of a phone-wide gallery:
+   columns share the width instead, and narrow screens get two. */
+#grid .grid-container, #variations .grid-container {
+    grid-template-columns: repeat(var(--grid-cols), minmax(0, 1fr)) !important;
+}
+@media (max-width: 480px) {
+    #grid .grid-container, #variations .grid-container { grid-template-columns: repeat(2, minmax(0, 1fr)) !important; }
+}
 """
+# Ctrl+Enter (Cmd+Enter) in the prompt presses Generate, unless it is busy; plain Enter still adds a line.
+SHORTCUTS = """
+() => {
+    document.addEventListener("keydown", (event) => {
+        if (event.key !== "Enter" || !(event.ctrlKey || event.metaKey)) return;
+        if (!(event.target instanceof Element) || !event.target.closest("#prompt")) return;
+        event.preventDefault();
+        const button = document.querySelector("#generate");
+        if (button && !button.disabled) button.click();
+    }, true);
+}
+"""
+GENERATE = "Generate grid"
 
 
 def by_name(function, components: dict, outputs: list):
@@ -60,6 +82,16 @@ def by_name(function, components: dict, outputs: list):
     return wired
 
 
+def busy() -> tuple:
+    """Generate and the vary button refuse clicks and say why; Stop becomes available."""
+    return gr.Button("Generating…", interactive=False), gr.Button(interactive=False), gr.Button(interactive=True)
+
+
+def ready() -> tuple:
+    """Nothing runs: Generate and the vary button work again; Stop has nothing to stop."""
+    return gr.Button(GENERATE, interactive=True), gr.Button(interactive=True), gr.Button(interactive=False)
+
+
 def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.Blocks, SeedLab]:
     """The UI for the models `admission` allows (the default one is loaded here if it is not yet)."""
     if image_dir is None:
@@ -81,18 +113,19 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
         with gr.Row():
             with gr.Column(scale=2):
                 ui["prompt"] = gr.Textbox(label="Prompt", value="a red circle on a blue background", lines=2,
-                                          elem_id="prompt")
+                                          info="Ctrl+Enter generates", elem_id="prompt")
                 with gr.Row(equal_height=True):
                     ui["seeds"] = gr.Textbox(label="Seeds", value="0-3", scale=4, elem_id="seeds",
                                              info='"42", "0-7" or "3, 17, 99" (0 to 18446744073709551615)')
-                    ui["dice_count"] = gr.Number(label="Random seeds to draw", value=4, precision=0, minimum=1,
-                                                 maximum=64, min_width=80, scale=1, elem_id="dice-count")
+                    # No min/max on the widget: the handler refuses a bad count with a message naming the field.
+                    ui["dice_count"] = gr.Number(label="Random seeds to draw", value=4, precision=0, min_width=80,
+                                                 scale=1, elem_id="dice-count")
                     ui["dice"] = gr.Button("🎲 Random", min_width=90, scale=0, elem_id="dice")
                 for name in MAIN:
                     add(name)
                 with gr.Row():
-                    ui["generate"] = gr.Button("Generate grid", variant="primary", elem_id="generate")
-                    ui["stop"] = gr.Button("Stop", variant="stop", elem_id="stop")
+                    ui["generate"] = gr.Button(GENERATE, variant="primary", elem_id="generate")
+                    ui["stop"] = gr.Button("Stop", variant="stop", interactive=False, elem_id="stop")
                 with gr.Accordion("Seed variation, resize and more", open=False):
                     for name in MORE:
                         add(name)
@@ -101,7 +134,8 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                         add(name, interactive=name != "model" or len(store.allowed) > 1)
                     ui["environment"] = gr.JSON(app.environment(None)["environment"], label="Environment",
                                                 elem_id="environment")
-                with gr.Accordion("Reproduce a link, a recipe or an image", open=False):
+                # The regenerated image and its verdict sit under the controls that ask for them.
+                with gr.Accordion("Reproduce a link, a recipe or an image", open=False) as ui["reproduction"]:
                     ui["link_box"] = gr.Textbox(label="Link or recipe (JSON)", lines=2, elem_id="link-or-recipe",
                                                 placeholder="http://…/?v=1&prompt=…  or  {\"prompt\": …}")
                     ui["reproduce"] = gr.Button("Regenerate and compare", elem_id="reproduce")
@@ -112,24 +146,19 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                                                  elem_id="png-notes")
                     ui["regenerate_png"] = gr.Button("Regenerate the image and compare", interactive=False,
                                                      elem_id="regenerate-png")
+                    ui["verdict_text"] = gr.Textbox(label="Verdict", interactive=False, lines=3, elem_id="verdict")
+                    ui["reproduced"] = gr.Image(label="Regenerated", type="filepath", format="png", interactive=False,
+                                                height=280, elem_id="reproduced", elem_classes="pixelated")
+                    with gr.Accordion("Verdict (JSON)", open=False):
+                        ui["verdict"] = gr.JSON(label="Verdict", elem_id="verdict-json")
             with gr.Column(scale=3):
-                with gr.Accordion("Reproduction", open=False) as ui["reproduction"]:
-                    with gr.Row():
-                        ui["reproduced"] = gr.Image(label="Regenerated", type="filepath", format="png",
-                                                    interactive=False, height=256, elem_id="reproduced",
-                                                    elem_classes="pixelated", scale=1)
-                        with gr.Column(scale=2):
-                            ui["verdict_text"] = gr.Textbox(label="Verdict", interactive=False, lines=3,
-                                                            elem_id="verdict")
-                            with gr.Accordion("Verdict (JSON)", open=False):
-                                ui["verdict"] = gr.JSON(label="Verdict", elem_id="verdict-json")
                 # No preview on click: the grid stays in view while the clicked cell becomes the anchor.
                 ui["grid"] = gr.Gallery(label="Grid", columns=4, object_fit="contain", format="png", type="filepath",
                                         interactive=False, allow_preview=False, height="auto", elem_id="grid",
                                         elem_classes="pixelated")
                 with gr.Accordion("Anchor", open=True):
-                    ui["anchor_text"] = gr.Textbox(value="Anchor seed: none yet (click a cell of the grid)",
-                                                   show_label=False, interactive=False, elem_id="anchor")
+                    ui["anchor_text"] = gr.Textbox(value=NO_ANCHOR, show_label=False, interactive=False,
+                                                   elem_id="anchor")
                     ui["anchor_seed"] = gr.Textbox(value="", visible=False)  # text: a seed may pass 2**53
                     ui["anchor_fingerprint"] = gr.Textbox(label="Pixel fingerprint (sha256 of the RGB pixels)",
                                                           interactive=False, elem_id="anchor-fingerprint")
@@ -139,6 +168,12 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 ui["variations"] = gr.Textbox(label="Variations (one per line)", lines=3,
                                               placeholder=", highly realistic\n, artsy", elem_id="variations-box")
                 ui["vary_button"] = gr.Button("Regenerate variations from anchor", variant="primary", elem_id="vary")
+                ui["vary_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="vary-note")
+                ui["vary_api"] = gr.Button(visible=False)  # the public /vary: a seed and the controls, no anchor
+                # The public /matrix (seeds x variations), API only for now.
+                ui["matrix_api"] = gr.Button(visible=False)
+                ui["matrix"] = gr.Gallery(visible=False, format="png", type="filepath", interactive=False)
+                ui["matrix_results"] = gr.JSON(visible=False)
                 ui["vary"] = gr.Gallery(label="Variations", columns=4, object_fit="contain", format="png",
                                         type="filepath", interactive=False, height="auto", elem_id="variations",
                                         elem_classes="pixelated")
@@ -147,6 +182,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 with gr.Accordion("Results (JSON)", open=False):
                     ui["grid_results"] = gr.JSON(label="Grid results")
                     ui["vary_results"] = gr.JSON(label="Variation results")
+        ui["anchor"] = gr.State(None)  # the anchor's recipe (JSON), as the user clicked it
         ui["pending"] = gr.State(None)  # the original a link or a dropped PNG names, until it is regenerated
 
         wire(demo, app, ui)
@@ -154,7 +190,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
 
 
 def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
-    """The events: inputs and outputs by component name; only /grid, /vary and /reproduce are public."""
+    """The events: inputs and outputs by component name; only /grid, /vary, /matrix and /reproduce are public."""
     private = {"api_visibility": "private"}
     fields = [ui[name] for name in FIELDS]
     restored = [ui[name] for name in RESTORED]
@@ -163,39 +199,60 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
         targets = [ui[name] for name in outputs]
         return trigger(by_name(function, ui, targets), inputs, targets, **options)
 
-    event(ui["dice"].click, app.dice, [ui["dice_count"], ui["seeds"]], ["seeds"], queue=False, **private)
-    grid = event(lambda *a, **k: gr.on([ui["generate"].click, ui["seeds"].submit], *a, **k),
-                 with_fields(app.grid, ("prompt", "seeds")), [ui["prompt"], ui["seeds"], *fields],
+    # While this page generates, Generate and the vary button say so and refuse a second click; Stop works.
+    # The busy step runs first and the generation follows it (events on one trigger have no set order).
+    buttons = [ui["generate"], ui["vary_button"], ui["stop"]]
+
+    def guarded(triggers: list):
+        return gr.on(triggers, busy, None, buttons, queue=False, show_progress="hidden", **private).then
+
+    # Queued, so that a refused count reaches the page as a message (an unqueued error shows a bare badge).
+    event(ui["dice"].click, app.dice, [ui["dice_count"], ui["seeds"]], ["seeds"], show_progress="hidden", **private)
+    starts_grid = [ui["generate"].click, ui["seeds"].submit]
+    event(lambda *a, **k: gr.on(starts_grid, *a, **k), app.clear_anchor, None,
+          ["anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint", "grid_link", "grid",
+           "vary_note"], queue=False, **private)
+    grid = event(guarded(starts_grid), with_fields(app.grid, ("prompt", "seeds")), [ui["prompt"], ui["seeds"], *fields],
                  ["grid", "grid_results"], api_name="grid", concurrency_id="generation")
     grid.then(by_name(app.environment, ui, [ui["environment"]]), ui["grid_results"], ui["environment"], queue=False,
               **private)
     event(ui["grid"].select, app.select, [ui["grid_results"]],
-          ["anchor_text", "anchor_seed", "anchor_recipe", "anchor_fingerprint", "grid_link"], queue=False, **private)
+          ["anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint", "grid_link"], queue=False,
+          **private)
     event(ui["vary"].select, app.select_variation, [ui["vary_results"]], ["variation_link"], queue=False, **private)
-    vary = event(ui["vary_button"].click, with_fields(app.vary, ("prompt", "seed", "variations")),
-                 [ui["prompt"], ui["anchor_seed"], ui["variations"], *fields], ["vary", "vary_results"],
-                 api_name="vary", concurrency_id="generation")
+    # The button varies the anchor's own recipe; the public /vary takes a seed and the recipe's fields.
+    vary = event(guarded([ui["vary_button"].click]), with_fields(app.vary_anchor, ("prompt", "anchor", "variations")),
+                 [ui["prompt"], ui["anchor"], ui["variations"], *fields],
+                 ["vary", "vary_results", "variation_link", "vary_note"], concurrency_id="generation", **private)
     vary.then(by_name(app.environment, ui, [ui["environment"]]), ui["vary_results"], ui["environment"], queue=False,
               **private)
+    vary_api = event(ui["vary_api"].click, with_fields(app.vary, ("prompt", "seed", "variations")),
+                     [ui["prompt"], ui["anchor_seed"], ui["variations"], *fields], ["vary", "vary_results"],
+                     api_name="vary", concurrency_id="generation")
+    matrix = event(ui["matrix_api"].click, with_fields(app.matrix, ("prompt", "seeds", "variations")),
+                   [ui["prompt"], ui["seeds"], ui["variations"], *fields], ["matrix", "matrix_results"],
+                   api_name="matrix", concurrency_id="generation")
 
     # Links and PNGs: restore the controls at once, then regenerate and show the verdict.
     verdict = ["reproduced", "verdict", "verdict_text"]
     link = event(demo.load, app.open_link, None, ["link_box", *RESTORED, "verdict_text", "pending", "reproduction"],
                  queue=False, **private)
+    link = link.then(busy, None, buttons, queue=False, show_progress="hidden", **private)  # Stop works meanwhile
     link = link.then(by_name(app.reproduce_pending, ui, [ui[name] for name in verdict]), ui["pending"],
                      [ui[name] for name in verdict], concurrency_id="generation", **private)
-    reproduce = event(ui["reproduce"].click, app.reproduce, [ui["link_box"]], ["reproduced", "verdict"],
+    reproduce = event(guarded([ui["reproduce"].click]), app.reproduce, [ui["link_box"]], ["reproduced", "verdict"],
                       api_name="reproduce", concurrency_id="generation")
     reproduce.success(by_name(app.after_reproduce, ui, restored + [ui["verdict_text"]]), ui["verdict"],
                       restored + [ui["verdict_text"]], queue=False, **private)
-    ui["reproduce"].click(lambda: gr.Accordion(open=True), None, ui["reproduction"], queue=False, **private)
     event(ui["png_file"].upload, app.open_png, [ui["png_file"]], [*RESTORED, "png_notes", "pending", "regenerate_png"],
           **private)
-    ui["regenerate_png"].click(lambda: gr.Accordion(open=True), None, ui["reproduction"], queue=False, **private)
-    png = event(ui["regenerate_png"].click, app.reproduce_pending, [ui["pending"]], verdict,
+    png = event(guarded([ui["regenerate_png"].click]), app.reproduce_pending, [ui["pending"]], verdict,
                 concurrency_id="generation", **private)
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
-    ui["stop"].click(app.stop, None, None, cancels=[grid, vary, link, reproduce, png], queue=False, **private)
+    ui["stop"].click(app.stop, None, None, cancels=[grid, vary, vary_api, matrix, link, reproduce, png], queue=False, **private)
+    for running in (grid, vary, link, reproduce, png):
+        running.then(ready, None, buttons, queue=False, show_progress="hidden", **private)
+    ui["stop"].click(ready, None, buttons, queue=False, show_progress="hidden", **private)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -225,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     demo.queue(max_size=limits.queue_size, default_concurrency_limit=limits.concurrency)
     guard = Middleware(UploadGuard, max_uploads=limits.visitor_uploads)
     # Gradio keeps a copy of every component's config per session (10,000 sessions by default: gigabytes).
-    demo.launch(css=CSS, max_file_size=MAX_UPLOAD, app_kwargs={"middleware": [guard]},
+    demo.launch(css=CSS, js=SHORTCUTS, max_file_size=MAX_UPLOAD, app_kwargs={"middleware": [guard]},
                 state_session_capacity=limits.sessions)
 
 

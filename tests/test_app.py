@@ -131,9 +131,9 @@ def test_bad_input_is_a_clear_error_and_the_server_keeps_serving(client, api_nam
     assert [cell["caption"] for cell in gallery] == ["seed 5"]
 
 
-def test_only_grid_vary_and_reproduce_are_public(client):
+def test_only_grid_vary_matrix_and_reproduce_are_public(client):
     info = client.view_api(return_format="dict", print_info=False)
-    assert set(info["named_endpoints"]) == {"/grid", "/vary", "/reproduce"}
+    assert set(info["named_endpoints"]) == {"/grid", "/vary", "/matrix", "/reproduce"}
     assert not info["unnamed_endpoints"]
     recipe_fields = ["negative_prompt", "model", "scheduler", "num_inference_steps", "guidance_scale", "width",
                      "height", "rng", "variation_seed", "variation_strength", "seed_resize_from", "deterministic",
@@ -142,6 +142,8 @@ def test_only_grid_vary_and_reproduce_are_public(client):
     vary = [p["parameter_name"] for p in info["named_endpoints"]["/vary"]["parameters"]]
     assert grid == ["prompt", "seeds", *recipe_fields]
     assert vary == ["prompt", "seed", "variations", *recipe_fields]
+    matrix = [p["parameter_name"] for p in info["named_endpoints"]["/matrix"]["parameters"]]
+    assert matrix == ["prompt", "seeds", "variations", *recipe_fields]
     reproduce = [p["parameter_name"] for p in info["named_endpoints"]["/reproduce"]["parameters"]]
     assert reproduce == ["link_or_recipe"]
     for name in ("/dice", "/select", "/stop", "/environment", "/open_link", "/open_png", "/reproduce_pending"):
@@ -174,12 +176,13 @@ def test_dice_draws_the_requested_number_of_seeds(seedlab_app):
 
 
 def test_select_makes_the_cell_the_anchor(seedlab_app):
-    results = [{"seed": str(s), "recipe": {"seed": str(s)}, "fingerprint": f"f{s}"} for s in (5, 6, 18446744073709551615)]
+    results = [{"seed": str(s), "prompt": "p", "recipe": {"seed": str(s)}, "fingerprint": f"f{s}"}
+               for s in (5, 6, 18446744073709551615)]
     results[2]["link"] = "http://x/?v=1"
     assert seedlab_app.select(results, SimpleNamespace(index=2)) == {
-        "anchor_text": "Anchor seed: 18446744073709551615", "anchor_seed": "18446744073709551615",
-        "anchor_recipe": {"seed": "18446744073709551615"}, "anchor_fingerprint": "f18446744073709551615",
-        "grid_link": "http://x/?v=1"}
+        "anchor_text": "Anchor seed: 18446744073709551615 · prompt: p", "anchor_seed": "18446744073709551615",
+        "anchor": {"seed": "18446744073709551615"}, "anchor_recipe": {"seed": "18446744073709551615"},
+        "anchor_fingerprint": "f18446744073709551615", "grid_link": "http://x/?v=1"}
     assert seedlab_app.select_variation(results, SimpleNamespace(index=2)) == {"variation_link": "http://x/?v=1"}
 
 
@@ -284,8 +287,9 @@ def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
     (stop,) = [fn for fn in demo.fns.values() if named[fn._id] == "stop"]
     # Gradio wires `cancels=` as a second listener on the same trigger.
     (canceller,) = [fn for fn in demo.fns.values() if fn.is_cancel_function and fn.targets == stop.targets]
-    generating = {index for index, name in named.items() if name in ("grid", "vary", "reproduce", "reproduce_pending")}
-    assert len(generating) == 5  # grid, vary, /reproduce, and the link's and the PNG's regeneration
+    generating = {index for index, name in named.items()
+                  if name in ("grid", "vary", "vary_anchor", "matrix", "reproduce", "reproduce_pending")}
+    assert len(generating) == 7  # grid, /vary, the vary button, /matrix, /reproduce, a link's and a PNG's regeneration
     assert set(canceller.cancels) == generating
 
 

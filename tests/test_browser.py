@@ -72,6 +72,13 @@ def wait_for_value(page, elem_id: str, text: str) -> str:
     return page.evaluate("id => document.querySelector(`#${id} textarea, #${id} input`).value", elem_id)
 
 
+def open_reproduce(page) -> None:
+    """Open the "Reproduce a link, a recipe or an image" panel, unless a link already opened it."""
+    if not page.locator("#png-drop").is_visible():
+        page.get_by_text("Reproduce a link, a recipe or an image").click()
+    page.locator("#png-drop").wait_for()
+
+
 def assert_served_as_png(page, images) -> list[bytes]:
     """Every image is served as the PNG file SeedLab wrote, recipe chunks included; returns the files."""
     files = []
@@ -149,6 +156,8 @@ def test_a_copied_link_regenerates_exactly_after_a_server_restart(browser, app_s
     page = fresh_page(browser, app_server.url)
     page.goto(link)
     assert "same pixel fingerprint" in wait_for_value(page, "verdict", "Exact match")  # no copy of the original here
+    page.wait_for_function("!document.querySelector('#generate').disabled")  # done regenerating: ready again
+    assert page.locator("#stop").is_disabled()
     page.wait_for_function("(() => { const img = document.querySelector('#reproduced img');"
                            " return img !== null && img.complete && img.naturalWidth > 0; })()")
     (served,) = assert_served_as_png(page, page.locator("#reproduced img"))
@@ -157,7 +166,7 @@ def test_a_copied_link_regenerates_exactly_after_a_server_restart(browser, app_s
     assert page.locator("#seeds textarea").input_value() == "6"
 
     # The PNG downloaded from the first server restores its recipe and regenerates pixel for pixel.
-    page.get_by_text("Reproduce a link, a recipe or an image").click()
+    open_reproduce(page)
     page.locator("#png-drop input[type=file]").set_input_files(str(tmp_path / "seed5.png"))
     wait_for_value(page, "png-notes", "Restored from the PNG")
     assert page.locator("#seeds textarea").input_value() == "5"
@@ -217,7 +226,7 @@ def test_link_and_png_text_is_shown_as_text_never_as_html(browser, app_server, t
     info = PngInfo()
     info.add_text("parameters", f"a red circle\nSteps: 3, Sampler: {html}, CFG scale: 7, Seed: 9, Size: 64x64")
     Image.new("RGB", (64, 64)).save(tmp_path / "hostile.png", pnginfo=info)
-    page.get_by_text("Reproduce a link, a recipe or an image").click()
+    open_reproduce(page)
     page.locator("#png-drop input[type=file]").set_input_files(str(tmp_path / "hostile.png"))
     assert "<div" in wait_for_value(page, "png-notes", "Restored from the PNG")
     assert page.locator("#injected").count() == 0 and page.locator("#pixel").count() == 0

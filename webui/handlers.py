@@ -25,6 +25,7 @@ from seedlab.links import KEYS as LINK_KEYS
 from seedlab.links import encode_query
 from seedlab.metadata import UnreadablePNG
 from seedlab.reproduction import original_from_link, original_from_png, original_from_text
+from seedlab.recipe import DEFAULT_SCHEDULER, SPECS
 from seedlab.seeds import format_seeds, parse_seeds, random_seeds
 from webui.fields import FIELDS, label_message, values_of
 from webui.files import CancelRegistry, PngStore
@@ -37,6 +38,12 @@ except ImportError:
 
 DEFAULT_BASE_URL = "http://127.0.0.1:7860/"  # where links point when a request does not say
 RESTORED = ("prompt", "seeds", *FIELDS)  # the controls a recipe restores (a link, a PNG, a reproduction)
+NO_ANCHOR = "Anchor seed: none yet (click a cell of the grid)"
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """A visitor's text quoted in a message, cut to `limit` characters."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
 def on_gpu(function):
@@ -141,6 +148,24 @@ class SeedLab:
             self.admission.charge(recipes, visitor(request))
         yield from self.run(recipes, ["base prompt", *(line.strip() for line in lines)], request, progress, "vary")
 
+    def matrix(self, values: dict, request: gr.Request | None = None, progress=None):
+        """Seeds x variations: a row per seed, its cells the base prompt then each variation; each cell == solo."""
+        values = dict(values)
+        seeds = values.pop("seeds", None) or ""
+        lines = [line for line in str(values.pop("variations", None) or "").splitlines() if line.strip()]
+        with user_errors():
+            rows = self.admission.grid(values, seeds)  # the seeds, within the image limit
+            recipes = [cell for row in rows for cell in self.admission.variations({**values, "seed": row.seed}, lines)]
+            limits = self.admission.limits
+            if len(recipes) > limits.max_images:
+                raise ValueError(f"matrix: this server makes at most {limits.max_images} images per request "
+                                 f"({limits.setting('max_images')}), got {len(rows)} seeds x {len(lines) + 1} "
+                                 f"columns = {len(recipes)}")
+            self.admission.charge(recipes, visitor(request))
+        columns = ["base prompt", *(line.strip() for line in lines)]
+        captions = [f"seed {row.seed} · {column}" for row in rows for column in columns]
+        yield from self.run(recipes, captions, request, progress, "matrix")
+
     def reproduce(self, link_or_recipe: str, request: gr.Request | None = None, progress=None):
         """Regenerate a link or a recipe (JSON text) and compare: the image, and the verdict (exact, or how far off)."""
         with user_errors():
@@ -166,9 +191,51 @@ class SeedLab:
         if not results or not 0 <= evt.index < len(results):
             raise gr.Error("that cell has no result yet: wait for the grid to finish", print_exception=False)
         record = results[evt.index]
-        return {"anchor_text": f"Anchor seed: {record['seed']}", "anchor_seed": record["seed"],
-                "anchor_recipe": record["recipe"], "anchor_fingerprint": record["fingerprint"],
-                "grid_link": record.get("link", "")}
+        return {"anchor_text": f"Anchor seed: {record['seed']} · prompt: {record['prompt']}",
+                "anchor_seed": record["seed"], "anchor": record["recipe"], "anchor_recipe": record["recipe"],
+                "anchor_fingerprint": record["fingerprint"], "grid_link": record.get("link", "")}
+
+    def clear_anchor(self) -> dict:
+        """A new grid: no cell is selected and no anchor is shown until the user picks one of the new cells."""
+        return {"anchor_text": NO_ANCHOR, "anchor_seed": "", "anchor": None, "anchor_recipe": None,
+                "anchor_fingerprint": "", "grid_link": "", "grid": gr.Gallery(selected_index=None),
+                "vary_note": gr.Textbox(value="", visible=False)}
+
+    def vary_anchor(self, values: dict, request: gr.Request | None = None, progress=None):
+        """The vary button: variations of the anchor's own recipe, saying so when the controls now differ."""
+        anchor = values.pop("anchor")
+        if not anchor:
+            raise gr.Error("Pick an anchor first: click a cell of the grid", print_exception=False)
+        note = self.anchor_note(Recipe.from_dict(anchor), values)
+        first = {"variation_link": "", "vary": gr.Gallery(value=[], selected_index=None),
+                 "vary_note": gr.Textbox(value=note, visible=bool(note))}
+        for update in self.vary({**anchor, "variations": values.get("variations")}, request, progress):
+            yield {**update, **first} if first else update
+            first = None
+
+    def anchor_note(self, anchor: Recipe, values: dict) -> str:
+        """A plain-text line when the prompt box or a setting no longer matches the anchor's recipe; else ""."""
+        changes = []
+        if (values.get("prompt") or "") != anchor.prompt:
+            changes.append(f"the prompt box now says {shown(values.get('prompt') or '')}")
+        try:
+            current = self.admission.recipe({**{name: values.get(name) for name in FIELDS},
+                                             "prompt": anchor.prompt, "seed": anchor.seed})
+        except ValueError:
+            changes.append("the settings now hold values that cannot be used")
+        else:
+            if current.scheduler == DEFAULT_SCHEDULER:  # results record the class the model's default resolved to
+                current = current.replace(scheduler=self.store.info(current.model).default_scheduler)
+            for name in FIELDS:
+                now, then = getattr(current, name), getattr(anchor, name)
+                if now != then:
+                    spec = SPECS[name]
+                    changes.append(f"{spec.label} is now {shown(spec.to_text(now))} "
+                                   f"(the anchor's: {shown(spec.to_text(then))})")
+        if not changes:
+            return ""
+        return (f"Variations start from the anchor's recipe (prompt {shown(anchor.prompt)}, seed {anchor.seed}); "
+                + "; ".join(changes) + ".")
 
     def select_variation(self, results: list | None, evt: gr.SelectData) -> dict:
         """Show the clicked variation's link."""

@@ -1,0 +1,96 @@
+"""The controls say what they do, in a real browser: errors in words, busy buttons, Stop, shortcuts, small screens."""
+
+import pytest
+
+from tests.test_browser import (  # noqa: F401 - browser is a fixture
+    CHROMIUM, TIMEOUT_MS, browser, open_reproduce, thumbnails, wait_for_images, wait_for_value)
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
+
+
+def open_page(browser, url: str, width: int = 1400, height: int = 1000):  # noqa: F811
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(url)
+    return page
+
+
+def test_dice_with_a_bad_count_says_why_and_keeps_the_seeds(browser, app_server):  # noqa: F811
+    page = open_page(browser, app_server.url)
+    page.locator("#seeds textarea").fill("0-3")
+    for count in ("0", "100"):
+        page.locator("#dice-count input").fill(count)
+        page.locator("#dice").click()
+        page.get_by_text(f"Random seeds to draw must be a whole number from 1 to 64, got {count}").first.wait_for()
+        assert page.locator("#seeds textarea").input_value() == "0-3"
+    page.context.close()
+
+
+def test_at_390_px_the_grid_shows_every_cell(browser, app_server):  # noqa: F811
+    page = open_page(browser, app_server.url, 390, 844)
+    page.locator("#seeds textarea").fill("0-3")
+    page.locator("#num-inference-steps input").fill("1")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 4)
+    gallery = page.locator("#grid").bounding_box()
+    for index in range(4):
+        cell = page.locator("#grid .thumbnail-item").nth(index).bounding_box()
+        assert cell["x"] >= gallery["x"] - 1 and cell["x"] + cell["width"] <= gallery["x"] + gallery["width"] + 1, (
+            index, cell, gallery)
+        assert cell["x"] + cell["width"] <= 390 and cell["width"] >= 60  # on screen, and big enough to see
+    assert thumbnails(page, "grid").count() == 4
+    page.context.close()
+
+
+def test_generate_looks_busy_stop_works_only_while_running_and_ctrl_enter_generates(browser, app_server):  # noqa: F811
+    page = open_page(browser, app_server.url)
+    generate, stop = page.locator("#generate"), page.locator("#stop")
+    assert stop.is_disabled() and generate.is_enabled()  # nothing runs yet
+    page.locator("#seeds textarea").fill("0-3")
+    page.locator("#num-inference-steps input").fill("30")
+    page.locator("#prompt textarea").focus()
+    page.keyboard.press("Control+Enter")  # the shortcut generates, and adds no newline
+    page.wait_for_function("document.querySelector('#generate').disabled")
+    assert "\n" not in page.locator("#prompt textarea").input_value()
+    assert "Generating" in generate.inner_text() and stop.is_enabled()  # a second click is refused, in words
+    page.wait_for_function("document.querySelectorAll('#grid .thumbnail-item img').length >= 1")
+    assert "Generating" in generate.inner_text() and generate.is_disabled() and stop.is_enabled()  # still busy
+    stop.click()
+    page.wait_for_function("!document.querySelector('#generate').disabled")
+    assert stop.is_disabled() and "Generating" not in generate.inner_text()
+    assert thumbnails(page, "grid").count() < 4  # it stopped
+
+    page.locator("#num-inference-steps input").fill("1")
+    generate.click()
+    wait_for_images(page, "grid", 4)
+    page.wait_for_function("!document.querySelector('#generate').disabled")  # done: ready again
+    assert stop.is_disabled()
+    page.context.close()
+
+
+def test_a_regenerated_png_shows_under_its_button_at_a_readable_size(browser, app_server, tmp_path):  # noqa: F811
+    page = open_page(browser, app_server.url, 1280, 900)
+    page.locator("#seeds textarea").fill("4")
+    page.locator("#num-inference-steps input").fill("2")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 1)
+    response = page.request.get(thumbnails(page, "grid").nth(0).evaluate("img => img.src"))
+    (tmp_path / "seed4.png").write_bytes(response.body())
+
+    open_reproduce(page)
+    page.locator("#png-drop input[type=file]").set_input_files(str(tmp_path / "seed4.png"))
+    button = page.locator("#regenerate-png")
+    page.wait_for_function("!document.querySelector('#regenerate-png').disabled")
+    button.click()
+    wait_for_value(page, "verdict", "pixel for pixel")
+    page.wait_for_function("(() => { const img = document.querySelector('#reproduced img');"
+                           " return img !== null && img.complete && img.naturalWidth > 0; })()")
+    asked, image = button.bounding_box(), page.locator("#reproduced img").bounding_box()
+    assert image["width"] >= 200 and image["height"] >= 200, image  # not its native 64 px
+    assert asked["x"] <= image["x"] and image["x"] + image["width"] <= asked["x"] + asked["width"] + 1, (
+        asked, image)  # in the same column as the button
+    assert 0 <= image["y"] - (asked["y"] + asked["height"]) < 400, (asked, image)  # just below it
+    verdict = page.locator("#verdict").bounding_box()
+    assert 0 <= verdict["y"] - (asked["y"] + asked["height"]) < 200, (asked, verdict)
+    page.context.close()
