@@ -32,6 +32,7 @@ from seedlab import (
     save_png,
 )
 from tests.conftest import APP_THREADS
+from tests.helpers import torch_threads
 
 STEPS = 4  # enough for the scheduler to matter, fast on the tiny model
 PROMPT = "a red circle"
@@ -46,16 +47,6 @@ def client(app_url) -> Client:
 def reference_model(app_model):
     """The same tiny folder loaded in this process, to check the server's pixels against."""
     return load_model(app_model, torch.device("cpu"))
-
-
-@contextmanager
-def torch_threads(count: int):
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def solo(model, **fields):

@@ -5,6 +5,7 @@ import pytest
 from seedlab import Recipe
 from seedlab.budget import MAX_VISITORS, WINDOW_SECONDS, Ledger, Speed, measure
 from seedlab.limits import Limits
+from tests.helpers import Clock
 
 
 def test_the_speed_fit_passes_through_both_measurements():
@@ -25,14 +26,6 @@ def test_beyond_the_sizes_measured_the_estimate_grows_with_the_square():
 def test_a_speed_never_goes_negative_or_cheaper_than_measured():
     speed = Speed.fit((100, 1.0), (400, 1.0))  # bigger was no slower: no negative quadratic term
     assert speed.b == 0 and speed.a > 0
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
 
 
 def test_one_request_over_the_limit_is_refused_saying_what_to_reduce():

@@ -5,7 +5,6 @@ says how); each link carries the thread count it was made with, which changes lo
 """
 
 import json
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import torch
 
 from seedlab import generate, load_model, original_from_link, original_from_png
 from seedlab.models import EMBEDDED_MODEL_DIR
+from tests.helpers import torch_threads
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LINKS = json.loads((FIXTURES / "links_v1.json").read_text())["links"]
@@ -23,16 +23,6 @@ pytestmark = pytest.mark.skipif(not (EMBEDDED_MODEL_DIR / "model_index.json").ex
 @pytest.fixture(scope="module")
 def embedded():
     return load_model("embedded", torch.device("cpu"))
-
-
-@contextmanager
-def torch_threads(count: int):
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("case", LINKS, ids=[f"link{i}" for i in range(len(LINKS))])

@@ -5,14 +5,7 @@ import pytest
 
 from tests.conftest import AppServer
 from webui.uploads import WINDOW_SECONDS, UploadGuard, client_address
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
+from tests.helpers import Clock
 
 
 def test_the_guard_counts_uploads_and_bytes_per_visitor_in_a_window():
