@@ -27,7 +27,7 @@ from seedlab.admission import Admission, measure_speed
 from seedlab.limits import Limits
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
 from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, control, with_fields
-from webui.handlers import NO_ANCHOR, RESTORED, SeedLab, base_url, on_gpu  # noqa: F401 - base_url, on_gpu: tests use them
+from webui.handlers import NO_ANCHOR, RESTORED, SeedLab
 from webui.uploads import UploadGuard
 
 MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at the default size limit
