@@ -1,8 +1,8 @@
 """SeedLab web UI: a thin Gradio shell over the `seedlab` backend (handlers in webui/).
 
 Run `python app.py` (honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT), or with `--model`,
-`--device`, `--threads`, `--dtype` (also SEEDLAB_MODEL, SEEDLAB_DEVICE, SEEDLAB_THREADS,
-SEEDLAB_DTYPE). SEEDLAB_MODELS (comma-separated) allows more models beside the default one;
+`--device`, `--threads`, `--lanes`, `--dtype` (also SEEDLAB_MODEL, SEEDLAB_DEVICE, SEEDLAB_THREADS,
+SEEDLAB_LANES, SEEDLAB_DTYPE). SEEDLAB_MODELS (comma-separated) allows more models beside the default one;
 SEEDLAB_BASE_URL sets where image links point when the address the browser used is not the public
 one. Per-request limits, the compute budget and queue settings come from SEEDLAB_MAX_* and friends
 (see seedlab/limits.py). On a ZeroGPU Space (the `spaces` package is importable) the generation runs
@@ -20,11 +20,13 @@ import tempfile
 from pathlib import Path
 
 import gradio as gr
+import torch
 from starlette.middleware import Middleware
 
 from seedlab import ModelStore, configure_process, resolve_device
 from seedlab.admission import Admission, measure_speed
 from seedlab.limits import Limits
+from seedlab.models import default_lanes
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
 from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, control, with_fields
 from webui.handlers import NO_ANCHOR, RESTORED, SeedLab
@@ -138,7 +140,10 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 with gr.Accordion("Reproduce a link, a recipe or an image", open=False) as ui["reproduction"]:
                     ui["link_box"] = gr.Textbox(label="Link or recipe (JSON)", lines=2, elem_id="link-or-recipe",
                                                 placeholder="http://…/?v=1&prompt=…  or  {\"prompt\": …}")
-                    ui["reproduce"] = gr.Button("Regenerate and compare", elem_id="reproduce")
+                    with gr.Row():
+                        ui["reproduce"] = gr.Button("Regenerate and compare", elem_id="reproduce")
+                        # A link this server made opens from its record; this regenerates it to check.
+                        ui["reverify"] = gr.Button("Re-verify by regenerating", interactive=False, elem_id="reverify")
                     ui["png_file"] = gr.File(label="Drop an image made by SeedLab or another tool (PNG, JPEG, WebP)",
                                              file_types=[".png", ".jpg", ".jpeg", ".webp"],
                                              type="filepath", elem_id="png-drop")
@@ -190,7 +195,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
 
 
 def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
-    """The events: inputs and outputs by component name; only /grid, /vary, /matrix and /reproduce are public."""
+    """The events: inputs and outputs by component name; /grid, /vary, /matrix, /reproduce, /reverify are public."""
     private = {"api_visibility": "private"}
     fields = [ui[name] for name in FIELDS]
     restored = [ui[name] for name in RESTORED]
@@ -234,23 +239,26 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
                    api_name="matrix", concurrency_id="generation")
 
     # Links and PNGs: restore the controls at once, then regenerate and show the verdict.
-    verdict = ["reproduced", "verdict", "verdict_text"]
+    verdict = ["reproduced", "verdict", "verdict_text", "reverify"]
     link = event(demo.load, app.open_link, None, ["link_box", *RESTORED, "verdict_text", "pending", "reproduction"],
                  queue=False, **private)
     link = link.then(busy, None, buttons, queue=False, show_progress="hidden", **private)  # Stop works meanwhile
-    link = link.then(by_name(app.reproduce_pending, ui, [ui[name] for name in verdict]), ui["pending"],
+    link = link.then(by_name(app.reproduce_linked, ui, [ui[name] for name in verdict]), ui["pending"],
                      [ui[name] for name in verdict], concurrency_id="generation", **private)
     reproduce = event(guarded([ui["reproduce"].click]), app.reproduce, [ui["link_box"]], ["reproduced", "verdict"],
                       api_name="reproduce", concurrency_id="generation")
-    reproduce.success(by_name(app.after_reproduce, ui, restored + [ui["verdict_text"]]), ui["verdict"],
-                      restored + [ui["verdict_text"]], queue=False, **private)
+    reverify = event(guarded([ui["reverify"].click]), app.reverify, [ui["link_box"]], ["reproduced", "verdict"],
+                     api_name="reverify", concurrency_id="generation")
+    after = restored + [ui["verdict_text"], ui["reverify"]]
+    for reproducing in (reproduce, reverify):
+        reproducing.success(by_name(app.after_reproduce, ui, after), ui["verdict"], after, queue=False, **private)
     event(ui["png_file"].upload, app.open_png, [ui["png_file"]], [*RESTORED, "png_notes", "pending", "regenerate_png"],
           **private)
     png = event(guarded([ui["regenerate_png"].click]), app.reproduce_pending, [ui["pending"]], verdict,
                 concurrency_id="generation", **private)
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
-    ui["stop"].click(app.stop, None, None, cancels=[grid, vary, vary_api, matrix, link, reproduce, png], queue=False, **private)
-    for running in (grid, vary, link, reproduce, png):
+    ui["stop"].click(app.stop, None, None, cancels=[grid, vary, vary_api, matrix, link, reproduce, reverify, png], queue=False, **private)
+    for running in (grid, vary, link, reproduce, reverify, png):
         running.then(ready, None, buttons, queue=False, show_progress="hidden", **private)
     ui["stop"].click(ready, None, buttons, queue=False, show_progress="hidden", **private)
 
@@ -265,13 +273,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtype", default=os.environ.get("SEEDLAB_DTYPE", "float32"), choices=DTYPES,
                         help="the precision every model is served in (env SEEDLAB_DTYPE)")
     parser.add_argument("--threads", type=int, default=os.environ.get("SEEDLAB_THREADS") or None,
-                        help="torch intra-op threads; pin it to reproduce links across machines (env SEEDLAB_THREADS)")
+                        help="torch intra-op threads per image; on a CPU 1 by default, which links record "
+                             "(env SEEDLAB_THREADS)")
+    parser.add_argument("--lanes", type=int, default=os.environ.get("SEEDLAB_LANES") or None,
+                        help="images generated at once; on a CPU cores / threads by default, on a GPU 1 "
+                             "(env SEEDLAB_LANES)")
     args = parser.parse_args(argv)
     try:
         limits = Limits.from_env()
-        configure_process(args.threads)
+        device = resolve_device(args.device)
+        # On a CPU, images run side by side at one thread each: a grid keeps every core busy, and a link
+        # made here reproduces on any machine that pins one thread, whatever its core count.
+        threads = args.threads or (1 if device.type == "cpu" else None)
+        configure_process(threads)
+        lanes = args.lanes or default_lanes(device, torch.get_num_threads())
+        if lanes < 1:
+            raise ValueError(f"lanes must be a positive integer, got {lanes}")
         extra = [name.strip() for name in os.environ.get("SEEDLAB_MODELS", "").split(",") if name.strip()]
-        store = ModelStore([args.model, *extra], device=resolve_device(args.device), dtype=args.dtype)
+        store = ModelStore([args.model, *extra], device=device, dtype=args.dtype, lanes=lanes)
         admission = Admission(store, limits, measure_speed(store.get(store.default)))
     except ValueError as error:
         parser.exit(2, f"seedlab: {error}\n")

@@ -3,9 +3,16 @@
 Every image is its own batch-1 pipeline call with its own `torch.Generator`. That is what makes
 "grid cell == solo regeneration" exact: a batched call (a generator list) is never bit-identical
 to solo runs on CPU (convolution backends, GEMM blocking and GroupNorm threading depend on the
-batch size), and with one shared generator only cell 0 could ever be regenerated. Measured on 2 CPU
-cores with the embedded model, batch-1 calls one after another cost 1.63x one batched call
-(bench/bench_grid.py); running them in parallel processes wins that back (pool.py).
+batch size), and with one shared generator only cell 0 could ever be regenerated.
+
+Speed comes back two ways, neither of which changes a pixel:
+- lanes: a model may run up to `model.lanes` images at once, each in its own thread on its own
+  shallow copy of the pipeline (the weights are shared; scheduler and call state are not). On a
+  CPU the process pins torch to few intra-op threads (one by default in the app), which small
+  latents use badly anyway, so N lanes keep N cores busy and every image is computed exactly as a
+  solo run at that thread count;
+- the prompt is encoded once per request and its embeddings handed to every image that uses it
+  (the same `encode_prompt` the pipeline would call, so the tensors are the same).
 
 The starting noise is a value made by noise.py (latents, and the generator that stochastic
 schedulers draw from afterwards) and handed to the pipeline.
@@ -13,10 +20,13 @@ schedulers draw from afterwards) and handed to the pipeline.
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import inspect
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,12 +117,95 @@ def iter_generate(
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
 ) -> Iterator[Result]:
-    """Generate recipes one by one, yielding each result as soon as it is ready."""
-    total = sum(r.num_inference_steps for r in recipes)
-    done = 0
+    """Generate recipes, yielding each result in order as soon as it (and those before it) are ready.
+
+    Up to `model.lanes` consecutive recipes with the same determinism switch run at once; the lock
+    and the switches are held per such chunk, never across a yield.
+    """
+    steps = _Steps(sum(r.num_inference_steps for r in recipes), progress)
+    embeddings = _Embeddings(model)
+    chunk: list[Recipe] = []
     for recipe in recipes:
-        yield _generate_one(model, recipe, done, total, progress, cancel)
-        done += recipe.num_inference_steps
+        if chunk and (len(chunk) == max(1, model.lanes) or recipe.deterministic != chunk[0].deterministic):
+            yield from _generate_chunk(model, chunk, embeddings, steps, cancel)
+            chunk = []
+        chunk.append(recipe)
+    if chunk:
+        yield from _generate_chunk(model, chunk, embeddings, steps, cancel)
+
+
+class _Steps:
+    """Steps done over a whole request, counted from every lane."""
+
+    def __init__(self, total: int, progress: ProgressFn | None):
+        self.total, self.done, self.progress = total, 0, progress
+        self._lock = threading.Lock()
+
+    def advance(self) -> None:
+        with self._lock:  # second-order schedulers (KDPM2) call back more often than steps were asked for
+            self.done = min(self.done + 1, self.total)
+            done = self.done
+        if self.progress is not None:
+            self.progress(done, self.total)
+
+
+class _Embeddings:
+    """A request's prompt embeddings, encoded once per (prompt, negative prompt, guidance on/off).
+
+    Only for pipelines whose `encode_prompt` returns (prompt_embeds, negative_prompt_embeds) and
+    whose call takes both (SD 1.x/2.x and their kin); others encode inside the call as before.
+    """
+
+    PARAMETERS = {"prompt", "device", "num_images_per_prompt", "do_classifier_free_guidance", "negative_prompt"}
+
+    def __init__(self, model: Model):
+        pipe = model.pipeline
+        encode = getattr(pipe, "encode_prompt", None)
+        self.usable = (
+            encode is not None
+            and self.PARAMETERS <= set(inspect.signature(encode).parameters)
+            and {"prompt_embeds", "negative_prompt_embeds"} <= model.call_parameters
+        )
+        self.model = model
+        self._cache: dict[tuple, dict] = {}
+
+    def arguments(self, recipe: Recipe) -> dict:
+        """Call arguments for `recipe`'s prompt: the embeddings, or the texts when they cannot be reused."""
+        texts = {"prompt": recipe.prompt, "negative_prompt": recipe.negative_prompt or None}
+        if not self.usable:
+            return texts
+        guided = recipe.guidance_scale > 1  # what the pipeline's do_classifier_free_guidance checks first
+        key = (recipe.prompt, recipe.negative_prompt, guided)
+        if key not in self._cache:
+            with torch.no_grad():  # the pipeline's __call__ runs the text encoder under no_grad too
+                encoded = self.model.pipeline.encode_prompt(
+                    prompt=recipe.prompt, device=self.model.device, num_images_per_prompt=1,
+                    do_classifier_free_guidance=guided, negative_prompt=recipe.negative_prompt or None)
+            if not (isinstance(encoded, tuple) and len(encoded) == 2):
+                self.usable = False
+                return texts
+            self._cache[key] = {"prompt_embeds": encoded[0], "negative_prompt_embeds": encoded[1]}
+        return self._cache[key]
+
+
+def _generate_chunk(model: Model, chunk: list[Recipe], embeddings: _Embeddings, steps: _Steps,
+                    cancel: threading.Event | None) -> list[Result]:
+    """Up to `model.lanes` images at once, under one lock and one setting of the switches."""
+    with _LOCK, full_determinism(chunk[0].deterministic) as switches:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("generation cancelled")
+        calls = [_prepare(model, recipe, embeddings) for recipe in chunk]  # the text encoder runs here, once
+        if len(chunk) == 1:
+            results = [_run(model, model.pipeline, *calls[0], switches, steps, cancel)]
+        else:
+            pipelines = model.lane_pipelines(len(chunk))
+            with ThreadPoolExecutor(len(chunk), thread_name_prefix="seedlab-lane") as lanes:
+                futures = [lanes.submit(_run, model, pipe, *call, switches, steps, cancel)
+                           for pipe, call in zip(pipelines, calls)]
+                results = [future.result() for future in futures]
+    if cancel is not None and cancel.is_set():
+        raise Cancelled("generation cancelled")
+    return results
 
 
 def _noise_arguments(model: Model, recipe: Recipe) -> dict:
@@ -174,53 +267,42 @@ def stream(
             worker.join()
 
 
-def _generate_one(
-    model: Model,
-    recipe: Recipe,
-    done: int,
-    total: int,
-    progress: ProgressFn | None,
-    cancel: threading.Event | None,
-) -> Result:
+def _prepare(model: Model, recipe: Recipe, embeddings: _Embeddings) -> tuple[Recipe, object, dict]:
+    """Check a recipe against the model and build its call arguments (prompt embeddings included)."""
     if recipe.dtype != model.dtype:
         raise ValueError(f"dtype {recipe.dtype} was asked for, but this model is loaded in {model.dtype}")
-    pipe = model.pipeline
     scheduler = model.make_scheduler(recipe.scheduler)
     recipe = recipe.replace(model=model.name, scheduler=type(scheduler).__name__)
-
-    def on_step_end(pipeline, step: int, timestep, tensors: dict) -> dict:
-        if progress is not None:
-            progress(done + step + 1, total)
-        if cancel is not None and cancel.is_set():
-            pipeline._interrupt = True  # diffusers' own early exit: the loop skips the remaining steps
-        return tensors
-
-    # 1. The call arguments: the names are diffusers' own, so this is what a user would type.
+    if recipe.negative_prompt and "negative_prompt" not in model.call_parameters:
+        raise ValueError(f"negative_prompt is not supported by {type(model.pipeline).__name__}; leave it empty")
+    check_scheduler(recipe.rng, scheduler)
+    # The names are diffusers' own, so this is what a user would type.
     arguments = {
-        "prompt": recipe.prompt,
-        "negative_prompt": recipe.negative_prompt or None,
+        **embeddings.arguments(recipe),
         "num_inference_steps": recipe.num_inference_steps,
         "guidance_scale": recipe.guidance_scale,
         "width": recipe.width,
         "height": recipe.height,
         "output_type": "pil",
-        "callback_on_step_end": on_step_end,
     }
-    if recipe.negative_prompt and "negative_prompt" not in model.call_parameters:
-        raise ValueError(f"negative_prompt is not supported by {type(pipe).__name__}; leave it empty")
     arguments = {k: v for k, v in arguments.items() if k in model.call_parameters}
-    check_scheduler(recipe.rng, scheduler)
+    return recipe, scheduler, arguments
 
-    # 2. Run with a fresh scheduler and fresh noise, under the requested determinism switches.
-    with _LOCK, full_determinism(recipe.deterministic) as switches:
+
+def _run(model: Model, pipe, recipe: Recipe, scheduler, arguments: dict, switches, steps: _Steps,
+         cancel: threading.Event | None) -> Result:
+    """One image on one lane's pipeline: a fresh scheduler, fresh noise; the caller holds the lock."""
+
+    def on_step_end(pipeline, step: int, timestep, tensors: dict) -> dict:
+        steps.advance()
         if cancel is not None and cancel.is_set():
-            raise Cancelled("generation cancelled")
-        pipe.scheduler = scheduler
-        image = pipe(**_noise_arguments(model, recipe), **arguments).images[0]
-        environment = current_environment(model.device, pipe.dtype, switches)
-    if cancel is not None and cancel.is_set():
-        raise Cancelled("generation cancelled")
+            pipeline._interrupt = True  # diffusers' own early exit: the loop skips the remaining steps
+        return tensors
 
-    # 3. Fingerprint the pixels as they will be saved.
-    image = image.convert("RGB")
+    if "callback_on_step_end" in model.call_parameters:
+        arguments = {**arguments, "callback_on_step_end": on_step_end}
+    pipe.scheduler = scheduler
+    image = pipe(**_noise_arguments(model, recipe), **arguments).images[0]
+    environment = current_environment(model.device, pipe.dtype, switches)
+    image = image.convert("RGB")  # fingerprinted as it will be saved
     return Result(recipe=recipe, image=image, fingerprint=fingerprint(image), environment=environment)

@@ -12,7 +12,9 @@ request never loads weights.
 
 from __future__ import annotations
 
+import copy
 import inspect
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -137,6 +139,8 @@ class Model:
     dtype: str
     info: ModelInfo
     call_parameters: frozenset[str] = field(repr=False)
+    lanes: int = 1  # images generated at once (generation.py); more than one only pays on a CPU
+    _lane_copies: list = field(default_factory=list, repr=False)
 
     @property
     def native_size(self) -> tuple[int, int]:
@@ -156,6 +160,19 @@ class Model:
 
     def make_scheduler(self, name: str):
         return self.info.make_scheduler(name)
+
+    def lane_pipelines(self, count: int) -> list[DiffusionPipeline]:
+        """`count` pipelines sharing this one's weights, each with its own scheduler and call state."""
+        while len(self._lane_copies) < count - 1:
+            self._lane_copies.append(copy.copy(self.pipeline))  # shallow: modules are shared, not copied
+        return [self.pipeline, *self._lane_copies[: count - 1]]
+
+
+def default_lanes(device: torch.device, threads: int) -> int:
+    """Lanes that keep a CPU's cores busy at `threads` intra-op threads each; one on a GPU (it batches inside)."""
+    if device.type != "cpu":
+        return 1
+    return max(1, min(8, (os.cpu_count() or 1) // max(1, threads)))
 
 
 def load_model(name: str = DEFAULT_MODEL, device: torch.device | None = None, dtype: str = "float32") -> Model:
@@ -201,7 +218,7 @@ class ModelStore:
     """
 
     def __init__(self, allowed: list[str], device: torch.device | None = None, max_loaded: int = 2,
-                 dtype: str = "float32"):
+                 dtype: str = "float32", lanes: int = 1):
         if not allowed:
             raise ValueError("at least one model must be allowed")
         if dtype not in DTYPES:
@@ -210,6 +227,7 @@ class ModelStore:
         self.device = device or resolve_device()
         self.max_loaded = max(1, max_loaded)
         self.dtype = dtype
+        self.lanes = max(1, lanes)  # images each model generates at once (generation.py)
         self._loaded: OrderedDict[str, Model] = OrderedDict()
         self._infos: dict[str, ModelInfo] = {}
         self._lock = threading.Lock()
@@ -239,6 +257,7 @@ class ModelStore:
                 raise ValueError(f"model {model.name} is loaded in {model.dtype}, this store serves {self.dtype}")
             if model.name not in self.allowed:
                 self.allowed.append(model.name)
+            model.lanes = self.lanes
             self._loaded[model.name] = model
             self._infos[model.name] = model.info
 
@@ -261,6 +280,7 @@ class ModelStore:
                 while evictable and len(self._loaded) >= self.max_loaded:
                     self._loaded.pop(evictable.pop(0))
                 self._loaded[name] = load_model(name, self.device, self.dtype)
+                self._loaded[name].lanes = self.lanes
                 self._infos[name] = self._loaded[name].info
             self._loaded.move_to_end(name)
             return self._loaded[name]

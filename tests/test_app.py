@@ -122,9 +122,9 @@ def test_bad_input_is_a_clear_error_and_the_server_keeps_serving(client, api_nam
     assert [cell["caption"] for cell in gallery] == ["seed 5"]
 
 
-def test_only_grid_vary_matrix_and_reproduce_are_public(client):
+def test_only_grid_vary_matrix_reproduce_and_reverify_are_public(client):
     info = client.view_api(return_format="dict", print_info=False)
-    assert set(info["named_endpoints"]) == {"/grid", "/vary", "/matrix", "/reproduce"}
+    assert set(info["named_endpoints"]) == {"/grid", "/vary", "/matrix", "/reproduce", "/reverify"}
     assert not info["unnamed_endpoints"]
     recipe_fields = ["negative_prompt", "model", "scheduler", "num_inference_steps", "guidance_scale", "width",
                      "height", "rng", "variation_seed", "variation_strength", "seed_resize_from", "deterministic",
@@ -137,7 +137,10 @@ def test_only_grid_vary_matrix_and_reproduce_are_public(client):
     assert matrix == ["prompt", "seeds", "variations", *recipe_fields]
     reproduce = [p["parameter_name"] for p in info["named_endpoints"]["/reproduce"]["parameters"]]
     assert reproduce == ["link_or_recipe"]
-    for name in ("/dice", "/select", "/stop", "/environment", "/open_link", "/open_png", "/reproduce_pending"):
+    reverify = [p["parameter_name"] for p in info["named_endpoints"]["/reverify"]["parameters"]]
+    assert reverify == ["link_or_recipe"]
+    for name in ("/dice", "/select", "/stop", "/environment", "/open_link", "/open_png", "/reproduce_pending",
+                 "/reproduce_linked"):
         with pytest.raises(ValueError):
             client.predict(api_name=name)
 
@@ -279,8 +282,10 @@ def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
     # Gradio wires `cancels=` as a second listener on the same trigger.
     (canceller,) = [fn for fn in demo.fns.values() if fn.is_cancel_function and fn.targets == stop.targets]
     generating = {index for index, name in named.items()
-                  if name in ("grid", "vary", "vary_anchor", "matrix", "reproduce", "reproduce_pending")}
-    assert len(generating) == 7  # grid, /vary, the vary button, /matrix, /reproduce, a link's and a PNG's regeneration
+                  if name in ("grid", "vary", "vary_anchor", "matrix", "reproduce", "reverify", "reproduce_pending",
+                              "reproduce_linked")}
+    # grid, /vary, the vary button, /matrix, /reproduce, /reverify, a link's and a PNG's regeneration
+    assert len(generating) == 8
     assert set(canceller.cancels) == generating
 
 
@@ -310,9 +315,15 @@ def test_served_pngs_are_the_files_with_their_recipe(client, app_url):
         assert record["link"].startswith(f"{app_url}/?v=1&prompt=a+red+circle&seed=")
 
 
-def test_reproduce_a_link_from_the_grid_is_exact(client):
+def test_a_link_from_the_grid_opens_from_the_record_and_reverifies_exactly(client):
     _, results = client.predict(prompt=PROMPT, seeds="11", num_inference_steps=STEPS, api_name="/grid")
     image, verdict = client.predict(link_or_recipe=results[0]["link"], api_name="/reproduce")
+    assert verdict["served_from_record"] is True and verdict["exact"] is True
+    assert verdict["summary"].startswith("Served from this server's record of the image it made at ")
+    assert verdict["made_at"] in verdict["summary"] and "Exact match" in verdict["summary"]
+    assert read_png(image)[1] == results[0]["fingerprint"]
+    image, verdict = client.predict(link_or_recipe=results[0]["link"], api_name="/reverify")  # regenerated now
+    assert verdict["served_from_record"] is False
     assert verdict["exact"] is True and "exact" in verdict["summary"].lower()
     assert verdict["environment_differences"] == []
     assert verdict["max_difference"] == 0 == verdict["pixels_differing"]  # the server still had the original PNG

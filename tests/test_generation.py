@@ -271,3 +271,39 @@ def test_closing_a_stream_stops_the_worker_within_a_step(model):
 def test_stream_raises_worker_errors_in_the_consumer(model):
     with pytest.raises(ValueError, match="scheduler"):
         list(seedlab.stream(model, [Recipe(prompt="x", scheduler="Nope")]))
+
+
+def test_lanes_make_every_image_exactly_as_a_solo_run_and_in_order(model):
+    """Images side by side on shallow pipeline copies: same pixels, same order, every step counted."""
+    recipes = [
+        Recipe(prompt="a red circle", seed=i, scheduler=SCHEDULERS[i % len(SCHEDULERS)], num_inference_steps=3 + i % 2,
+               guidance_scale=(1.0, 5.0)[i % 2], negative_prompt="blue" if i % 3 == 0 else "",
+               deterministic=i >= 5, variation_seed=i + 100, variation_strength=0.3 * (i % 2))
+        for i in range(7)
+    ]
+    solo = [seedlab.generate(model, r).fingerprint for r in recipes]
+    before = seedlab.determinism.current_switches()
+    model.lanes = 3
+    try:
+        events = list(seedlab.stream(model, recipes))
+    finally:
+        model.lanes = 1
+    results = [e for e in events if isinstance(e, seedlab.Result)]
+    assert [r.fingerprint for r in results] == solo
+    assert [r.recipe.seed for r in results] == [r.seed for r in recipes]
+    done = [e.done for e in events if isinstance(e, seedlab.Progress)]
+    assert done == sorted(done) and done[-1] == sum(r.num_inference_steps for r in recipes)
+    assert seedlab.determinism.current_switches() == before  # the deterministic chunk's switches were restored
+
+
+def test_a_grid_encodes_its_prompt_once_with_the_same_pixels(model):
+    calls = []
+    hook = model.pipeline.text_encoder.register_forward_hook(lambda *args: calls.append(1))
+    try:
+        recipe = Recipe(prompt="a red circle", num_inference_steps=2, guidance_scale=5.0)
+        grid = seedlab.generate_grid(model, recipe, [1, 2, 3, 4])
+    finally:
+        hook.remove()
+    assert len(calls) == 2, "the prompt and the empty negative prompt, once each for four images"
+    for result in grid:
+        assert np.array_equal(pixels(result), pixels(plain_diffusers(model, result.recipe)))

@@ -1,28 +1,40 @@
-"""The app's server-side keeping: the PNG folder it serves and each session's cancel event, both bounded."""
+"""The app's server-side keeping, all bounded: the PNG folder, this server's result record, the cancel events."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import threading
+import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-from seedlab import Result, fingerprint
+from seedlab import Recipe, Result, fingerprint
+from seedlab.environment import Environment
 from seedlab import save_png as write_png
 
 MAX_PNG_FILES = 1024  # our PNGs kept on disk (Gradio serves its own cached copies); the oldest go first
+MAX_PNG_BYTES = 512 * 2**20  # and at most this much of them
+MAX_RECORD = 4096  # recipes in the result record (a few hundred bytes each); the least recently used go first
 MAX_SESSIONS = 512  # cancel events kept at once; the least recently started are forgotten first
 
 
 class PngStore:
-    """A bounded folder of PNGs that carry their recipe, named by fingerprint so pixels can be found again."""
+    """A bounded folder of PNGs that carry their recipe, named by fingerprint so pixels can be found again.
 
-    def __init__(self, folder: Path, max_files: int = MAX_PNG_FILES):
-        self.folder, self.max_files = folder, max_files
+    The folder is this store's own (a fresh temporary folder per server): it counts what it wrote
+    instead of listing the folder, so saving an image costs no directory scan.
+    """
+
+    def __init__(self, folder: Path, max_files: int = MAX_PNG_FILES, max_bytes: int = MAX_PNG_BYTES):
+        self.folder, self.max_files, self.max_bytes = folder, max_files, max_bytes
+        self._files: OrderedDict[Path, int] = OrderedDict()  # path -> size, oldest first
+        self._bytes = 0
+        self._lock = threading.Lock()
 
     def save(self, result: Result) -> str:
         """Save an image as a PNG that carries its recipe (lossless, so its fingerprint still holds)."""
@@ -31,7 +43,7 @@ class PngStore:
         path = self.folder / f"seed{result.recipe.seed}-{result.fingerprint[:20]}-{recipe_key}.png"
         if not path.exists():
             write_png(result, path)
-            self.prune()
+            self._added(path)
         return str(path)
 
     def keep_pixels(self, pixels: np.ndarray, print_: str) -> None:
@@ -39,25 +51,95 @@ class PngStore:
         path = self.folder / f"original-{print_[:20]}-pixels.png"
         if not path.exists():
             Image.fromarray(pixels).save(path, format="PNG")
-            self.prune()
+            self._added(path)
 
     def pixels(self, print_: str) -> np.ndarray | None:
         """The pixels of a recent image with this fingerprint, if its PNG is still in the bounded folder."""
         for path in self.folder.glob(f"*-{print_[:20]}-*.png"):
-            try:
-                with Image.open(path) as image:
-                    pixels = np.asarray(image.convert("RGB"))
-            except OSError:  # pruned while reading
-                continue
-            if fingerprint(pixels) == print_:
+            pixels = read_pixels(path)
+            if pixels is not None and fingerprint(pixels) == print_:
                 return pixels
         return None
 
-    def prune(self) -> None:
-        """Keep the folder bounded on a long-running server: delete the oldest files beyond the limit."""
-        files = sorted(self.folder.glob("*.png"), key=lambda file: file.stat().st_mtime)
-        for file in files[:-self.max_files]:
-            file.unlink(missing_ok=True)
+    def _added(self, path: Path) -> None:
+        """Count a new file and delete the oldest beyond the limits (a long-running server stays bounded)."""
+        with self._lock:
+            size = path.stat().st_size
+            self._files[path] = size
+            self._bytes += size
+            while len(self._files) > 1 and (len(self._files) > self.max_files or self._bytes > self.max_bytes):
+                old, old_size = self._files.popitem(last=False)
+                self._bytes -= old_size
+                old.unlink(missing_ok=True)
+
+
+def read_pixels(path: str | Path) -> np.ndarray | None:
+    """A PNG's RGB pixels, or None when it is gone (pruned) or unreadable."""
+    try:
+        with Image.open(path) as image:
+            return np.asarray(image.convert("RGB"))
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """An image this server made: where its PNG is, its fingerprint and environment, and when."""
+
+    path: str
+    fingerprint: str
+    environment: Environment
+    made_at: float  # time.time()
+
+    def made_at_text(self) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.made_at))
+
+
+class ResultRecord:
+    """This server's record of the images it made, keyed by recipe, so a link it rendered opens at once.
+
+    Bounded in memory (`max_entries` recipes, least recently used dropped) and on disk (the PNGs are
+    the PngStore's, which prunes its own). An entry whose PNG is gone, or whose pixels no longer
+    match the fingerprint, is dropped and the link regenerates. Nothing survives a restart: every
+    image then regenerates, as links always could. The environment is this process's, so the same
+    recipe here always means the same switches, thread count and versions.
+    """
+
+    def __init__(self, max_entries: int = MAX_RECORD):
+        self.max_entries = max_entries
+        self._entries: OrderedDict[str, Recorded] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(recipe: Recipe) -> str:
+        return json.dumps(recipe.to_json(), sort_keys=True)
+
+    def add(self, result: Result, path: str) -> None:
+        entry = Recorded(path, result.fingerprint, result.environment, time.time())
+        with self._lock:
+            self._entries.pop(self.key(result.recipe), None)
+            self._entries[self.key(result.recipe)] = entry
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def find(self, recipe: Recipe) -> tuple[Result, Recorded] | None:
+        """The recorded image for `recipe` (pixels read back and checked), or None."""
+        key = self.key(recipe)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+        if entry is None:
+            return None
+        pixels = read_pixels(entry.path)
+        if pixels is None or fingerprint(pixels) != entry.fingerprint:
+            with self._lock:
+                self._entries.pop(key, None)
+            return None
+        return Result(recipe, Image.fromarray(pixels), entry.fingerprint, entry.environment), entry
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class CancelRegistry:

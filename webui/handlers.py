@@ -28,7 +28,7 @@ from seedlab.reproduction import original_from_link, original_from_png, original
 from seedlab.recipe import DEFAULT_SCHEDULER, SPECS
 from seedlab.seeds import format_seeds, parse_seeds, random_seeds
 from webui.fields import FIELDS, label_message, values_of
-from webui.files import CancelRegistry, PngStore
+from webui.files import CancelRegistry, PngStore, ResultRecord
 from webui.uploads import client_address
 
 try:  # Hugging Face ZeroGPU: GPU work must run inside a function decorated with spaces.GPU
@@ -124,6 +124,7 @@ class SeedLab:
         self.admission = admission
         self.store = admission.store
         self.pngs = PngStore(image_dir)
+        self.record = ResultRecord()  # what this server made: a link it rendered opens without regenerating
         self.cancels = CancelRegistry()
         self.default = self.store.get(self.store.default)  # loaded once, at start-up
 
@@ -167,11 +168,23 @@ class SeedLab:
         yield from self.run(recipes, captions, request, progress, "matrix")
 
     def reproduce(self, link_or_recipe: str, request: gr.Request | None = None, progress=None):
-        """Regenerate a link or a recipe (JSON text) and compare: the image, and the verdict (exact, or how far off)."""
+        """Reproduce a link or a recipe (JSON text) and compare: the image, and the verdict (exact, or how far off).
+
+        An image this server made recently is served from its record (the verdict says so and when it
+        was made); /reverify always regenerates.
+        """
+        yield from self.reproduce_text(link_or_recipe, request, progress, from_record=True)
+
+    def reverify(self, link_or_recipe: str, request: gr.Request | None = None, progress=None):
+        """Regenerate a link or a recipe (JSON text) now, even if this server has it on record, and compare."""
+        yield from self.reproduce_text(link_or_recipe, request, progress, from_record=False)
+
+    def reproduce_text(self, link_or_recipe: str, request, progress, from_record: bool):
         with user_errors():
             original = self.admission.original(original_from_text(link_or_recipe), strict=True)
-            self.admission.charge([original.recipe], visitor(request))
-        yield from self.regenerate(original, request, progress)
+            if not (from_record and self.record.find(original.recipe)):
+                self.admission.charge([original.recipe], visitor(request))
+        yield from self.regenerate(original, request, progress, from_record)
 
     # UI-only handlers (private endpoints).
 
@@ -275,12 +288,20 @@ class SeedLab:
                 "pending": original.with_pixels(None), "regenerate_png": gr.Button(interactive=True)}
 
     def reproduce_pending(self, original: Original | None, request: gr.Request | None = None, progress=None):
-        """Regenerate what open_link or open_png left in the session state."""
+        """Regenerate the dropped PNG that open_png left in the session state, and compare."""
+        yield from self.pending(original, request, progress, from_record=False)
+
+    def reproduce_linked(self, original: Original | None, request: gr.Request | None = None, progress=None):
+        """The linked image that open_link left in the session state: from this server's record, else regenerated."""
+        yield from self.pending(original, request, progress, from_record=True)
+
+    def pending(self, original: Original | None, request, progress, from_record: bool):
         if original is None:
             return
         with user_errors():
-            self.admission.charge([original.recipe], visitor(request))
-        for update in self.regenerate(original, request, progress):
+            if not (from_record and self.record.find(original.recipe)):
+                self.admission.charge([original.recipe], visitor(request))
+        for update in self.regenerate(original, request, progress, from_record):
             if "verdict" in update and update["verdict"]:
                 update = {**update, "verdict_text": update["verdict"]["summary"]}
             yield update
@@ -289,7 +310,8 @@ class SeedLab:
         """After /reproduce: the controls show the regenerated recipe, and the verdict its summary."""
         if not verdict:
             return {}
-        return {**restore(Recipe.from_dict(verdict["recipe"])), "verdict_text": verdict["summary"]}
+        return {**restore(Recipe.from_dict(verdict["recipe"])), "verdict_text": verdict["summary"],
+                "reverify": gr.Button(interactive=bool(verdict.get("served_from_record")))}
 
     def stop(self, request: gr.Request) -> None:
         """Ask this session's running generation to stop (the backend checks at every step)."""
@@ -327,14 +349,30 @@ class SeedLab:
                                      unit="steps")
                         yield {}  # hands control to Gradio, which may close us here
                         continue
-                    gallery.append((self.pngs.save(event), captions[len(gallery)]))
+                    path = self.pngs.save(event)
+                    self.record.add(event, path)
+                    gallery.append((path, captions[len(gallery)]))
                     results.append(result_record(event, base))
                     yield {target: list(gallery), f"{target}_results": list(results)}
             except Cancelled:
                 gr.Warning(f"Stopped after {len(gallery)} of {len(recipes)} images.")
 
-    def regenerate(self, original: Original, request, progress) -> Iterator[dict]:
-        """Generate an original's recipe again, save the PNG and compare: yields {} per step, then the verdict."""
+    def regenerate(self, original: Original, request, progress, from_record: bool = False) -> Iterator[dict]:
+        """Generate an original's recipe again, save the PNG and compare: yields {} per step, then the verdict.
+
+        With `from_record`, an image this server already made is read back from its record instead.
+        """
+        recorded = self.record.find(original.recipe) if from_record else None
+        if recorded is not None:
+            result, entry = recorded
+            verdict = compare(result, original)
+            link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
+            summary = (f"Served from this server's record of the image it made at {entry.made_at_text()}: not "
+                       f"regenerated now (press \"Re-verify by regenerating\" to check). {verdict.summary}")
+            yield {"reproduced": entry.path, "reverify": gr.Button(interactive=True),
+                   "verdict": {**verdict.to_dict(), "summary": summary, "served_from_record": True,
+                               "made_at": entry.made_at_text(), "recipe": result.recipe.to_json(), "link": link}}
+            return
         cancel = self.cancels.new(getattr(request, "session_hash", None))
         if original.pixels is None and original.fingerprint is not None:
             original = original.with_pixels(self.pngs.pixels(original.fingerprint))
@@ -355,5 +393,8 @@ class SeedLab:
                 return
         verdict = compare(result, original)
         link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
-        yield {"reproduced": self.pngs.save(result),
-               "verdict": {**verdict.to_dict(), "recipe": result.recipe.to_json(), "link": link}}
+        path = self.pngs.save(result)
+        self.record.add(result, path)
+        yield {"reproduced": path, "reverify": gr.Button(interactive=False),
+               "verdict": {**verdict.to_dict(), "recipe": result.recipe.to_json(), "link": link,
+                           "served_from_record": False}}
