@@ -27,6 +27,7 @@ from seedlab import ModelStore, configure_process, resolve_device
 from seedlab.admission import Admission, measure_speed
 from seedlab.limits import Limits
 from seedlab.models import default_lanes
+from seedlab.workers import Workers
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
 from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, control, with_fields
 from webui.handlers import NO_ANCHOR, RESTORED, SeedLab
@@ -276,8 +277,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="torch intra-op threads per image; on a CPU 1 by default, which links record "
                              "(env SEEDLAB_THREADS)")
     parser.add_argument("--lanes", type=int, default=os.environ.get("SEEDLAB_LANES") or None,
-                        help="images generated at once; on a CPU cores / threads by default, on a GPU 1 "
-                             "(env SEEDLAB_LANES)")
+                        help="images generated at once in this process; on a CPU cores / threads by default, on "
+                             "a GPU 1 (env SEEDLAB_LANES)")
+    parser.add_argument("--workers", type=int, default=os.environ.get("SEEDLAB_WORKERS") or None,
+                        help="worker processes for multi-image requests, each loading the default model; on a "
+                             "CPU cores / threads by default, 0 for none (env SEEDLAB_WORKERS)")
     args = parser.parse_args(argv)
     try:
         limits = Limits.from_env()
@@ -287,8 +291,10 @@ def main(argv: list[str] | None = None) -> None:
         threads = args.threads or (1 if device.type == "cpu" else None)
         configure_process(threads)
         lanes = args.lanes or default_lanes(device, torch.get_num_threads())
-        if lanes < 1:
-            raise ValueError(f"lanes must be a positive integer, got {lanes}")
+        workers = args.workers if args.workers is not None else (lanes if device.type == "cpu" else 0)
+        if lanes < 1 or workers < 0 or (workers and device.type != "cpu"):
+            raise ValueError(f"lanes must be a positive integer and workers 0 or more (0 on a GPU), "
+                             f"got {lanes} and {workers}")
         extra = [name.strip() for name in os.environ.get("SEEDLAB_MODELS", "").split(",") if name.strip()]
         store = ModelStore([args.model, *extra], device=device, dtype=args.dtype, lanes=lanes)
         admission = Admission(store, limits, measure_speed(store.get(store.default)))
@@ -296,6 +302,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"seedlab: {error}\n")
     demo, app = build_app(admission)
     app.cancels.max_sessions = limits.sessions
+    if workers > 1:  # started after the speed measurement, which they would slow; ready in the background
+        app.workers = Workers(store.default, workers=workers, threads=torch.get_num_threads(), dtype=args.dtype)
+        atexit.register(app.workers.close)
     # One generation at a time per device (all generating events share one concurrency group);
     # the rest wait in a bounded queue and see their position.
     demo.queue(max_size=limits.queue_size, default_concurrency_limit=limits.concurrency)

@@ -69,7 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--out", required=True, type=Path, help="folder for the PNG files")
         add_recipe_options(command)
         command.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
-        command.add_argument("--threads", type=int, default=None, help="pin torch's intra-op thread count")
+        command.add_argument("--threads", type=int, default=None,
+                             help="torch intra-op threads per image (grid, vary: 1 on a CPU, images side by side as "
+                                  "in the app; sweep: cores / workers)")
         command.add_argument("--json", action="store_true", help="print one JSON object per image")
         command.add_argument("--base-url", default=DEFAULT_BASE_URL, help="where links point (the app's address)")
     reproduce = commands.add_parser("reproduce", help="regenerate a link or a PNG and compare the pixels")
@@ -115,8 +117,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--threads must be a positive integer")
     if not args.base_url.startswith(("http://", "https://")):
         raise UsageError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
-    determinism.configure_process(args.threads)
     admission = _admission(args)
+    threads = args.threads
+    if args.command != "sweep" and threads is None and admission.store.device.type == "cpu":
+        threads = 1  # as the app: images side by side at one thread each, the same pixels as the app's
+    determinism.configure_process(threads)
+    if args.command != "sweep":
+        admission.store.lanes = models.default_lanes(admission.store.device, threads or 1)
     values = {name: getattr(args, name) for name in ("prompt", *RECIPE_OPTIONS)}
     try:
         if args.command == "sweep":  # the sweep's own seed ranges and variations; the recipe as grid's

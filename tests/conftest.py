@@ -51,6 +51,7 @@ class AppServer:
             "HF_HUB_OFFLINE": "1",
             "SEEDLAB_MAX_STEPS": str(APP_MAX_STEPS),  # room for a long run to cancel; other limits as shipped
             "SEEDLAB_VISITOR_SECONDS": "100000",  # every test is the same visitor (127.0.0.1); test_budget covers the share
+            "SEEDLAB_WORKERS": "0",  # no worker processes (test_workers starts a server with them)
         }
         env.update(self.extra_env)
         env.pop("SEEDLAB_BASE_URL", None)  # links point at this server

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +28,7 @@ from seedlab.metadata import UnreadablePNG
 from seedlab.reproduction import original_from_link, original_from_png, original_from_text
 from seedlab.recipe import DEFAULT_SCHEDULER, SPECS
 from seedlab.seeds import format_seeds, parse_seeds, random_seeds
+from seedlab.workers import Workers
 from webui.fields import FIELDS, label_message, values_of
 from webui.files import CancelRegistry, PngStore, ResultRecord
 from webui.uploads import client_address
@@ -38,6 +40,7 @@ except ImportError:
 
 DEFAULT_BASE_URL = "http://127.0.0.1:7860/"  # where links point when a request does not say
 RESTORED = ("prompt", "seeds", *FIELDS)  # the controls a recipe restores (a link, a PNG, a reproduction)
+PROGRESS_INTERVAL_S = 0.1
 NO_ANCHOR = "Anchor seed: none yet (click a cell of the grid)"
 
 
@@ -125,6 +128,7 @@ class SeedLab:
         self.store = admission.store
         self.pngs = PngStore(image_dir)
         self.record = ResultRecord()  # what this server made: a link it rendered opens without regenerating
+        self.workers: Workers | None = None  # worker processes for multi-image requests, once started
         self.cancels = CancelRegistry()
         self.default = self.store.get(self.store.default)  # loaded once, at start-up
 
@@ -342,8 +346,18 @@ class SeedLab:
         with user_errors():
             model = self.store.get(recipes[0].model)
             try:
-                for event in stream_on_gpu(model, recipes, cancel=cancel):
+                shown_at = 0.0
+                if self.workers is not None and self.workers.serves(recipes):
+                    events = self.workers.stream(recipes, cancel=cancel)
+                else:
+                    events = stream_on_gpu(model, recipes, cancel=cancel)
+                for event in events:
                     if isinstance(event, Progress):
+                        # At most ~10 progress updates a second: every step of every lane would cost more
+                        # in events to the page than it tells the user. Stop reaches the worker directly.
+                        if time.monotonic() - shown_at < PROGRESS_INTERVAL_S and event.done < event.total:
+                            continue
+                        shown_at = time.monotonic()
                         if progress is not None:
                             progress((event.done, event.total), desc=f"image {len(gallery) + 1} of {len(recipes)}",
                                      unit="steps")

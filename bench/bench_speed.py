@@ -1,0 +1,193 @@
+"""Benchmark: every speed ratio SeedLab promises, measured in one run on this machine.
+
+    python bench/bench_speed.py [--model embedded] [--seeds 8] [--steps 20] [--repeats 3] [--no-sweep]
+
+It starts the real app (`python app.py`, the machine's defaults: one thread per image, cores lanes)
+and measures what a user experiences, through the app's HTTP API (gradio_client), interleaved
+with the same work done in this process, so a noisy machine slows every side alike:
+- exact grid / batched: an N-seed grid via /grid against ONE plain batched diffusers call of the
+  same N images (a generator list, torch's default thread count): the goal is <= 1.0;
+- web / backend: /grid against the backend's own grid (seedlab.generate_grid, the same lanes and
+  threads as the app) in this process: the goal is <= 1.10;
+- seedlab / plain: SeedLab's per-image path against plain per-seed diffusers calls, one lane at
+  the same thread count (goal <= 1.05), with identical pixels;
+- link re-open / generation: /reproduce of a link the server made (served from its record) against
+  /reverify of the same link (regenerated): the goal is <= 0.05;
+- a single image at 1 thread against 2 threads: what the app's default costs one image;
+- sweep throughput with 1 and 2 workers, the scaling ratio and peak memory per worker
+  (bench_sweep.py's measurement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import seedlab  # noqa: E402
+from bench_grid import batched_grid, direct_grid  # noqa: E402
+from seedlab.models import default_lanes  # noqa: E402
+
+
+def start_app(model: str, folder: Path) -> tuple[subprocess.Popen, str]:
+    """`python app.py` on a free local port, with the machine's default threads and lanes."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "TMPDIR": str(folder),
+           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "SEEDLAB_VISITOR_SECONDS": "100000"}
+    for name in ("SEEDLAB_THREADS", "SEEDLAB_LANES", "OMP_NUM_THREADS"):
+        env.pop(name, None)
+    log = open(folder / "app.log", "wb")
+    process = subprocess.Popen([sys.executable, "app.py", "--model", model, "--device", "cpu"], cwd=ROOT, env=env,
+                               stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the app exited: see {folder / 'app.log'}")
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return process, url
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError("the app did not start within 300 s")
+
+
+def timed(fn) -> tuple[float, object]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def with_threads(count: int, fn):
+    """Run `fn` at `count` torch threads (the bench process switches between the app's and torch's default)."""
+    def run():
+        before = torch.get_num_threads()
+        torch.set_num_threads(count)
+        try:
+            return fn()
+        finally:
+            torch.set_num_threads(before)
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--prompt", default="a red circle on a blue background")
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-sweep", action="store_true", help="skip the sweep throughput part")
+    args = parser.parse_args()
+
+    from gradio_client import Client
+
+    seedlab.configure_process()
+    cores = torch.get_num_threads()  # torch's default: one per core
+    model = seedlab.load_model(args.model, torch.device("cpu"))
+    lanes = default_lanes(torch.device("cpu"), 1)
+    width, height = model.native_size
+    recipe = seedlab.Recipe(prompt=args.prompt, model=model.name, num_inference_steps=args.steps,
+                            guidance_scale=model.default_guidance, width=width, height=height)
+    seeds = list(range(args.seeds))
+    seeds_text = f"0-{args.seeds - 1}"
+
+    folder = Path(tempfile.mkdtemp(prefix="seedlab-bench-"))
+    server, url = start_app(args.model, folder)
+    try:
+        client = Client(url, verbose=False)
+        grid_args = {"prompt": args.prompt, "seeds": seeds_text, "num_inference_steps": args.steps,
+                     "guidance_scale": model.default_guidance, "api_name": "/grid"}
+
+        def backend(count: int):
+            model.lanes = count
+            try:
+                return seedlab.generate_grid(model, recipe, seeds)
+            finally:
+                model.lanes = 1
+
+        one = recipe.replace(seed=12345)
+        runs = {
+            "web grid": lambda: client.predict(**grid_args),
+            "batched": with_threads(cores, lambda: batched_grid(model, recipe, seeds)),
+            "backend grid": with_threads(1, lambda: backend(lanes)),
+            "seedlab 1 lane": with_threads(1, lambda: backend(1)),
+            "plain per seed": with_threads(1, lambda: direct_grid(model, recipe, seeds)),
+            "image 1 thread": with_threads(1, lambda: seedlab.generate(model, one)),
+            "image 2 threads": with_threads(2, lambda: seedlab.generate(model, one)),
+        }
+        for fn in runs.values():  # warm-up: first calls pay for allocations and lazy imports
+            fn()
+        _, results = runs["web grid"]()
+        link = results[0]["link"]
+        runs["link from record"] = lambda: client.predict(link_or_recipe=link, api_name="/reproduce")
+        runs["link regenerated"] = lambda: client.predict(link_or_recipe=link, api_name="/reverify")
+        runs["link from record"](), runs["link regenerated"]()
+
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        outputs: dict[str, object] = {}
+        for _ in range(args.repeats):
+            for name, fn in runs.items():
+                seconds, outputs[name] = timed(fn)
+                times[name].append(seconds)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    median = {name: statistics.median(values) for name, values in times.items()}
+
+    web = [record["fingerprint"] for record in outputs["web grid"][1]]
+    backend_prints = [result.fingerprint for result in outputs["backend grid"]]
+    ours = [np.asarray(r.image) for r in outputs["seedlab 1 lane"]]
+    plain = [np.asarray(i.convert("RGB")) for i in outputs["plain per seed"]]
+    record_verdict, fresh_verdict = outputs["link from record"][1], outputs["link regenerated"][1]
+
+    print(f"model {model.name}, {args.seeds} seeds, {args.steps} steps, {width}x{height}, guidance "
+          f"{recipe.guidance_scale:g}; {cores} cores; app: 1 thread per image, {lanes} lanes; "
+          f"{args.repeats} interleaved repeats (medians)")
+    for name in runs:
+        print(f"  {name:17s} median {median[name]:.3f} s  (min {min(times[name]):.3f}, max {max(times[name]):.3f})")
+    print(f"exact grid via /grid / one batched call    = {median['web grid'] / median['batched']:.3f}  (goal <= 1.0)")
+    print(f"web /grid / backend grid                   = {median['web grid'] / median['backend grid']:.3f}  "
+          "(goal <= 1.10)")
+    print(f"seedlab / plain diffusers (1 lane)         = {median['seedlab 1 lane'] / median['plain per seed']:.3f}  "
+          "(goal <= 1.05)")
+    print(f"link re-open from record / regeneration    = {median['link from record'] / median['link regenerated']:.3f}  "
+          "(goal <= 0.05)")
+    print(f"one image at 1 thread / at 2 threads       = {median['image 1 thread'] / median['image 2 threads']:.3f}  "
+          "(what the app's default costs a single image)")
+    print(f"web grid == backend grid == solo fingerprints: {web == backend_prints}; "
+          f"seedlab == plain pixels: {all(np.array_equal(a, b) for a, b in zip(ours, plain))}; "
+          f"record verdict exact {record_verdict['exact']} (served from record {record_verdict['served_from_record']}), "
+          f"regenerated exact {fresh_verdict['exact']}")
+
+    if not args.no_sweep:
+        from bench_sweep import measure
+
+        sweep_args = argparse.Namespace(model=args.model, prompt=args.prompt, steps=args.steps, images=24)
+        sweeps = [measure(sweep_args, workers, max(1, cores // workers)) for workers in (1, 2)]
+        for run in sweeps:
+            peaks = ", ".join(f"{peak:.0f}" for peak in run["peaks"])
+            print(f"sweep {run['workers']} worker(s) x {run['threads']} thread(s): {run['rate']:.2f} images/s "
+                  f"(start-up {run['start_up']:.1f} s), peak RSS per worker {peaks} MiB")
+        print(f"sweep scaling 2 workers / 1 worker = {sweeps[1]['rate'] / sweeps[0]['rate']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
