@@ -346,29 +346,35 @@ class SeedLab:
         with user_errors():
             model = self.store.get(recipes[0].model)
             try:
-                shown_at = 0.0
+                shown_at = images_at = 0.0
+                shown_images = 0
                 if self.workers is not None and self.workers.serves(recipes):
                     events = self.workers.stream(recipes, cancel=cancel)
                 else:
                     events = stream_on_gpu(model, recipes, cancel=cancel)
                 for event in events:
-                    if isinstance(event, Progress):
-                        # At most ~10 progress updates a second: every step of every lane would cost more
-                        # in events to the page than it tells the user. Stop reaches the worker directly.
-                        if time.monotonic() - shown_at < PROGRESS_INTERVAL_S and event.done < event.total:
-                            continue
-                        shown_at = time.monotonic()
+                    if isinstance(event, Result):
+                        path = self.pngs.save(event)
+                        self.record.add(event, path)
+                        gallery.append((path, captions[len(gallery)]))
+                        results.append(result_record(event, base))
+                    # The page gets at most ~10 updates a second: images finished side by side arrive
+                    # together, and every update resends the whole gallery (an API client downloads it
+                    # again). Stop reaches the worker directly, not through these updates.
+                    now = time.monotonic()
+                    if len(gallery) > shown_images and (now - images_at >= PROGRESS_INTERVAL_S
+                                                        or len(gallery) == len(recipes)):
+                        images_at, shown_images = now, len(gallery)
+                        yield {target: list(gallery), f"{target}_results": list(results)}
+                    elif isinstance(event, Progress) and now - shown_at >= PROGRESS_INTERVAL_S:
+                        shown_at = now
                         if progress is not None:
                             progress((event.done, event.total), desc=f"image {len(gallery) + 1} of {len(recipes)}",
                                      unit="steps")
                         yield {}  # hands control to Gradio, which may close us here
-                        continue
-                    path = self.pngs.save(event)
-                    self.record.add(event, path)
-                    gallery.append((path, captions[len(gallery)]))
-                    results.append(result_record(event, base))
-                    yield {target: list(gallery), f"{target}_results": list(results)}
             except Cancelled:
+                if len(gallery) > shown_images:
+                    yield {target: list(gallery), f"{target}_results": list(results)}
                 gr.Warning(f"Stopped after {len(gallery)} of {len(recipes)} images.")
 
     def regenerate(self, original: Original, request, progress, from_record: bool = False) -> Iterator[dict]:
