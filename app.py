@@ -241,7 +241,7 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
 
     # Links and PNGs: restore the controls at once, then regenerate and show the verdict.
     verdict = ["reproduced", "verdict", "verdict_text", "reverify"]
-    link = event(demo.load, app.open_link, None, ["link_box", *RESTORED, "verdict_text", "pending", "reproduction"],
+    link = event(demo.load, app.open_link, None, ["link_box", *RESTORED, *verdict, "pending", "reproduction"],
                  queue=False, **private)
     link = link.then(busy, None, buttons, queue=False, show_progress="hidden", **private)  # Stop works meanwhile
     link = link.then(by_name(app.reproduce_linked, ui, [ui[name] for name in verdict]), ui["pending"],

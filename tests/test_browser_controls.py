@@ -94,3 +94,19 @@ def test_a_regenerated_png_shows_under_its_button_at_a_readable_size(browser, ap
     verdict = page.locator("#verdict").bounding_box()
     assert 0 <= verdict["y"] - (asked["y"] + asked["height"]) < 200, (asked, verdict)
     page.context.close()
+
+
+def test_a_link_this_server_made_opens_from_its_record_and_re_verifies_on_click(browser, app_server):  # noqa: F811
+    from gradio_client import Client
+
+    _, results = Client(app_server.url, verbose=False).predict(prompt="a record", seeds="31", num_inference_steps=3,
+                                                               api_name="/grid")
+    page = open_page(browser, results[0]["link"])
+    wait_for_value(page, "verdict", "Served from this server's record of the image it made at")
+    assert "Exact match" in page.locator("#verdict textarea").input_value()
+    page.wait_for_function("!document.querySelector('#reverify').disabled")
+    page.locator("#reverify").click()
+    wait_for_value(page, "verdict", "pixel for pixel")
+    assert "Served from" not in page.locator("#verdict textarea").input_value()
+    page.wait_for_function("document.querySelector('#reverify').disabled")
+    page.context.close()

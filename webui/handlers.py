@@ -270,9 +270,12 @@ class SeedLab:
         except ValueError as error:
             return {"verdict_text": f"This link cannot be opened. {label_message(error)}", "pending": None,
                     "reproduction": gr.Accordion(open=True)}
-        return {"link_box": f"{base_url(request)}?{query}", **restore(original.recipe),
-                "verdict_text": "Regenerating the linked image…", "pending": original,
-                "reproduction": gr.Accordion(open=True)}
+        opened = {"link_box": f"{base_url(request)}?{query}", **restore(original.recipe),
+                  "reproduction": gr.Accordion(open=True)}
+        served = self.from_record(original, request)  # at once, not queued behind other visitors' generations
+        if served is not None:
+            return {**opened, **served, "pending": None}
+        return {**opened, "verdict_text": "Regenerating the linked image…", "pending": original}
 
     def open_png(self, path: str | None) -> dict:
         """A dropped PNG restores its recipe into the controls; notes say what could not be mapped."""
@@ -377,21 +380,28 @@ class SeedLab:
                     yield {target: list(gallery), f"{target}_results": list(results)}
                 gr.Warning(f"Stopped after {len(gallery)} of {len(recipes)} images.")
 
+    def from_record(self, original: Original, request) -> dict | None:
+        """The verdict for an image this server already made, read back from its record; None if it has not."""
+        recorded = self.record.find(original.recipe)
+        if recorded is None:
+            return None
+        result, entry = recorded
+        verdict = compare(result, original)
+        link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
+        summary = (f"Served from this server's record of the image it made at {entry.made_at_text()}: not "
+                   f"regenerated now (press \"Re-verify by regenerating\" to check). {verdict.summary}")
+        return {"reproduced": entry.path, "reverify": gr.Button(interactive=True), "verdict_text": summary,
+                "verdict": {**verdict.to_dict(), "summary": summary, "served_from_record": True,
+                            "made_at": entry.made_at_text(), "recipe": result.recipe.to_json(), "link": link}}
+
     def regenerate(self, original: Original, request, progress, from_record: bool = False) -> Iterator[dict]:
         """Generate an original's recipe again, save the PNG and compare: yields {} per step, then the verdict.
 
         With `from_record`, an image this server already made is read back from its record instead.
         """
-        recorded = self.record.find(original.recipe) if from_record else None
-        if recorded is not None:
-            result, entry = recorded
-            verdict = compare(result, original)
-            link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
-            summary = (f"Served from this server's record of the image it made at {entry.made_at_text()}: not "
-                       f"regenerated now (press \"Re-verify by regenerating\" to check). {verdict.summary}")
-            yield {"reproduced": entry.path, "reverify": gr.Button(interactive=True),
-                   "verdict": {**verdict.to_dict(), "summary": summary, "served_from_record": True,
-                               "made_at": entry.made_at_text(), "recipe": result.recipe.to_json(), "link": link}}
+        served = self.from_record(original, request) if from_record else None
+        if served is not None:
+            yield served
             return
         cancel = self.cancels.new(getattr(request, "session_hash", None))
         if original.pixels is None and original.fingerprint is not None:
