@@ -2,13 +2,15 @@
 
     python bench/bench_speed.py [--model embedded] [--seeds 8] [--steps 20] [--repeats 3] [--no-sweep]
 
-It starts the real app (`python app.py`, the machine's defaults: one thread per image, cores lanes)
-and measures what a user experiences, through the app's HTTP API (gradio_client), interleaved
-with the same work done in this process, so a noisy machine slows every side alike:
+It starts the real app (`python app.py` with the machine's defaults: one thread per image, a
+worker process per core) and measures what a user experiences through the app's HTTP API, both
+with gradio_client and as a plain HTTP client (curl) calls it, interleaved with the same work done
+in this process, so a noisy machine slows every side alike:
 - exact grid / batched: an N-seed grid via /grid against ONE plain batched diffusers call of the
   same N images (a generator list, torch's default thread count): the goal is <= 1.0;
-- web / backend: /grid against the backend's own grid (seedlab.generate_grid, the same lanes and
-  threads as the app) in this process: the goal is <= 1.10;
+- web / backend: /grid against the backend doing the same in this process (seedlab.workers, the
+  same worker processes and threads as the app): the goal is <= 1.10; lanes (threads in one
+  process) are timed too;
 - seedlab / plain: SeedLab's per-image path against plain per-seed diffusers calls, one lane at
   the same thread count (goal <= 1.05), with identical pixels;
 - link re-open / generation: /reproduce of a link the server made (served from its record) against
@@ -21,6 +23,7 @@ with the same work done in this process, so a noisy machine slows every side ali
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
@@ -41,6 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import seedlab  # noqa: E402
 from bench_grid import batched_grid, direct_grid  # noqa: E402
 from seedlab.models import default_lanes  # noqa: E402
+from seedlab.workers import Workers  # noqa: E402
 
 
 def start_app(model: str, folder: Path) -> tuple[subprocess.Popen, str]:
@@ -67,6 +71,29 @@ def start_app(model: str, folder: Path) -> tuple[subprocess.Popen, str]:
             time.sleep(0.5)
     process.kill()
     raise RuntimeError("the app did not start within 300 s")
+
+
+def call_http(client, url: str, api_name: str, **values) -> list:
+    """One call of the app's HTTP API as `curl` makes it (POST, then read the event stream to its end).
+
+    gradio_client adds its own cost on top (a background thread, and it downloads every file of every
+    streamed update again); both are measured.
+    """
+    parameters = client.view_api(return_format="dict", print_info=False)["named_endpoints"][api_name]["parameters"]
+    data = [values.get(p["parameter_name"], p.get("parameter_default")) for p in parameters]
+    request = urllib.request.Request(f"{url}gradio_api/call{api_name}", data=json.dumps({"data": data}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    event = json.load(urllib.request.urlopen(request))["event_id"]
+    stream = urllib.request.urlopen(f"{url}gradio_api/call{api_name}/{event}").read().decode()
+    kind, last = None, None
+    for line in stream.splitlines():
+        if line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: ") and kind == "complete":
+            last = json.loads(line[6:])
+        elif line.startswith("data: ") and kind == "error":
+            raise RuntimeError(f"{api_name}: {line[6:]}")
+    return last
 
 
 def timed(fn) -> tuple[float, object]:
@@ -108,10 +135,17 @@ def main() -> None:
                             guidance_scale=model.default_guidance, width=width, height=height)
     seeds = list(range(args.seeds))
     seeds_text = f"0-{args.seeds - 1}"
+    grid_recipes = seedlab.grid_recipes(recipe, seeds)
 
     folder = Path(tempfile.mkdtemp(prefix="seedlab-bench-"))
     server, url = start_app(args.model, folder)
+    workers = Workers(args.model, workers=lanes, threads=1)
     try:
+        deadline = time.monotonic() + 300
+        while "worker processes ready" not in (folder / "app.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if not workers.wait_ready(300):
+            raise RuntimeError(f"the bench's workers did not start: {workers.error}")
         client = Client(url, verbose=False)
         grid_args = {"prompt": args.prompt, "seeds": seeds_text, "num_inference_steps": args.steps,
                      "guidance_scale": model.default_guidance, "api_name": "/grid"}
@@ -127,7 +161,8 @@ def main() -> None:
         runs = {
             "web grid": lambda: client.predict(**grid_args),
             "batched": with_threads(cores, lambda: batched_grid(model, recipe, seeds)),
-            "backend grid": with_threads(1, lambda: backend(lanes)),
+            "backend grid": lambda: [e for e in workers.stream(grid_recipes) if isinstance(e, seedlab.Result)],
+            "lanes grid": with_threads(1, lambda: backend(lanes)),
             "seedlab 1 lane": with_threads(1, lambda: backend(1)),
             "plain per seed": with_threads(1, lambda: direct_grid(model, recipe, seeds)),
             "image 1 thread": with_threads(1, lambda: seedlab.generate(model, one)),
@@ -137,9 +172,17 @@ def main() -> None:
             fn()
         _, results = runs["web grid"]()
         link = results[0]["link"]
-        runs["link from record"] = lambda: client.predict(link_or_recipe=link, api_name="/reproduce")
-        runs["link regenerated"] = lambda: client.predict(link_or_recipe=link, api_name="/reverify")
-        runs["link from record"](), runs["link regenerated"]()
+        http_grid = {k: v for k, v in grid_args.items() if k != "api_name"}
+        added = {
+            "web grid (HTTP)": lambda: call_http(client, url, "/grid", **http_grid),
+            "link from record": lambda: client.predict(link_or_recipe=link, api_name="/reproduce"),
+            "link regenerated": lambda: client.predict(link_or_recipe=link, api_name="/reverify"),
+            "record (HTTP)": lambda: call_http(client, url, "/reproduce", link_or_recipe=link),
+            "regenerated (HTTP)": lambda: call_http(client, url, "/reverify", link_or_recipe=link),
+        }
+        for name, fn in added.items():
+            runs[name] = fn
+            fn()
 
         times: dict[str, list[float]] = {name: [] for name in runs}
         outputs: dict[str, object] = {}
@@ -148,31 +191,42 @@ def main() -> None:
                 seconds, outputs[name] = timed(fn)
                 times[name].append(seconds)
     finally:
+        workers.close()
         server.terminate()
         server.wait(timeout=30)
     median = {name: statistics.median(values) for name, values in times.items()}
 
     web = [record["fingerprint"] for record in outputs["web grid"][1]]
     backend_prints = [result.fingerprint for result in outputs["backend grid"]]
+    lane_prints = [result.fingerprint for result in outputs["lanes grid"]]
+    http_prints = [record["fingerprint"] for record in outputs["web grid (HTTP)"][1]]
     ours = [np.asarray(r.image) for r in outputs["seedlab 1 lane"]]
     plain = [np.asarray(i.convert("RGB")) for i in outputs["plain per seed"]]
     record_verdict, fresh_verdict = outputs["link from record"][1], outputs["link regenerated"][1]
 
     print(f"model {model.name}, {args.seeds} seeds, {args.steps} steps, {width}x{height}, guidance "
-          f"{recipe.guidance_scale:g}; {cores} cores; app: 1 thread per image, {lanes} lanes; "
+          f"{recipe.guidance_scale:g}; {cores} cores; app: 1 thread per image, {lanes} worker processes; "
           f"{args.repeats} interleaved repeats (medians)")
     for name in runs:
         print(f"  {name:17s} median {median[name]:.3f} s  (min {min(times[name]):.3f}, max {max(times[name]):.3f})")
     print(f"exact grid via /grid / one batched call    = {median['web grid'] / median['batched']:.3f}  (goal <= 1.0)")
     print(f"web /grid / backend grid                   = {median['web grid'] / median['backend grid']:.3f}  "
           "(goal <= 1.10)")
+    print(f"exact grid via HTTP /grid / batched call   = {median['web grid (HTTP)'] / median['batched']:.3f}  "
+          "(the same, as curl calls it: no gradio_client on top)")
+    print(f"web HTTP /grid / backend grid              = {median['web grid (HTTP)'] / median['backend grid']:.3f}")
+    print(f"lanes (threads) grid / batched call        = {median['lanes grid'] / median['batched']:.3f}  "
+          "(the in-process fallback)")
     print(f"seedlab / plain diffusers (1 lane)         = {median['seedlab 1 lane'] / median['plain per seed']:.3f}  "
           "(goal <= 1.05)")
-    print(f"link re-open from record / regeneration    = {median['link from record'] / median['link regenerated']:.3f}  "
+    print(f"link re-open via gradio_client: record / regeneration = "
+          f"{median['link from record'] / median['link regenerated']:.3f}")
+    print(f"link re-open, HTTP: record / regeneration = {median['record (HTTP)'] / median['regenerated (HTTP)']:.3f}  "
           "(goal <= 0.05)")
     print(f"one image at 1 thread / at 2 threads       = {median['image 1 thread'] / median['image 2 threads']:.3f}  "
           "(what the app's default costs a single image)")
-    print(f"web grid == backend grid == solo fingerprints: {web == backend_prints}; "
+    print(f"web grid == HTTP grid == workers == lanes fingerprints: "
+          f"{web == http_prints == backend_prints == lane_prints}; "
           f"seedlab == plain pixels: {all(np.array_equal(a, b) for a, b in zip(ours, plain))}; "
           f"record verdict exact {record_verdict['exact']} (served from record {record_verdict['served_from_record']}), "
           f"regenerated exact {fresh_verdict['exact']}")
