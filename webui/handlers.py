@@ -40,7 +40,10 @@ except ImportError:
 
 DEFAULT_BASE_URL = "http://127.0.0.1:7860/"  # where links point when a request does not say
 RESTORED = ("prompt", "seeds", *FIELDS)  # the controls a recipe restores (a link, a PNG, a reproduction)
-PROGRESS_INTERVAL_S = 0.1
+# Page updates at most this often. An 8-image grid (20 steps, 2 cores, HTTP API) took 6.3 s with 0.1,
+# 5.4 s with 0.25 and 5.6 s with 0.5 (means of two noisy rounds): each update costs the app's process CPU
+# that the worker processes need.
+PROGRESS_INTERVAL_S = 0.25
 NO_ANCHOR = "Anchor seed: none yet (click a cell of the grid)"
 
 
@@ -361,7 +364,7 @@ class SeedLab:
                         self.record.add(event, path)
                         gallery.append((path, captions[len(gallery)]))
                         results.append(result_record(event, base))
-                    # The page gets at most ~10 updates a second: images finished side by side arrive
+                    # The page gets at most ~4 updates a second: images finished side by side arrive
                     # together, and every update resends the whole gallery (an API client downloads it
                     # again). Stop reaches the worker directly, not through these updates.
                     now = time.monotonic()
