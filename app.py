@@ -30,7 +30,7 @@ from seedlab.models import default_lanes
 from seedlab.workers import Workers
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
 from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, control, with_fields
-from webui.handlers import NO_ANCHOR, RESTORED, SeedLab
+from webui.handlers import NO_ANCHOR, RESTORED, SeedLab, final_only
 from webui.uploads import UploadGuard
 
 MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at the default size limit
@@ -176,6 +176,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 ui["vary_button"] = gr.Button("Regenerate variations from anchor", variant="primary", elem_id="vary")
                 ui["vary_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="vary-note")
                 ui["vary_api"] = gr.Button(visible=False)  # the public /vary: a seed and the controls, no anchor
+                ui["grid_api"] = gr.Button(visible=False)  # the public /grid (the page's Generate streams its cells)
                 # The public /matrix (seeds x variations), API only for now.
                 ui["matrix_api"] = gr.Button(visible=False)
                 ui["matrix"] = gr.Gallery(visible=False, format="png", type="filepath", interactive=False)
@@ -219,7 +220,11 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
           ["anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint", "grid_link", "grid",
            "vary_note"], queue=False, **private)
     grid = event(guarded(starts_grid), with_fields(app.grid, ("prompt", "seeds")), [ui["prompt"], ui["seeds"], *fields],
-                 ["grid", "grid_results"], api_name="grid", concurrency_id="generation")
+                 ["grid", "grid_results"], api_name="page_grid", concurrency_id="generation", **private)
+    # The public /grid, /vary and /matrix send their images once, at the end (see final_only).
+    grid_api = event(ui["grid_api"].click, with_fields(final_only(app.grid), ("prompt", "seeds")),
+                     [ui["prompt"], ui["seeds"], *fields], ["grid", "grid_results"], api_name="grid",
+                     concurrency_id="generation")
     grid.then(by_name(app.environment, ui, [ui["environment"]]), ui["grid_results"], ui["environment"], queue=False,
               **private)
     event(ui["grid"].select, app.select, [ui["grid_results"]],
@@ -232,10 +237,10 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
                  ["vary", "vary_results", "variation_link", "vary_note"], concurrency_id="generation", **private)
     vary.then(by_name(app.environment, ui, [ui["environment"]]), ui["vary_results"], ui["environment"], queue=False,
               **private)
-    vary_api = event(ui["vary_api"].click, with_fields(app.vary, ("prompt", "seed", "variations")),
+    vary_api = event(ui["vary_api"].click, with_fields(final_only(app.vary), ("prompt", "seed", "variations")),
                      [ui["prompt"], ui["anchor_seed"], ui["variations"], *fields], ["vary", "vary_results"],
                      api_name="vary", concurrency_id="generation")
-    matrix = event(ui["matrix_api"].click, with_fields(app.matrix, ("prompt", "seeds", "variations")),
+    matrix = event(ui["matrix_api"].click, with_fields(final_only(app.matrix), ("prompt", "seeds", "variations")),
                    [ui["prompt"], ui["seeds"], ui["variations"], *fields], ["matrix", "matrix_results"],
                    api_name="matrix", concurrency_id="generation")
 
@@ -258,7 +263,7 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     png = event(guarded([ui["regenerate_png"].click]), app.reproduce_pending, [ui["pending"]], verdict,
                 concurrency_id="generation", **private)
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
-    ui["stop"].click(app.stop, None, None, cancels=[grid, vary, vary_api, matrix, link, reproduce, reverify, png], queue=False, **private)
+    ui["stop"].click(app.stop, None, None, cancels=[grid, grid_api, vary, vary_api, matrix, link, reproduce, reverify, png], queue=False, **private)
     for running in (grid, vary, link, reproduce, reverify, png):
         running.then(ready, None, buttons, queue=False, show_progress="hidden", **private)
     ui["stop"].click(ready, None, buttons, queue=False, show_progress="hidden", **private)
