@@ -302,7 +302,10 @@ def _run(model: Model, pipe, recipe: Recipe, scheduler, arguments: dict, switche
     if "callback_on_step_end" in model.call_parameters:
         arguments = {**arguments, "callback_on_step_end": on_step_end}
     pipe.scheduler = scheduler
-    image = pipe(**_noise_arguments(model, recipe), **arguments).images[0]
+    # inference_mode: no autograd bookkeeping at all (the pipeline's own no_grad still keeps some); the
+    # kernels and so the pixels are the same, and a small model's Python-bound steps run ~4% faster.
+    with torch.inference_mode():
+        image = pipe(**_noise_arguments(model, recipe), **arguments).images[0]
     environment = current_environment(model.device, pipe.dtype, switches)
     image = image.convert("RGB")  # fingerprinted as it will be saved
     return Result(recipe=recipe, image=image, fingerprint=fingerprint(image), environment=environment)
