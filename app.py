@@ -29,6 +29,7 @@ from seedlab.limits import Limits
 from seedlab.models import default_lanes
 from seedlab.workers import Workers
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
+from webui.cells import cell_panel
 from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, control, with_fields
 from webui.handlers import NO_ANCHOR, RESTORED, SeedLab, final_only
 from webui.uploads import UploadGuard
@@ -153,6 +154,8 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     ui["regenerate_png"] = gr.Button("Regenerate the image and compare", interactive=False,
                                                      elem_id="regenerate-png")
                     ui["verdict_text"] = gr.Textbox(label="Verdict", interactive=False, lines=3, elem_id="verdict")
+                    ui["verdict_anchor"] = gr.Button("Make this image the anchor", interactive=False,
+                                                     elem_id="verdict-anchor")
                     ui["reproduced"] = gr.Image(label="Regenerated", type="filepath", format="png", interactive=False,
                                                 height=280, elem_id="reproduced", elem_classes="pixelated")
                     with gr.Accordion("Verdict (JSON)", open=False):
@@ -186,6 +189,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                                         elem_classes="pixelated")
                 ui["variation_link"] = gr.Textbox(label="Link to the selected variation", buttons=["copy"],
                                                   interactive=False, elem_id="variation-link")
+                cell_panel(ui)
                 with gr.Accordion("Results (JSON)", open=False):
                     ui["grid_results"] = gr.JSON(label="Grid results")
                     ui["vary_results"] = gr.JSON(label="Variation results")
@@ -227,10 +231,16 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
                      concurrency_id="generation")
     grid.then(by_name(app.environment, ui, [ui["environment"]]), ui["grid_results"], ui["environment"], queue=False,
               **private)
-    event(ui["grid"].select, app.select, [ui["grid_results"]],
-          ["anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint", "grid_link"], queue=False,
+    anchor = ["anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint", "grid_link"]
+    cell = ["cell", "cell_panel", "cell_image", "cell_title", "cell_link", "cell_params", "cell_recipe", "cell_download", "make_anchor", "reuse_seed"]
+    event(ui["grid"].select, app.select, [ui["grid_results"]], anchor + cell, queue=False, **private)
+    event(ui["vary"].select, app.select_variation, [ui["vary_results"]], ["variation_link", *cell], queue=False,
           **private)
-    event(ui["vary"].select, app.select_variation, [ui["vary_results"]], ["variation_link"], queue=False, **private)
+    event(ui["make_anchor"].click, app.make_anchor, [ui["cell"]], anchor, queue=False, **private)
+    event(ui["reuse_seed"].click, app.reuse_seed, [ui["cell"]], ["seeds"], queue=False, **private)
+    event(ui["verdict_anchor"].click, app.verdict_anchor, [ui["verdict"]], anchor + cell, queue=False, **private)
+    ui["verdict"].change(by_name(app.verdict_ready, ui, [ui["verdict_anchor"]]), ui["verdict"], ui["verdict_anchor"],
+                         queue=False, **private)
     # The button varies the anchor's own recipe; the public /vary takes a seed and the recipe's fields.
     vary = event(guarded([ui["vary_button"].click]), with_fields(app.vary_anchor, ("prompt", "anchor", "variations")),
                  [ui["prompt"], ui["anchor"], ui["variations"], *fields],

@@ -30,6 +30,7 @@ from seedlab.reproduction import original_from_link, original_from_png, original
 from seedlab.recipe import DEFAULT_SCHEDULER, SPECS
 from seedlab.seeds import format_seeds, parse_seeds, random_seeds
 from seedlab.workers import Workers
+from webui.cells import anchor_updates, picked, show_cell, verdict_record
 from webui.fields import FIELDS, label_message, values_of
 from webui.files import CancelRegistry, PngStore, ResultRecord
 from webui.uploads import client_address
@@ -227,13 +228,33 @@ class SeedLab:
             return {"seeds": format_seeds(random_seeds(count))}
 
     def select(self, results: list | None, evt: gr.SelectData) -> dict:
-        """Make the clicked cell's recipe the anchor and show it with its fingerprint and link."""
-        if not results or not 0 <= evt.index < len(results):
-            raise gr.Error("that cell has no result yet: wait for the grid to finish", print_exception=False)
-        record = results[evt.index]
-        return {"anchor_text": f"Anchor seed: {record['seed']} · prompt: {record['prompt']}",
-                "anchor_seed": record["seed"], "anchor": record["recipe"], "anchor_recipe": record["recipe"],
-                "anchor_fingerprint": record["fingerprint"], "grid_link": record.get("link", "")}
+        """A grid click: the cell's recipe becomes the anchor, and the cell is shown large with its actions."""
+        record = picked(results, evt.index, "grid")
+        return {**anchor_updates(record), **show_cell(record, self.record)}
+
+    def make_anchor(self, cell: dict | None) -> dict:
+        """The selected image (any gallery's cell, or a regenerated image) becomes the anchor."""
+        if not cell:
+            raise gr.Error("Select an image first: click a cell of the grid or the variations", print_exception=False)
+        return anchor_updates(cell)
+
+    def reuse_seed(self, cell: dict | None) -> dict:
+        """The selected image's seed goes back into the seeds box."""
+        if not cell:
+            raise gr.Error("Select an image first: click a cell of the grid or the variations", print_exception=False)
+        return {"seeds": cell["seed"]}
+
+    def verdict_anchor(self, verdict: dict | None) -> dict:
+        """The regenerated image (a link, a reproduction, a dropped PNG) becomes the anchor and the selection."""
+        record = verdict_record(verdict)
+        if record is None:
+            raise gr.Error("Nothing was regenerated yet: open a link, paste a recipe or drop an image first",
+                           print_exception=False)
+        return {**anchor_updates(record), **show_cell(record, self.record)}
+
+    def verdict_ready(self, verdict: dict | None) -> dict:
+        """"Make this image the anchor" works once an image was regenerated."""
+        return {"verdict_anchor": gr.Button(interactive=verdict_record(verdict) is not None)}
 
     def clear_anchor(self) -> dict:
         """A new grid: no cell is selected and no anchor is shown until the user picks one of the new cells."""
@@ -278,10 +299,9 @@ class SeedLab:
                 + "; ".join(changes) + ".")
 
     def select_variation(self, results: list | None, evt: gr.SelectData) -> dict:
-        """Show the clicked variation's link."""
-        if not results or not 0 <= evt.index < len(results):
-            raise gr.Error("that cell has no result yet: wait for the variations to finish", print_exception=False)
-        return {"variation_link": results[evt.index].get("link", "")}
+        """Show the clicked variation's link, and the cell large with its actions ("Make anchor" among them)."""
+        record = picked(results, evt.index, "variations")
+        return {"variation_link": record.get("link", ""), **show_cell(record, self.record)}
 
     def open_link(self, request: gr.Request) -> dict:
         """On page load: a link in the query string restores every control; its regeneration follows."""

@@ -1,0 +1,66 @@
+"""The selected image and its actions, in a real browser at phone size (390x844)."""
+
+import json
+
+import pytest
+
+from seedlab import read_png
+from tests.test_browser import (  # noqa: F401 - browser is a fixture
+    CHROMIUM, TIMEOUT_MS, browser, open_reproduce, wait_for_images, wait_for_value)
+from tests.test_browser_explore import value
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
+
+
+def test_any_image_can_be_enlarged_downloaded_reused_and_made_the_anchor(browser, app_server, tmp_path):  # noqa: F811
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app_server.url)
+    page.locator("#prompt textarea").fill("a cell")
+    page.locator("#seeds textarea").fill("3, 4")
+    page.locator("#num-inference-steps input").fill("2")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 2)
+
+    # A grid cell: the anchor, and the panel with its PNG, link and A1111 parameters.
+    page.locator("#grid .thumbnail-item").nth(1).click()
+    wait_for_value(page, "cell-title", "Seed 4 · prompt 'a cell'")
+    assert "Seed: 4" in value(page, "cell-params") and "Steps: 2" in value(page, "cell-params")
+    assert value(page, "cell-link").startswith("http")
+    page.wait_for_function("(() => { const img = document.querySelector('#cell-image img');"
+                           " return img !== null && img.complete && img.naturalWidth > 0; })()")
+    assert page.locator("#cell-image img").bounding_box()["width"] >= 200  # enlarged, not a thumbnail
+    with page.expect_download() as download:
+        page.locator("#cell-download").click()
+    path = tmp_path / "cell.png"
+    download.value.save_as(path)
+    recipe, fingerprint, _, _ = read_png(path)
+    assert (recipe.seed, recipe.prompt, fingerprint) == (4, "a cell", value(page, "anchor-fingerprint"))
+
+    # A variation cell becomes the anchor only through "Make anchor".
+    page.locator("#variations-box textarea").fill(", large")
+    page.locator("#vary").click()
+    wait_for_images(page, "variations", 2)
+    page.locator("#variations .thumbnail-item").nth(1).click()
+    wait_for_value(page, "cell-title", "prompt 'a cell, large'")
+    assert value(page, "anchor").endswith("prompt: a cell")
+    page.locator("#make-anchor").click()
+    wait_for_value(page, "anchor", "Anchor seed: 4 · prompt: a cell, large")
+
+    # Reuse seed puts the selected image's seed back into the seeds box.
+    page.locator("#seeds textarea").fill("0-1")
+    page.locator("#reuse-seed").click()
+    page.wait_for_function("document.querySelector('#seeds textarea').value === '4'")
+
+    # A reproduced image can be made the anchor too.
+    open_reproduce(page)
+    page.locator("#link-or-recipe textarea").fill(json.dumps({"prompt": "a cell, large", "seed": "3",
+                                                              "num_inference_steps": 2}))
+    assert not page.locator("#verdict-anchor").is_enabled()
+    page.locator("#reproduce").click()
+    wait_for_value(page, "verdict", "Regenerated")  # a recipe alone: no fingerprint to compare with
+    page.wait_for_function("!document.querySelector('#verdict-anchor').disabled")
+    page.locator("#verdict-anchor").click()
+    wait_for_value(page, "anchor", "Anchor seed: 3 · prompt: a cell, large")
+    context.close()

@@ -1,0 +1,78 @@
+"""The selected image: any cell of any gallery, or a regenerated image, enlarged with its actions.
+
+A cell is its result record (seed, prompt, fingerprint, link, recipe), as /grid returns it. From
+here it can be downloaded as the PNG this server made (with its metadata), its link copied, its
+A1111 parameters read, its recipe made the anchor, or its seed put back into the seeds box.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from seedlab import Recipe
+from seedlab.infotext import parameters_text
+from webui.files import ResultRecord
+
+NO_CELL = "Click an image of the grid or the variations to see it here, large, with its actions."
+
+
+def cell_panel(ui: dict) -> None:
+    """The "Selected image" panel's components, added to `ui` by name."""
+    with gr.Accordion("Selected image", open=False, elem_id="cell-panel") as ui["cell_panel"]:
+        with gr.Row():
+            ui["cell_image"] = gr.Image(show_label=False, type="filepath", format="png", interactive=False,
+                                        height=256, elem_id="cell-image", elem_classes="pixelated")
+            with gr.Column():
+                ui["cell_title"] = gr.Textbox(value=NO_CELL, show_label=False, interactive=False, lines=2,
+                                              elem_id="cell-title")
+                ui["cell_link"] = gr.Textbox(label="Link to this image", buttons=["copy"], interactive=False,
+                                             elem_id="cell-link")
+                with gr.Row():
+                    ui["cell_download"] = gr.DownloadButton("Download PNG", interactive=False, elem_id="cell-download")
+                    ui["make_anchor"] = gr.Button("Make anchor", interactive=False, elem_id="make-anchor")
+                    ui["reuse_seed"] = gr.Button("Reuse seed", interactive=False, elem_id="reuse-seed")
+        with gr.Row():
+            ui["cell_params"] = gr.Textbox(label="Parameters (AUTOMATIC1111 format)", buttons=["copy"],
+                                           interactive=False, lines=3, elem_id="cell-params")
+            ui["cell_recipe"] = gr.JSON(label="Recipe", elem_id="cell-recipe")
+    ui["cell"] = gr.State(None)  # the selected cell's result record
+
+
+def show_cell(record: dict, record_store: ResultRecord) -> dict:
+    """The panel's values for one result record (its PNG from this server's record, if still kept)."""
+    recipe = Recipe.from_dict(record["recipe"])
+    found = record_store.find(recipe)
+    path = found[1].path if found is not None else None
+    print_ = record.get("fingerprint") or ""
+    return {
+        "cell": record, "cell_panel": gr.Accordion(open=True), "cell_image": path,
+        "cell_title": f"Seed {record['seed']} · prompt {record['prompt']!r} · fingerprint {print_[:16]}…"
+                      + ("" if path else " (this server no longer keeps its PNG: the link regenerates it)"),
+        "cell_link": record.get("link", ""), "cell_params": parameters_text(recipe, print_ or None),
+        "cell_recipe": record["recipe"],
+        "cell_download": gr.DownloadButton(value=path, interactive=path is not None),
+        "make_anchor": gr.Button(interactive=True), "reuse_seed": gr.Button(interactive=True),
+    }
+
+
+def picked(results: list | None, index: int, what: str) -> dict:
+    """The record of a clicked cell, or a message when the cell has no result yet."""
+    if not results or not 0 <= index < len(results):
+        raise gr.Error(f"that cell has no result yet: wait for the {what} to finish", print_exception=False)
+    return results[index]
+
+
+def anchor_updates(record: dict) -> dict:
+    """The anchor panel's values for a record: its recipe becomes the anchor."""
+    return {"anchor_text": f"Anchor seed: {record['seed']} · prompt: {record['prompt']}",
+            "anchor_seed": record["seed"], "anchor": record["recipe"], "anchor_recipe": record["recipe"],
+            "anchor_fingerprint": record["fingerprint"], "grid_link": record.get("link", "")}
+
+
+def verdict_record(verdict: dict | None) -> dict | None:
+    """A regenerated image (a link, a reproduction, a dropped PNG) as a result record."""
+    if not verdict or not verdict.get("recipe"):
+        return None
+    recipe = verdict["recipe"]
+    return {"seed": str(recipe["seed"]), "prompt": recipe["prompt"], "fingerprint": verdict["fingerprint"],
+            "link": verdict.get("link", ""), "recipe": recipe}
