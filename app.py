@@ -48,15 +48,30 @@ CSS = """
 }
 """
 # Ctrl+Enter (Cmd+Enter) in the prompt presses Generate, unless it is busy; plain Enter still adds a line.
+# Enter in the seeds box while a grid runs would be dropped without a word (Gradio ignores a trigger
+# whose event is still pending): it is stopped here and the page says why until Generate is ready.
 SHORTCUTS = """
 () => {
     document.addEventListener("keydown", (event) => {
-        if (event.key !== "Enter" || !(event.ctrlKey || event.metaKey)) return;
-        if (!(event.target instanceof Element) || !event.target.closest("#prompt")) return;
-        event.preventDefault();
+        if (event.key !== "Enter" || !(event.target instanceof Element)) return;
         const button = document.querySelector("#generate");
-        if (button && !button.disabled) button.click();
+        const busy = button !== null && button.disabled;
+        if (event.target.closest("#seeds") && !event.shiftKey && busy) {
+            event.preventDefault();
+            event.stopImmediatePropagation();
+            const note = document.querySelector("#busy-note");
+            if (!note) return;
+            note.textContent = "Still generating: press Enter again when it is done, or Stop to end it.";
+            const clear = setInterval(() => {
+                if (!button.disabled) { note.textContent = ""; clearInterval(clear); }
+            }, 250);
+            return;
+        }
+        if (!(event.ctrlKey || event.metaKey) || !event.target.closest("#prompt")) return;
+        event.preventDefault();
+        if (button && !busy) button.click();
     }, true);
+    document.body.dataset.seedlab = "ready";  // the shortcuts work from here on (tests wait for it)
 }
 """
 GENERATE = "Generate grid"
@@ -130,6 +145,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 with gr.Row():
                     ui["generate"] = gr.Button(GENERATE, variant="primary", elem_id="generate")
                     ui["stop"] = gr.Button("Stop", variant="stop", interactive=False, elem_id="stop")
+                ui["busy_note"] = gr.HTML("", elem_id="busy-note")  # written and cleared by SHORTCUTS
                 with gr.Accordion("Seed variation, resize and more", open=False):
                     for name in MORE:
                         add(name)
@@ -224,7 +240,8 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
           ["anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint", "grid_link", "grid",
            "vary_note"], queue=False, **private)
     grid = event(guarded(starts_grid), with_fields(app.grid, ("prompt", "seeds")), [ui["prompt"], ui["seeds"], *fields],
-                 ["grid", "grid_results"], api_name="page_grid", concurrency_id="generation", **private)
+                 ["grid", "grid_results"], api_name="page_grid", concurrency_id="generation", show_progress="minimal",
+                 **private)
     # The public /grid, /vary and /matrix send their images once, at the end (see final_only).
     grid_api = event(ui["grid_api"].click, with_fields(final_only(app.grid), ("prompt", "seeds")),
                      [ui["prompt"], ui["seeds"], *fields], ["grid", "grid_results"], api_name="grid",
@@ -244,7 +261,8 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     # The button varies the anchor's own recipe; the public /vary takes a seed and the recipe's fields.
     vary = event(guarded([ui["vary_button"].click]), with_fields(app.vary_anchor, ("prompt", "anchor", "variations")),
                  [ui["prompt"], ui["anchor"], ui["variations"], *fields],
-                 ["vary", "vary_results", "variation_link", "vary_note"], concurrency_id="generation", **private)
+                 ["vary", "vary_results", "variation_link", "vary_note"], concurrency_id="generation",
+                 show_progress="minimal", **private)
     vary.then(by_name(app.environment, ui, [ui["environment"]]), ui["vary_results"], ui["environment"], queue=False,
               **private)
     vary_api = event(ui["vary_api"].click, with_fields(final_only(app.vary), ("prompt", "seed", "variations")),

@@ -13,6 +13,7 @@ def open_page(browser, url: str, width: int = 1400, height: int = 1000):  # noqa
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(url)
+    page.wait_for_function("document.body.dataset.seedlab === 'ready'")  # the page's shortcuts are in place
     return page
 
 
@@ -109,4 +110,31 @@ def test_a_link_this_server_made_opens_from_its_record_and_re_verifies_on_click(
     wait_for_value(page, "verdict", "pixel for pixel")
     assert "Served from" not in page.locator("#verdict textarea").input_value()
     page.wait_for_function("document.querySelector('#reverify').disabled")
+    page.context.close()
+
+
+def test_finished_cells_stay_visible_and_enter_while_busy_says_why(browser, app_server):  # noqa: F811
+    page = open_page(browser, app_server.url, 1280, 900)
+    page.locator("#seeds textarea").fill("40-43")
+    page.locator("#num-inference-steps input").fill("60")
+    page.locator("#generate").click()
+    page.wait_for_function("document.querySelectorAll('#grid .thumbnail-item img').length >= 1")
+    page.wait_for_function("(() => { const img = document.querySelector('#grid .thumbnail-item img');"
+                           " return img.complete && img.naturalWidth > 0; })()")
+    assert page.locator("#generate").is_disabled(), "the grid is still running"
+    # Nothing lies over the finished cell: the point at its centre is the image itself.
+    covered = page.evaluate("""() => {
+        const img = document.querySelector('#grid .thumbnail-item img');
+        img.scrollIntoView({block: "center"});
+        const box = img.getBoundingClientRect();
+        const top = document.elementFromPoint(box.x + box.width / 2, box.y + box.height / 2);
+        if (top === null) return `nothing at the centre of ${JSON.stringify(box)}`;
+        return top === img || img.contains(top) || top.contains(img) ? null : top.outerHTML.slice(0, 200);
+    }""")
+    assert covered is None, covered
+    page.locator("#seeds textarea").press("Enter")
+    page.wait_for_function("document.querySelector('#busy-note').innerText.includes('Still generating')")
+    page.locator("#stop").click()
+    page.wait_for_function("!document.querySelector('#generate').disabled")
+    page.wait_for_function("!document.querySelector('#busy-note').innerText.includes('Still generating')")
     page.context.close()
