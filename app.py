@@ -30,6 +30,7 @@ from seedlab.models import default_lanes
 from seedlab.workers import Workers
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
 from webui.cells import cell_panel
+from webui.matrix import matrix_panel
 from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, control, with_fields
 from webui.handlers import NO_ANCHOR, RESTORED, SeedLab, final_only
 from webui.uploads import UploadGuard
@@ -196,16 +197,14 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 ui["vary_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="vary-note")
                 ui["vary_api"] = gr.Button(visible=False)  # the public /vary: a seed and the controls, no anchor
                 ui["grid_api"] = gr.Button(visible=False)  # the public /grid (the page's Generate streams its cells)
-                # The public /matrix (seeds x variations), API only for now.
-                ui["matrix_api"] = gr.Button(visible=False)
-                ui["matrix"] = gr.Gallery(visible=False, format="png", type="filepath", interactive=False)
-                ui["matrix_results"] = gr.JSON(visible=False)
+                ui["matrix_api"] = gr.Button(visible=False)  # the public /matrix (its images at the end)
                 ui["vary"] = gr.Gallery(label="Variations", columns=4, object_fit="contain", format="png",
                                         type="filepath", interactive=False, height="auto", elem_id="variations",
                                         elem_classes="pixelated")
                 ui["variation_link"] = gr.Textbox(label="Link to the selected variation", buttons=["copy"],
                                                   interactive=False, elem_id="variation-link")
                 cell_panel(ui)
+                matrix_panel(ui)
                 with gr.Accordion("Results (JSON)", open=False):
                     ui["grid_results"] = gr.JSON(label="Grid results")
                     ui["vary_results"] = gr.JSON(label="Variation results")
@@ -249,7 +248,8 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     grid.then(by_name(app.environment, ui, [ui["environment"]]), ui["grid_results"], ui["environment"], queue=False,
               **private)
     anchor = ["anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint", "grid_link"]
-    cell = ["cell", "cell_panel", "cell_image", "cell_title", "cell_link", "cell_params", "cell_recipe", "cell_download", "make_anchor", "reuse_seed"]
+    cell = ["cell", "cell_panel", "cell_image", "cell_title", "cell_link", "cell_params", "cell_recipe",
+            "cell_download", "make_anchor", "reuse_seed"]
     event(ui["grid"].select, app.select, [ui["grid_results"]], anchor + cell, queue=False, **private)
     event(ui["vary"].select, app.select_variation, [ui["vary_results"]], ["variation_link", *cell], queue=False,
           **private)
@@ -272,6 +272,13 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
                    [ui["prompt"], ui["seeds"], ui["variations"], *fields], ["matrix", "matrix_results"],
                    api_name="matrix", concurrency_id="generation")
 
+    page_matrix = event(guarded([ui["make_matrix"].click]),
+                        with_fields(app.matrix_page, ("prompt", "seeds", "variations")),
+                        [ui["prompt"], ui["seeds"], ui["variations"], *fields],
+                        ["matrix", "matrix_results", "matrix_sheet"], api_name="page_matrix",
+                        concurrency_id="generation", show_progress="minimal", **private)
+    event(ui["matrix"].select, app.select_matrix, [ui["matrix_results"]], cell, queue=False, **private)
+
     # Links and PNGs: restore the controls at once, then regenerate and show the verdict.
     verdict = ["reproduced", "verdict", "verdict_text", "reverify"]
     link = event(demo.load, app.open_link, None, ["link_box", *RESTORED, *verdict, "pending", "reproduction"],
@@ -291,8 +298,9 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     png = event(guarded([ui["regenerate_png"].click]), app.reproduce_pending, [ui["pending"]], verdict,
                 concurrency_id="generation", **private)
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
-    ui["stop"].click(app.stop, None, None, cancels=[grid, grid_api, vary, vary_api, matrix, link, reproduce, reverify, png], queue=False, **private)
-    for running in (grid, vary, link, reproduce, reverify, png):
+    generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, link, reproduce, reverify, png]
+    ui["stop"].click(app.stop, None, None, cancels=generating, queue=False, **private)
+    for running in (grid, vary, page_matrix, link, reproduce, reverify, png):
         running.then(ready, None, buttons, queue=False, show_progress="hidden", **private)
     ui["stop"].click(ready, None, buttons, queue=False, show_progress="hidden", **private)
 

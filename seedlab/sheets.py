@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
@@ -58,3 +59,26 @@ def _fit(draw: ImageDraw.ImageDraw, font, text: str, width: int) -> str:
     while text and draw.textlength(text + "...", font=font) > width:
         text = text[:-1]
     return text + "..."
+
+
+SHEET_KEY = "seedlab-sheet"  # the PNG text chunk that lists a matrix sheet's cells
+
+
+def save_matrix_sheet(records: list[dict], paths: list[Path | None], columns: list[str], out: Path) -> Path:
+    """A seeds x variations matrix as one labelled PNG: a row per seed (captioned "seed S"), a column
+    per prompt (headed by its variation), and every cell's recipe, fingerprint and link in its metadata."""
+    from PIL.PngImagePlugin import PngInfo
+
+    width = len(columns)
+    if width == 0 or len(records) % width or len(paths) != len(records):
+        raise ValueError(f"a matrix sheet needs a full grid: {len(records)} cells for {width} columns")
+    rows = [[(paths[r * width + c], f"seed {records[r * width + c]['seed']}") for c in range(width)]
+            for r in range(len(records) // width)]
+    cells = [{"row": index // width, "column": index % width, **{key: record[key] for key in
+              ("seed", "prompt", "fingerprint", "link", "recipe") if key in record}}
+             for index, record in enumerate(records)]
+    info = PngInfo()
+    info.add_text(SHEET_KEY, json.dumps({"rows": [row[0][1].removeprefix("seed ") for row in rows],
+                                         "columns": columns, "cells": cells}))
+    contact_sheet(rows, headers=columns).save(out, format="PNG", pnginfo=info)
+    return out

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from seedlab import read_png
@@ -63,4 +64,41 @@ def test_any_image_can_be_enlarged_downloaded_reused_and_made_the_anchor(browser
     page.wait_for_function("!document.querySelector('#verdict-anchor').disabled")
     page.locator("#verdict-anchor").click()
     wait_for_value(page, "anchor", "Anchor seed: 3 · prompt: a cell, large")
+    context.close()
+
+
+def test_a_matrix_in_the_page_downloads_as_a_labelled_sheet_listing_every_cell(browser, app_server,  # noqa: F811
+                                                                                 tmp_path):
+    from PIL import Image
+
+    from seedlab.sheets import SHEET_KEY
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app_server.url)
+    page.locator("#prompt textarea").fill("a matrix")
+    page.locator("#seeds textarea").fill("7, 8")
+    page.locator("#num-inference-steps input").fill("2")
+    page.locator("#variations-box textarea").fill(", big\n, small")
+    page.locator("#matrix-panel").get_by_text("Seeds x variations").first.click()
+    page.locator("#make-matrix").click()
+    wait_for_images(page, "matrix", 6)
+    page.wait_for_function("!document.querySelector('#matrix-sheet').disabled")
+    with page.expect_download() as download:
+        page.locator("#matrix-sheet").click()
+    path = tmp_path / "sheet.png"
+    download.value.save_as(path)
+    with Image.open(path) as sheet:
+        listing = json.loads(sheet.text[SHEET_KEY])
+        pixels = np.asarray(sheet.convert("RGB"))
+    assert listing["columns"] == ["base prompt", ", big", ", small"] and listing["rows"] == ["7", "8"]
+    assert [(c["row"], c["column"], c["seed"], c["prompt"]) for c in listing["cells"]] == [
+        (r, c, seed, "a matrix" + suffix)
+        for r, seed in enumerate(("7", "8")) for c, suffix in enumerate(("", ", big", ", small"))]
+    assert pixels[:16].min() < 128, "the column headers are drawn in the band above the cells"
+    # A cell of the sheet is the cell of the page: the same fingerprint and link, and it opens the panel.
+    page.locator("#matrix .thumbnail-item").nth(4).click()
+    wait_for_value(page, "cell-title", "Seed 8 · prompt 'a matrix, big'")
+    assert value(page, "cell-link") == listing["cells"][4]["link"]
     context.close()

@@ -43,7 +43,7 @@ class PngStore:
         path = self.folder / f"seed{result.recipe.seed}-{result.fingerprint[:20]}-{recipe_key}.png"
         if not path.exists():
             write_png(result, path)
-            self._added(path)
+            self.added(path)
         return str(path)
 
     def keep_pixels(self, pixels: np.ndarray, print_: str) -> None:
@@ -51,7 +51,7 @@ class PngStore:
         path = self.folder / f"original-{print_[:20]}-pixels.png"
         if not path.exists():
             Image.fromarray(pixels).save(path, format="PNG")
-            self._added(path)
+            self.added(path)
 
     def pixels(self, print_: str) -> np.ndarray | None:
         """The pixels of a recent image with this fingerprint, if its PNG is still in the bounded folder."""
@@ -61,7 +61,7 @@ class PngStore:
                 return pixels
         return None
 
-    def _added(self, path: Path) -> None:
+    def added(self, path: Path) -> None:
         """Count a new file and delete the oldest beyond the limits (a long-running server stays bounded)."""
         with self._lock:
             size = path.stat().st_size

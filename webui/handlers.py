@@ -32,6 +32,7 @@ from seedlab.seeds import format_seeds, parse_seeds, random_seeds
 from seedlab.workers import Workers
 from webui.cells import anchor_updates, picked, show_cell, verdict_record
 from webui.fields import FIELDS, label_message, values_of
+from webui.matrix import matrix_page
 from webui.files import CancelRegistry, PngStore, ResultRecord
 from webui.uploads import client_address
 
@@ -231,6 +232,14 @@ class SeedLab:
         """A grid click: the cell's recipe becomes the anchor, and the cell is shown large with its actions."""
         record = picked(results, evt.index, "grid")
         return {**anchor_updates(record), **show_cell(record, self.record)}
+
+    def select_matrix(self, results: list | None, evt: gr.SelectData) -> dict:
+        """A matrix click: the cell shown large with its actions."""
+        return show_cell(picked(results, evt.index, "matrix"), self.record)
+
+    def matrix_page(self, values: dict, request: gr.Request | None = None, progress=None):
+        """The page's matrix: cells as they finish, then the labelled sheet PNG to download."""
+        yield from matrix_page(self, values, request, progress)
 
     def make_anchor(self, cell: dict | None) -> dict:
         """The selected image (any gallery's cell, or a regenerated image) becomes the anchor."""

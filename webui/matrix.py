@@ -1,0 +1,53 @@
+"""The seeds x variations matrix on the page (A1111's X/Y plot, for seeds), and its labelled sheet."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import gradio as gr
+
+from seedlab import Recipe
+from seedlab.sheets import save_matrix_sheet
+
+
+def matrix_panel(ui: dict) -> None:
+    """The matrix accordion's components, added to `ui` by name."""
+    with gr.Accordion("Seeds x variations (matrix)", open=False, elem_id="matrix-panel"):
+        gr.Markdown("Rows are the seeds in the seeds box; columns are the base prompt and each line of the "
+                    "variations box, with the current settings. Every cell is its own exact, linkable image.")
+        with gr.Row():
+            ui["make_matrix"] = gr.Button("Make the matrix", elem_id="make-matrix")
+            ui["matrix_sheet"] = gr.DownloadButton("Download sheet (PNG)", interactive=False, elem_id="matrix-sheet")
+        ui["matrix"] = gr.Gallery(label="Matrix", columns=2, object_fit="contain", format="png", type="filepath",
+                                  interactive=False, allow_preview=False, height="auto", elem_id="matrix",
+                                  elem_classes="pixelated")
+        with gr.Accordion("Matrix results (JSON)", open=False):
+            ui["matrix_results"] = gr.JSON(label="Matrix results")
+
+
+def matrix_columns(variations: str | None) -> list[str]:
+    """The matrix's column headers: the base prompt, then each variation line."""
+    return ["base prompt", *(line.strip() for line in str(variations or "").splitlines() if line.strip())]
+
+
+def matrix_page(app, values: dict, request=None, progress=None):
+    """The page's matrix: the cells as they finish, then the labelled sheet to download."""
+    columns = matrix_columns(values.get("variations"))
+    yield {"matrix": gr.Gallery(value=[], columns=len(columns)),
+           "matrix_sheet": gr.DownloadButton(value=None, interactive=False)}
+    last: dict = {}
+    for update in app.matrix(values, request, progress):
+        last = {**last, **update}
+        yield update
+    results = last.get("matrix_results") or []
+    if not results or len(results) % len(columns):
+        return  # stopped part way: no sheet of a partial matrix
+    paths = []
+    for record in results:
+        found = app.record.find(Recipe.from_dict(record["recipe"]))
+        paths.append(None if found is None else Path(found[1].path))
+    name = hashlib.sha256("".join(r["fingerprint"] for r in results).encode()).hexdigest()[:16]
+    out = save_matrix_sheet(results, paths, columns, app.pngs.folder / f"matrix-{name}.png")
+    app.pngs.added(out)
+    yield {"matrix_sheet": gr.DownloadButton(value=str(out), interactive=True)}
