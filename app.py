@@ -29,7 +29,7 @@ from seedlab.limits import Limits
 from seedlab.models import default_lanes
 from seedlab.workers import Workers
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
-from webui.cells import cell_panel
+from webui.cells import cell_panel, strip_panel
 from webui.matrix import matrix_panel
 from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, control, with_fields
 from webui.handlers import NO_ANCHOR, RESTORED, SeedLab, final_only
@@ -204,6 +204,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 ui["variation_link"] = gr.Textbox(label="Link to the selected variation", buttons=["copy"],
                                                   interactive=False, elem_id="variation-link")
                 cell_panel(ui)
+                strip_panel(ui, strength=0.1)
                 matrix_panel(ui)
                 with gr.Accordion("Results (JSON)", open=False):
                     ui["grid_results"] = gr.JSON(label="Grid results")
@@ -278,6 +279,9 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
                         ["matrix", "matrix_results", "matrix_sheet"], api_name="page_matrix",
                         concurrency_id="generation", show_progress="minimal", **private)
     event(ui["matrix"].select, app.select_matrix, [ui["matrix_results"]], cell, queue=False, **private)
+    strip = event(guarded([ui["make_strip"].click]), app.strip, [ui["anchor"], ui["strip_count"], ui["strip_strength"]],
+                  ["strip", "strip_results"], concurrency_id="generation", show_progress="minimal", **private)
+    event(ui["strip"].select, app.select_strip, [ui["strip_results"]], cell, queue=False, **private)
 
     # Links and PNGs: restore the controls at once, then regenerate and show the verdict.
     verdict = ["reproduced", "verdict", "verdict_text", "reverify"]
@@ -298,9 +302,9 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     png = event(guarded([ui["regenerate_png"].click]), app.reproduce_pending, [ui["pending"]], verdict,
                 concurrency_id="generation", **private)
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
-    generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, link, reproduce, reverify, png]
+    generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, strip, link, reproduce, reverify, png]
     ui["stop"].click(app.stop, None, None, cancels=generating, queue=False, **private)
-    for running in (grid, vary, page_matrix, link, reproduce, reverify, png):
+    for running in (grid, vary, page_matrix, strip, link, reproduce, reverify, png):
         running.then(ready, None, buttons, queue=False, show_progress="hidden", **private)
     ui["stop"].click(ready, None, buttons, queue=False, show_progress="hidden", **private)
 

@@ -121,6 +121,12 @@ class Admission:
         self.limits.check_count(len(seed_list), "seeds")
         return grid_recipes(self.recipe({**values, "seed": seed_list[0]}), seed_list)
 
+    def strip(self, anchor: Mapping[str, Any], variation_seeds: list[int], strength: Any) -> list[Recipe]:
+        """Nudges around an anchor: its recipe with each variation seed at `strength`, within the image limit."""
+        self.limits.check_count(len(variation_seeds), "seeds")
+        base = self.recipe({**anchor, "variation_seed": variation_seeds[0], "variation_strength": strength})
+        return [base.replace(variation_seed=seed) for seed in variation_seeds]
+
     def variations(self, values: Mapping[str, Any], lines: list[str]) -> list[Recipe]:
         """The base prompt and each variation line appended to it; every joined prompt is within the limits."""
         lines = [line for line in lines if line.strip()]

@@ -284,11 +284,11 @@ def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
     # Gradio wires `cancels=` as a second listener on the same trigger.
     (canceller,) = [fn for fn in demo.fns.values() if fn.is_cancel_function and fn.targets == stop.targets]
     generating = {index for index, name in named.items()
-                  if name in ("grid", "vary", "vary_anchor", "matrix", "matrix_page", "reproduce", "reverify",
+                  if name in ("grid", "vary", "vary_anchor", "matrix", "matrix_page", "strip", "reproduce", "reverify",
                               "reproduce_pending", "reproduce_linked")}
-    # the page's grid, /grid, /vary, the vary button, /matrix, the page's matrix, /reproduce, /reverify,
-    # a link's and a PNG's regeneration
-    assert len(generating) == 10
+    # the page's grid, /grid, /vary, the vary button, /matrix, the page's matrix, the nudges, /reproduce,
+    # /reverify, a link's and a PNG's regeneration
+    assert len(generating) == 11
     assert set(canceller.cancels) == generating
 
 

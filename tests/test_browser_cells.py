@@ -49,6 +49,19 @@ def test_any_image_can_be_enlarged_downloaded_reused_and_made_the_anchor(browser
     page.locator("#make-anchor").click()
     wait_for_value(page, "anchor", "Anchor seed: 4 · prompt: a cell, large")
 
+    # Nudges around that anchor: each cell a variation seed at the strength asked for, any of them the next anchor.
+    page.locator("#strip-panel").get_by_text("Nudge the anchor").first.click()
+    page.locator("#strip-count input").fill("2")
+    page.locator("#strip-strength input").fill("0.2")
+    page.locator("#make-strip").click()
+    wait_for_images(page, "strip", 2)
+    page.locator("#strip .thumbnail-item").nth(1).click()
+    wait_for_value(page, "cell-params", "Variation seed strength: 0.2")
+    nudged = value(page, "cell-title").split("fingerprint ")[1][:16]
+    page.locator("#make-anchor").click()
+    page.wait_for_function("([id, start]) => document.querySelector(`#${id} textarea, #${id} input`).value"
+                           ".startsWith(start)", arg=["anchor-fingerprint", nudged])
+
     # Reuse seed puts the selected image's seed back into the seeds box.
     page.locator("#seeds textarea").fill("0-1")
     page.locator("#reuse-seed").click()
@@ -64,6 +77,7 @@ def test_any_image_can_be_enlarged_downloaded_reused_and_made_the_anchor(browser
     page.wait_for_function("!document.querySelector('#verdict-anchor').disabled")
     page.locator("#verdict-anchor").click()
     wait_for_value(page, "anchor", "Anchor seed: 3 · prompt: a cell, large")
+    assert "variation" not in value(page, "cell-params").lower()  # the reproduced recipe, not the nudge
     context.close()
 
 

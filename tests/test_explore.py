@@ -102,3 +102,31 @@ def test_matrix_limits_apply_to_the_cell_count(client):
         client.predict(prompt=PROMPT, seeds="0-8", variations="a\nb", num_inference_steps=1, api_name="/matrix")
     with pytest.raises(AppError, match="variations: write at least one"):
         client.predict(prompt=PROMPT, seeds="1", variations="", num_inference_steps=1, api_name="/matrix")
+
+
+def test_nudges_are_the_anchor_with_fresh_variation_seeds_each_exact_and_linkable(seedlab_app, reference_model):  # noqa: F811
+    from seedlab import Recipe, generate, original_from_link
+
+    anchor = anchor_from_grid(seedlab_app)
+    results = last(seedlab_app.strip(anchor, 3, 0.25, None, noop))["strip_results"]
+    recipes = [Recipe.from_dict(record["recipe"]) for record in results]
+    base = Recipe.from_dict(anchor)
+    assert [r.replace(variation_seed=0, variation_strength=0.0) for r in recipes] == [base] * 3
+    assert len({r.variation_seed for r in recipes}) == 3 and {r.variation_strength for r in recipes} == {0.25}
+    for record, recipe in zip(results, recipes):
+        assert generate(seedlab_app.default, recipe).fingerprint == record["fingerprint"]  # cell == solo
+        assert original_from_link(record["link"].split("?", 1)[1]).recipe == recipe  # the link names it
+    assert len({record["fingerprint"] for record in results}) == 3  # each nudge moved something
+
+
+@pytest.mark.parametrize("count, strength, message", [
+    (0, 0.2, "Nudges must be a whole number from 1 to 16, got '0'"),
+    (2.5, 0.2, "Nudges must be a whole number from 1 to 16, got '2.5'"),
+    (2, 1.5, "Variation strength"),
+])
+def test_bad_nudges_are_refused_naming_the_field(seedlab_app, count, strength, message):
+    anchor = anchor_from_grid(seedlab_app)
+    with pytest.raises(gr.Error, match=message):
+        list(seedlab_app.strip(anchor, count, strength, None, noop))
+    with pytest.raises(gr.Error, match="Pick an anchor first"):
+        list(seedlab_app.strip(None, 2, 0.2, None, noop))

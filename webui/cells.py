@@ -38,6 +38,23 @@ def cell_panel(ui: dict) -> None:
     ui["cell"] = gr.State(None)  # the selected cell's result record
 
 
+def strip_panel(ui: dict, strength: float) -> None:
+    """The "Nudge the anchor" accordion: variation seeds at a strength around the anchor's recipe."""
+    with gr.Accordion("Nudge the anchor (variation seeds)", open=False, elem_id="strip-panel"):
+        gr.Markdown("Keeps the anchor's recipe and blends in fresh random variation seeds: at a low strength "
+                    "the composition stays and details move. Click a cell, then *Make anchor* to go on from it.")
+        with gr.Row():
+            ui["strip_count"] = gr.Number(label="Nudges", value=4, precision=0, elem_id="strip-count")
+            ui["strip_strength"] = gr.Number(label="Variation strength (0 to 1)", value=strength, step=0.05,
+                                             elem_id="strip-strength")
+            ui["make_strip"] = gr.Button("Nudge", elem_id="make-strip")
+        ui["strip"] = gr.Gallery(label="Nudges", columns=4, object_fit="contain", format="png", type="filepath",
+                                 interactive=False, allow_preview=False, height="auto", elem_id="strip",
+                                 elem_classes="pixelated")
+        with gr.Accordion("Nudge results (JSON)", open=False):
+            ui["strip_results"] = gr.JSON(label="Nudge results")
+
+
 def show_cell(record: dict, record_store: ResultRecord) -> dict:
     """The panel's values for one result record (its PNG from this server's record, if still kept)."""
     recipe = Recipe.from_dict(record["recipe"])

@@ -233,6 +233,25 @@ class SeedLab:
         record = picked(results, evt.index, "grid")
         return {**anchor_updates(record), **show_cell(record, self.record)}
 
+    def strip(self, anchor: dict | None, count, strength, request: gr.Request | None = None,
+              progress=gr.Progress()):
+        """Nudges: the anchor's recipe with fresh random variation seeds at a strength; each cell exact and linkable."""
+        if not anchor:
+            raise gr.Error("Pick an anchor first: click a cell of the grid", print_exception=False)
+        with user_errors():
+            count = int(count) if isinstance(count, float) and count.is_integer() else count
+            most = self.admission.limits.max_images
+            if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= most:
+                raise ValueError(f"Nudges must be a whole number from 1 to {most}, got {shown(str(count), 20)}")
+            recipes = self.admission.strip(anchor, random_seeds(count), strength)
+            self.admission.charge(recipes, visitor(request))
+        captions = [f"variation seed {r.variation_seed} · strength {r.variation_strength:g}" for r in recipes]
+        yield from self.run(recipes, captions, request, progress, "strip")
+
+    def select_strip(self, results: list | None, evt: gr.SelectData) -> dict:
+        """A nudge click: the cell shown large with its actions ("Make anchor" goes on from it)."""
+        return show_cell(picked(results, evt.index, "nudges"), self.record)
+
     def select_matrix(self, results: list | None, evt: gr.SelectData) -> dict:
         """A matrix click: the cell shown large with its actions."""
         return show_cell(picked(results, evt.index, "matrix"), self.record)
