@@ -169,15 +169,21 @@ def test_dice_draws_the_requested_number_of_seeds(seedlab_app):
         seedlab_app.dice(0, "0-7")
 
 
-def test_select_makes_the_cell_the_anchor(seedlab_app):
-    results = [{"seed": str(s), "prompt": "p", "recipe": {"seed": str(s)}, "fingerprint": f"f{s}"}
+def test_select_makes_the_cell_the_anchor_and_shows_it(seedlab_app):
+    results = [{"seed": str(s), "prompt": "p", "recipe": {"prompt": "p", "seed": str(s)}, "fingerprint": f"f{s}"}
                for s in (5, 6, 18446744073709551615)]
     results[2]["link"] = "http://x/?v=1"
-    assert seedlab_app.select(results, SimpleNamespace(index=2)) == {
+    update = seedlab_app.select(results, SimpleNamespace(index=2))
+    assert {key: update[key] for key in ("anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint",
+                                         "grid_link")} == {
         "anchor_text": "Anchor seed: 18446744073709551615 · prompt: p", "anchor_seed": "18446744073709551615",
-        "anchor": {"seed": "18446744073709551615"}, "anchor_recipe": {"seed": "18446744073709551615"},
+        "anchor": results[2]["recipe"], "anchor_recipe": results[2]["recipe"],
         "anchor_fingerprint": "f18446744073709551615", "grid_link": "http://x/?v=1"}
-    assert seedlab_app.select_variation(results, SimpleNamespace(index=2)) == {"variation_link": "http://x/?v=1"}
+    assert update["cell"] == results[2] and update["cell_link"] == "http://x/?v=1"
+    assert update["cell_image"] is None  # this server never made it: no PNG to show or download
+    assert "Seed: 18446744073709551615" in update["cell_params"]
+    variation = seedlab_app.select_variation(results, SimpleNamespace(index=1))
+    assert variation["variation_link"] == "" and variation["cell"] == results[1] and "anchor" not in variation
 
 
 def images(updates):

@@ -12,6 +12,7 @@ from PIL.PngImagePlugin import PngInfo
 
 import seedlab
 from seedlab.cli import main
+from tests.helpers import torch_threads
 from tests.tiny import save_tiny_pipeline
 
 
@@ -34,10 +35,12 @@ def test_grid_writes_one_png_per_seed_matching_the_python_api(tiny_dir, tmp_path
     for line in lines:
         assert {"seed", "prompt", "path", "fingerprint"} <= set(line)
         assert line["prompt"] == "a red circle"
+        assert line["environment"]["threads"] == 1  # the CLI's default on a CPU, as the app's
         saved = np.asarray(Image.open(line["path"]).convert("RGB"))
         assert seedlab.fingerprint(saved) == line["fingerprint"]
         recipe = seedlab.Recipe.from_dict(line["recipe"])
-        assert seedlab.generate(model, recipe).fingerprint == line["fingerprint"]
+        with torch_threads(1):
+            assert seedlab.generate(model, recipe).fingerprint == line["fingerprint"]
 
 
 def test_vary_runs_base_and_every_variation_from_the_seed(tiny_dir, tmp_path):
