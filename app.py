@@ -112,6 +112,14 @@ def ready() -> tuple:
     return gr.Button(GENERATE, interactive=True), gr.Button(interactive=True), gr.Button(interactive=False)
 
 
+def only_if_pending(change):
+    """`change` (busy or ready) when the page opened a link it regenerates; otherwise the buttons stay."""
+    def apply(pending):
+        return change() if pending is not None else (gr.skip(), gr.skip(), gr.skip())
+    apply.__name__ = change.__name__
+    return apply
+
+
 def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.Blocks, SeedLab]:
     """The UI for the models `admission` allows (the default one is loaded here if it is not yet)."""
     if image_dir is None:
@@ -287,7 +295,9 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     verdict = ["reproduced", "verdict", "verdict_text", "reverify"]
     link = event(demo.load, app.open_link, None, ["link_box", *RESTORED, *verdict, "pending", "reproduction"],
                  queue=False, **private)
-    link = link.then(busy, None, buttons, queue=False, show_progress="hidden", **private)  # Stop works meanwhile
+    # Only a page that opened a link to regenerate is busy (Stop works meanwhile); a plain page load must not
+    # flip the buttons, or a click in that moment would be refused.
+    link = link.then(only_if_pending(busy), ui["pending"], buttons, queue=False, show_progress="hidden", **private)
     link = link.then(by_name(app.reproduce_linked, ui, [ui[name] for name in verdict]), ui["pending"],
                      [ui[name] for name in verdict], concurrency_id="generation", **private)
     reproduce = event(guarded([ui["reproduce"].click]), app.reproduce, [ui["link_box"]], ["reproduced", "verdict"],
@@ -304,8 +314,9 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
     generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, strip, link, reproduce, reverify, png]
     ui["stop"].click(app.stop, None, None, cancels=generating, queue=False, **private)
-    for running in (grid, vary, page_matrix, strip, link, reproduce, reverify, png):
+    for running in (grid, vary, page_matrix, strip, reproduce, reverify, png):
         running.then(ready, None, buttons, queue=False, show_progress="hidden", **private)
+    link.then(only_if_pending(ready), ui["pending"], buttons, queue=False, show_progress="hidden", **private)
     ui["stop"].click(ready, None, buttons, queue=False, show_progress="hidden", **private)
 
 
