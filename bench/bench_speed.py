@@ -232,15 +232,11 @@ def main() -> None:
           f"regenerated exact {fresh_verdict['exact']}")
 
     if not args.no_sweep:
-        from bench_sweep import measure
+        from bench_sweep import measure, report
 
         sweep_args = argparse.Namespace(model=args.model, prompt=args.prompt, steps=args.steps, images=24)
         sweeps = [measure(sweep_args, workers, max(1, cores // workers)) for workers in (1, 2)]
-        for run in sweeps:
-            peaks = ", ".join(f"{peak:.0f}" for peak in run["peaks"])
-            print(f"sweep {run['workers']} worker(s) x {run['threads']} thread(s): {run['rate']:.2f} images/s "
-                  f"(start-up {run['start_up']:.1f} s), peak RSS per worker {peaks} MiB")
-        print(f"sweep scaling 2 workers / 1 worker = {sweeps[1]['rate'] / sweeps[0]['rate']:.2f}x")
+        report(sweeps, prefix="sweep ")
 
 
 if __name__ == "__main__":

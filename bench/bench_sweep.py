@@ -72,11 +72,17 @@ def main() -> None:
     runs = [measure(args, workers, args.threads or max(1, cores // workers)) for workers in (1, 2)]
 
     print(f"model {args.model}, {args.images} images, {args.steps} steps, {cores} cores")
+    report(runs)
+
+
+def report(runs: list[dict], prefix: str = "  ") -> None:
+    """Print each configuration's rate, start-up and peak memory per worker, then the scaling ratio."""
     for run in runs:
         peaks = ", ".join(f"{peak:.0f}" for peak in run["peaks"])
-        print(f"  {run['workers']} worker(s) x {run['threads']} thread(s): {run['rate']:.2f} images/s "
+        print(f"{prefix}{run['workers']} worker(s) x {run['threads']} thread(s): {run['rate']:.2f} images/s "
               f"({run['seconds']:.1f} s; start-up {run['start_up']:.1f} s), peak RSS per worker {peaks} MiB")
-    print(f"scaling 2 workers / 1 worker = {runs[1]['rate'] / runs[0]['rate']:.2f}x")
+    print(f"{prefix.strip() or ''}{' ' if prefix.strip() else ''}scaling 2 workers / 1 worker = "
+          f"{runs[1]['rate'] / runs[0]['rate']:.2f}x")
 
 
 if __name__ == "__main__":
