@@ -30,9 +30,10 @@ from seedlab.models import default_lanes
 from seedlab.workers import Workers
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
 from webui.cells import cell_panel, strip_panel
+from webui.history import history_panel
 from webui.matrix import matrix_panel
-from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, control, with_fields
-from webui.handlers import NO_ANCHOR, RESTORED, SeedLab, final_only
+from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, RESTORED, control, with_fields
+from webui.handlers import NO_ANCHOR, SeedLab, final_only
 from webui.uploads import UploadGuard
 
 MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at the default size limit
@@ -214,6 +215,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 cell_panel(ui)
                 strip_panel(ui, strength=0.1)
                 matrix_panel(ui)
+                history_panel(ui)
                 with gr.Accordion("Results (JSON)", open=False):
                     ui["grid_results"] = gr.JSON(label="Grid results")
                     ui["vary_results"] = gr.JSON(label="Variation results")
@@ -291,6 +293,22 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
                   ["strip", "strip_results"], concurrency_id="generation", show_progress="minimal", **private)
     event(ui["strip"].select, app.select_strip, [ui["strip_results"]], cell, queue=False, **private)
 
+    # History: kept in this browser; every finished grid, variation set, matrix and nudge set is added to it.
+    kept = ["history", "timeline", "history_export", "history_note"]
+    event(demo.load, app.history.show, [ui["history"]], kept, queue=False, **private)
+    for made, target in ((grid, "grid"), (vary, "vary"), (page_matrix, "matrix"), (strip, "strip")):
+        made.success(by_name(app.history.remember(target), ui, [ui[name] for name in kept]),
+                     [ui[f"{target}_results"], ui["history"], ui["anchor"], ui["anchor_fingerprint"]],
+                     [ui[name] for name in kept], queue=False, **private)
+    event(ui["timeline"].select, app.history.restore, [ui["history"], ui["timeline"]],
+          [*RESTORED, "variations", "history_view", "history_view_results", "restored_entry", "history_regenerate",
+           "history_note"], queue=False, **private)
+    event(ui["history_view"].select, app.select_history, [ui["history_view_results"]], cell, queue=False, **private)
+    event(ui["history_import"].upload, app.history.import_, [ui["history_import"], ui["history"]], kept, **private)
+    regenerate = event(guarded([ui["history_regenerate"].click]), app.history.regenerate, [ui["restored_entry"]],
+                       ["history_view", "history_view_results", "history_note"], concurrency_id="generation",
+                       show_progress="minimal", **private)
+
     # Links and PNGs: restore the controls at once, then regenerate and show the verdict.
     verdict = ["reproduced", "verdict", "verdict_text", "reverify"]
     link = event(demo.load, app.open_link, None, ["link_box", *RESTORED, *verdict, "pending", "reproduction"],
@@ -312,9 +330,9 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     png = event(guarded([ui["regenerate_png"].click]), app.reproduce_pending, [ui["pending"]], verdict,
                 concurrency_id="generation", **private)
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
-    generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, strip, link, reproduce, reverify, png]
+    generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, strip, regenerate, link, reproduce, reverify, png]
     ui["stop"].click(app.stop, None, None, cancels=generating, queue=False, **private)
-    for running in (grid, vary, page_matrix, strip, reproduce, reverify, png):
+    for running in (grid, vary, page_matrix, strip, regenerate, reproduce, reverify, png):
         running.then(ready, None, buttons, queue=False, show_progress="hidden", **private)
     link.then(only_if_pending(ready), ui["pending"], buttons, queue=False, show_progress="hidden", **private)
     ui["stop"].click(ready, None, buttons, queue=False, show_progress="hidden", **private)

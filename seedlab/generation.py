@@ -20,7 +20,6 @@ schedulers draw from afterwards) and handed to the pipeline.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import inspect
 import queue

@@ -18,7 +18,8 @@ from PIL.PngImagePlugin import PngInfo
 
 from seedlab.admission import Admission
 from seedlab.limits import Limits
-from webui.handlers import RESTORED, base_url
+from webui.fields import RESTORED
+from webui.requests import base_url
 from seedlab import (
     ModelStore,
     Recipe,
@@ -170,20 +171,21 @@ def test_dice_draws_the_requested_number_of_seeds(seedlab_app):
 
 
 def test_select_makes_the_cell_the_anchor_and_shows_it(seedlab_app):
-    results = [{"seed": str(s), "prompt": "p", "recipe": {"prompt": "p", "seed": str(s)}, "fingerprint": f"f{s}"}
+    results = [{"seed": str(s), "prompt": "p", "recipe": {"prompt": "p", "seed": str(s)}, "fingerprint": f"{s:064x}"[-64:]}
                for s in (5, 6, 18446744073709551615)]
     results[2]["link"] = "http://x/?v=1"
     update = seedlab_app.select(results, SimpleNamespace(index=2))
     assert {key: update[key] for key in ("anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint",
                                          "grid_link")} == {
         "anchor_text": "Anchor seed: 18446744073709551615 · prompt: p", "anchor_seed": "18446744073709551615",
-        "anchor": results[2]["recipe"], "anchor_recipe": results[2]["recipe"],
-        "anchor_fingerprint": "f18446744073709551615", "grid_link": "http://x/?v=1"}
-    assert update["cell"] == results[2] and update["cell_link"] == "http://x/?v=1"
+        "anchor": update["cell"]["recipe"], "anchor_recipe": update["cell"]["recipe"],
+        "anchor_fingerprint": f"{2**64 - 1:064x}", "grid_link": "http://x/?v=1"}
+    assert update["cell"]["recipe"]["seed"] == "18446744073709551615" and update["cell"]["prompt"] == "p"
+    assert update["cell_link"] == "http://x/?v=1"
     assert update["cell_image"] is None  # this server never made it: no PNG to show or download
     assert "Seed: 18446744073709551615" in update["cell_params"]
     variation = seedlab_app.select_variation(results, SimpleNamespace(index=1))
-    assert variation["variation_link"] == "" and variation["cell"] == results[1] and "anchor" not in variation
+    assert variation["variation_link"] == "" and variation["cell"]["seed"] == "6" and "anchor" not in variation
 
 
 def images(updates):

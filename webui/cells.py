@@ -7,10 +7,14 @@ A1111 parameters read, its recipe made the anchor, or its seed put back into the
 
 from __future__ import annotations
 
+import html
+
 import gradio as gr
 
-from seedlab import Recipe
+from seedlab import Recipe, encode_link
+from seedlab.environment import Environment
 from seedlab.infotext import parameters_text
+from seedlab.links import check_fingerprint
 from webui.files import ResultRecord
 
 NO_CELL = "Click an image of the grid or the variations to see it here, large, with its actions."
@@ -55,12 +59,44 @@ def strip_panel(ui: dict, strength: float) -> None:
             ui["strip_results"] = gr.JSON(label="Nudge results")
 
 
+MAX_LINK = 16_000  # characters of a link a page may send back with a cell
+
+
+def cell_record(recipe: Recipe, fingerprint: str, environment: Environment | None, base_url: str) -> dict:
+    """One image's result record, as /grid returns it; seeds are text (exact in any JSON reader)."""
+    return {
+        "seed": str(recipe.seed),
+        "prompt": recipe.prompt,
+        "fingerprint": fingerprint,
+        "link": encode_link(recipe, fingerprint, environment, base_url),
+        "recipe": recipe.to_json(),
+        "environment": None if environment is None else environment.to_dict(),
+    }
+
+
+def checked_record(raw) -> dict:
+    """A result record sent back by the page (a gallery's results, the selected cell), checked like any input.
+
+    The page's JSON is the visitor's to change: the recipe must be valid, the fingerprint 64 hex
+    digits and the link a web address; the seed and prompt shown are the recipe's own. ValueError if not.
+    """
+    if not isinstance(raw, dict):
+        raise ValueError(f"a result must be a JSON object, got {type(raw).__name__}")
+    recipe = Recipe.from_dict(raw.get("recipe"))
+    print_ = check_fingerprint("fingerprint", raw.get("fingerprint"))
+    link = raw.get("link") or ""
+    if not isinstance(link, str) or len(link) > MAX_LINK or (link and not link.startswith(("http://", "https://"))):
+        raise ValueError("link must be an http(s) address of at most 16000 characters")
+    return {"seed": str(recipe.seed), "prompt": recipe.prompt, "fingerprint": print_, "link": link,
+            "recipe": recipe.to_json()}
+
+
 def show_cell(record: dict, record_store: ResultRecord) -> dict:
     """The panel's values for one result record (its PNG from this server's record, if still kept)."""
     recipe = Recipe.from_dict(record["recipe"])
     found = record_store.find(recipe)
-    path = found[1].path if found is not None else None
-    print_ = record.get("fingerprint") or ""
+    print_ = record["fingerprint"]
+    path = found[1].path if found is not None and found[0].fingerprint == print_ else None
     return {
         "cell": record, "cell_panel": gr.Accordion(open=True), "cell_image": path,
         "cell_title": f"Seed {record['seed']} · prompt {record['prompt']!r} · fingerprint {print_[:16]}…"
@@ -73,10 +109,19 @@ def show_cell(record: dict, record_store: ResultRecord) -> dict:
 
 
 def picked(results: list | None, index: int, what: str) -> dict:
-    """The record of a clicked cell, or a message when the cell has no result yet."""
-    if not results or not 0 <= index < len(results):
+    """The checked record of a clicked cell, or a message when the cell has no (valid) result."""
+    if not isinstance(results, list) or not isinstance(index, int) or not 0 <= index < len(results):
         raise gr.Error(f"that cell has no result yet: wait for the {what} to finish", print_exception=False)
-    return results[index]
+    return checked(results[index])
+
+
+def checked(raw) -> dict:
+    """checked_record, with a refusal shown as a message (no traceback)."""
+    try:
+        return checked_record(raw)
+    except ValueError as error:
+        raise gr.Error(html.escape(f"this cell's result cannot be used: {error}", quote=False),
+                       print_exception=False) from None
 
 
 def anchor_updates(record: dict) -> dict:
@@ -87,9 +132,10 @@ def anchor_updates(record: dict) -> dict:
 
 
 def verdict_record(verdict: dict | None) -> dict | None:
-    """A regenerated image (a link, a reproduction, a dropped PNG) as a result record."""
-    if not verdict or not verdict.get("recipe"):
+    """A regenerated image (a link, a reproduction, a dropped PNG) as a checked result record, else None."""
+    if not isinstance(verdict, dict) or not verdict.get("recipe"):
         return None
-    recipe = verdict["recipe"]
-    return {"seed": str(recipe["seed"]), "prompt": recipe["prompt"], "fingerprint": verdict["fingerprint"],
-            "link": verdict.get("link", ""), "recipe": recipe}
+    try:
+        return checked_record(verdict)
+    except ValueError:
+        return None

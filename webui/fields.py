@@ -6,8 +6,10 @@ each comes from the field's Spec (kind, label, help, range).
 
 from __future__ import annotations
 
+import html
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import gradio as gr
@@ -17,6 +19,7 @@ from seedlab.recipe import SPECS, SPECS_ORDER, Recipe, RecipeError
 # The fields every generating endpoint takes as keywords, after its own leading ones (prompt, seeds/seed).
 FIELDS = tuple(name for name in SPECS_ORDER if name not in ("prompt", "seed"))
 # Where a field's control sits in the layout: the fields the user sets most, then the seed's own fields.
+RESTORED = ("prompt", "seeds", *FIELDS)  # the controls a recipe restores (a link, a PNG, a reproduction)
 MAIN = ("negative_prompt", "num_inference_steps", "guidance_scale", "scheduler", "width", "height")
 DETERMINISM = ("model", "rng", "deterministic", "dtype")
 MORE = tuple(name for name in FIELDS if name not in MAIN + DETERMINISM)  # the seed fields, and any new field
@@ -85,3 +88,18 @@ def label_message(error: ValueError) -> str:
     if isinstance(error, RecipeError):
         return error.named(lambda field: SPECS[field].label if field in SPECS else field)
     return str(error)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Show a backend ValueError as a gr.Error naming fields by their labels, with no traceback."""
+    try:
+        yield
+    except ValueError as error:  # Gradio renders an error's text as HTML: a visitor's value must stay text
+        raise gr.Error(html.escape(label_message(error), quote=False), print_exception=False) from None
+
+
+def restore(recipe: Recipe) -> dict:
+    """The controls' new values for a recipe (the seeds box gets its one seed)."""
+    values = values_of(recipe)
+    return {name: values[name] for name in RESTORED}

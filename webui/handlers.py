@@ -9,13 +9,9 @@ components, never as Markdown or HTML.
 from __future__ import annotations
 
 import functools
-import html
-import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import gradio as gr
 import torch
@@ -23,26 +19,23 @@ import torch
 from seedlab import Cancelled, Original, Progress, Recipe, Result, compare, encode_link, stream
 from seedlab.admission import Admission
 from seedlab.determinism import device_name
-from seedlab.links import KEYS as LINK_KEYS
-from seedlab.links import encode_query
 from seedlab.metadata import UnreadablePNG
 from seedlab.reproduction import original_from_link, original_from_png, original_from_text
 from seedlab.recipe import DEFAULT_SCHEDULER, SPECS
 from seedlab.seeds import format_seeds, parse_seeds, random_seeds
 from seedlab.workers import Workers
-from webui.cells import anchor_updates, picked, show_cell, verdict_record
-from webui.fields import FIELDS, label_message, values_of
-from webui.matrix import matrix_page
+from webui.cells import anchor_updates, cell_record, checked, picked, show_cell, verdict_record
+from webui.fields import FIELDS, label_message, restore, user_errors
 from webui.files import CancelRegistry, PngStore, ResultRecord
-from webui.uploads import client_address
+from webui.history import History
+from webui.matrix import matrix_page
+from webui.requests import DEFAULT_BASE_URL, base_url, link_query, visitor
 
 try:  # Hugging Face ZeroGPU: GPU work must run inside a function decorated with spaces.GPU
     import spaces
 except ImportError:
     spaces = None
 
-DEFAULT_BASE_URL = "http://127.0.0.1:7860/"  # where links point when a request does not say
-RESTORED = ("prompt", "seeds", *FIELDS)  # the controls a recipe restores (a link, a PNG, a reproduction)
 # Page updates at most this often. An 8-image grid (20 steps, 2 cores, HTTP API) took 6.3 s with 0.1,
 # 5.4 s with 0.25 and 5.6 s with 0.5 (means of two noisy rounds): each update costs the app's process CPU
 # that the worker processes need.
@@ -65,25 +58,9 @@ def on_gpu(function):
 stream_on_gpu = on_gpu(stream)
 
 
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """Show a backend ValueError as a gr.Error naming fields by their labels, with no traceback."""
-    try:
-        yield
-    except ValueError as error:  # Gradio renders an error's text as HTML: a visitor's value must stay text
-        raise gr.Error(html.escape(label_message(error), quote=False), print_exception=False) from None
-
-
 def result_record(result: Result, base_url: str = DEFAULT_BASE_URL) -> dict:
     """One image's entry in the results JSON of /grid and /vary; seeds are text (exact in any JSON reader)."""
-    return {
-        "seed": str(result.recipe.seed),
-        "prompt": result.recipe.prompt,
-        "fingerprint": result.fingerprint,
-        "link": encode_link(result.recipe, result.fingerprint, result.environment, base_url),
-        "recipe": result.recipe.to_json(),
-        "environment": result.environment.to_dict(),
-    }
+    return cell_record(result.recipe, result.fingerprint, result.environment, base_url)
 
 
 def final_only(function):
@@ -105,46 +82,6 @@ def final_only(function):
     return handler
 
 
-def base_url(request: gr.Request | None) -> str:
-    """Where links point: SEEDLAB_BASE_URL, else the page the browser is on, else the address it called."""
-    configured = os.environ.get("SEEDLAB_BASE_URL", "").strip()
-    if configured:
-        return configured
-    headers = {key.lower(): value for key, value in dict(getattr(request, "headers", None) or {}).items()}
-    referer = headers.get("referer", "")
-    if referer.startswith(("http://", "https://")):  # the page itself (Gradio's API calls live under it)
-        return referer.split("#")[0].split("?")[0]
-    url = urlsplit(str(getattr(request, "url", "") or ""))
-    if url.scheme in ("http", "https") and url.netloc:
-        scheme = headers.get("x-forwarded-proto", url.scheme).split(",")[0].strip()
-        host = headers.get("x-forwarded-host", url.netloc).split(",")[0].strip()
-        return f"{scheme}://{host}/"
-    return DEFAULT_BASE_URL
-
-
-def visitor(request: gr.Request | None) -> str | None:
-    """Who is charged for a request: the client's address (a new API session is the same visitor)."""
-    headers = {key.lower(): value for key, value in dict(getattr(request, "headers", None) or {}).items()}
-    host = getattr(getattr(request, "client", None), "host", None)
-    return client_address(headers, host) or getattr(request, "session_hash", None)
-
-
-def link_query(request: gr.Request | None) -> str | None:
-    """The page's query string when it carries a link (Gradio passes the page's query to every event)."""
-    params = getattr(request, "query_params", None) or {}
-    items = params.multi_items() if hasattr(params, "multi_items") else list(dict(params).items())
-    items = [(key, value) for key, value in items if not key.startswith("__") and key != "view"]  # Gradio's own
-    if not {"v", "fp", *LINK_KEYS} & {key for key, _ in items}:
-        return None
-    return encode_query(items)
-
-
-def restore(recipe: Recipe) -> dict:
-    """The controls' new values for a recipe (the seeds box gets its one seed)."""
-    values = values_of(recipe)
-    return {name: values[name] for name in RESTORED}
-
-
 class SeedLab:
     """The app object: admission (models, limits, budget), the PNG folder and the sessions' cancel events."""
 
@@ -156,6 +93,7 @@ class SeedLab:
         self.workers: Workers | None = None  # worker processes for multi-image requests, once started
         self.cancels = CancelRegistry()
         self.default = self.store.get(self.store.default)  # loaded once, at start-up
+        self.history = History(self)  # the browser-kept history's handlers
 
     # Public API endpoints (/grid, /vary, /reproduce).
 
@@ -256,6 +194,10 @@ class SeedLab:
         """A matrix click: the cell shown large with its actions."""
         return show_cell(picked(results, evt.index, "matrix"), self.record)
 
+    def select_history(self, results: list | None, evt: gr.SelectData) -> dict:
+        """A click in a restored history entry: the cell shown large with its actions."""
+        return show_cell(picked(results, evt.index, "history entry"), self.record)
+
     def matrix_page(self, values: dict, request: gr.Request | None = None, progress=None):
         """The page's matrix: cells as they finish, then the labelled sheet PNG to download."""
         yield from matrix_page(self, values, request, progress)
@@ -264,13 +206,13 @@ class SeedLab:
         """The selected image (any gallery's cell, or a regenerated image) becomes the anchor."""
         if not cell:
             raise gr.Error("Select an image first: click a cell of the grid or the variations", print_exception=False)
-        return anchor_updates(cell)
+        return anchor_updates(checked(cell))
 
     def reuse_seed(self, cell: dict | None) -> dict:
         """The selected image's seed goes back into the seeds box."""
         if not cell:
             raise gr.Error("Select an image first: click a cell of the grid or the variations", print_exception=False)
-        return {"seeds": cell["seed"]}
+        return {"seeds": checked(cell)["seed"]}
 
     def verdict_anchor(self, verdict: dict | None) -> dict:
         """The regenerated image (a link, a reproduction, a dropped PNG) becomes the anchor and the selection."""

@@ -1,0 +1,423 @@
+"""History with lineage: every grid, variation set, matrix and nudge set this browser made.
+
+An entry keeps its cells' recipes, fingerprints and environments, not their pixels (they regenerate
+exactly), and where it came from: variations and nudges name the anchor they started from and the
+entry that anchor was picked in (grid -> anchor seed -> variations). The history lives in the
+browser's localStorage (gr.BrowserState), so it survives a reload and a server restart; it is
+bounded, and it is exported and imported as JSON.
+
+Whatever comes back from the browser or from an imported file is untrusted: every entry is checked
+again (its shape and sizes, each recipe and fingerprint) before it is used, each recipe passes
+admission before its cells are shown, and all of it is shown as plain text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gradio as gr
+
+from seedlab import Recipe
+from seedlab.environment import Environment
+from seedlab.links import check_fingerprint
+from webui.cells import cell_record
+from webui.fields import RESTORED, restore, user_errors
+from webui.requests import base_url, visitor
+
+FORMAT = "seedlab-history"  # an exported file's "format", with "version"
+VERSION = 1
+MAX_ENTRIES = 40  # entries kept; the oldest go first
+MAX_CELLS = 400  # images in all entries together (about 1.5 kB each in localStorage)
+MAX_ENTRY_CELLS = 256  # images in one entry (a matrix at the largest limits a host would set)
+KINDS = {"grid": "grid", "vary": "variations", "matrix": "matrix", "strip": "nudges"}  # results target -> kind
+_MADE_AT = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$")
+SECRET = "seedlab-history"  # BrowserState encrypts with it; fixed, so a history outlives a server restart
+
+
+def history_state() -> gr.BrowserState:
+    """The browser-side store (localStorage) the history lives in."""
+    return gr.BrowserState([], storage_key="seedlab-history", secret=SECRET)
+
+
+def history_panel(ui: dict) -> None:
+    """The "History" accordion's components, added to `ui` by name."""
+    with gr.Accordion("History", open=False, elem_id="history-panel") as ui["history_panel"]:
+        gr.Markdown("Every grid, variation set, matrix and nudge set made in this browser, newest first, each "
+                    "with where it came from. Click one to see it again without regenerating. Kept in this "
+                    f"browser (the last {MAX_ENTRIES} entries, {MAX_CELLS} images at most).")
+        ui["timeline"] = gr.Radio(choices=[], show_label=False, elem_id="timeline")
+        ui["history_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="history-note")
+        ui["history_view"] = gr.Gallery(label="History entry", columns=4, object_fit="contain", format="png",
+                                        type="filepath", interactive=False, allow_preview=False, height="auto",
+                                        elem_id="history-view", elem_classes="pixelated")
+        with gr.Row():
+            ui["history_regenerate"] = gr.Button("Regenerate this entry", interactive=False,
+                                                 elem_id="history-regenerate")
+            ui["history_export"] = gr.DownloadButton("Export history (JSON)", interactive=False,
+                                                     elem_id="history-export")
+            ui["history_import"] = gr.UploadButton("Import history (JSON)", file_types=[".json"], type="filepath",
+                                                   elem_id="history-import")
+        with gr.Accordion("History entry results (JSON)", open=False):
+            ui["history_view_results"] = gr.JSON(label="History entry results")
+    ui["history"] = history_state()
+    ui["restored_entry"] = gr.State(None)  # the entry last restored, for "Regenerate this entry"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One image of an entry: its recipe, fingerprint and environment (no pixels)."""
+
+    recipe: Recipe
+    fingerprint: str
+    environment: Environment | None
+
+    def to_json(self) -> dict:
+        return {"recipe": self.recipe.to_json(), "fingerprint": self.fingerprint,
+                "environment": None if self.environment is None else self.environment.to_dict()}
+
+    @classmethod
+    def from_json(cls, data) -> Cell:
+        """A cell from untrusted JSON: ValueError if any part is malformed."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a cell must be a JSON object, got {type(data).__name__}")
+        environment = data.get("environment")
+        return cls(Recipe.from_dict(data.get("recipe")), check_fingerprint("fingerprint", data.get("fingerprint")),
+                   None if environment is None else Environment.from_dict(environment))
+
+    @classmethod
+    def from_record(cls, record: dict) -> Cell:
+        """A cell from a gallery's result record (as /grid returns it)."""
+        return cls.from_json(record)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One grid, variation set, matrix or nudge set, and the anchor it started from."""
+
+    id: int
+    kind: str  # one of KINDS' values
+    made_at: str  # "YYYY-MM-DD HH:MM:SS UTC"
+    cells: tuple[Cell, ...]
+    anchor: Cell | None = None  # variations and nudges: the image they started from
+    parent: int | None = None  # the entry the anchor was picked in, when it is in the history
+    columns: int = field(default=1)  # a matrix's cells per row
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "kind": self.kind, "made_at": self.made_at, "parent": self.parent,
+                "columns": self.columns, "anchor": None if self.anchor is None else self.anchor.to_json(),
+                "cells": [cell.to_json() for cell in self.cells]}
+
+    @classmethod
+    def from_json(cls, data) -> Entry:
+        """An entry from untrusted JSON (the browser's storage, an imported file): ValueError if malformed."""
+        if not isinstance(data, dict):
+            raise ValueError(f"an entry must be a JSON object, got {type(data).__name__}")
+        kind, made_at, cells = data.get("kind"), data.get("made_at"), data.get("cells")
+        if kind not in KINDS.values():
+            raise ValueError(f"kind must be one of {', '.join(KINDS.values())}")
+        if not isinstance(made_at, str) or not _MADE_AT.match(made_at):
+            raise ValueError("made_at must read YYYY-MM-DD HH:MM:SS UTC")
+        if not isinstance(cells, list) or not 1 <= len(cells) <= MAX_ENTRY_CELLS:
+            raise ValueError(f"cells must be a list of 1 to {MAX_ENTRY_CELLS} images")
+        number, parent, columns = data.get("id"), data.get("parent"), data.get("columns", 1)
+        for name, value, allowed in (("id", number, False), ("parent", parent, True), ("columns", columns, False)):
+            if not (allowed and value is None) and (isinstance(value, bool) or not isinstance(value, int)
+                                                    or not 1 <= value <= 10**9):
+                raise ValueError(f"{name} must be a whole number from 1 to 1000000000")
+        anchor = data.get("anchor")
+        return cls(number, kind, made_at, tuple(Cell.from_json(cell) for cell in cells),
+                   None if anchor is None else Cell.from_json(anchor), parent, min(columns, MAX_ENTRY_CELLS))
+
+
+def read_history(value) -> tuple[list[Entry], int]:
+    """The valid entries of an untrusted history (oldest first, ids unique, within the bounds), and how many were dropped."""
+    if not isinstance(value, list):
+        return [], 0 if value in (None, "") else 1
+    entries: list[Entry] = []
+    seen: set[int] = set()
+    dropped = 0
+    for item in value[-MAX_ENTRIES * 4:]:  # a tampered store may hold more than we ever write: look at its end
+        try:
+            entry = Entry.from_json(item)
+        except (ValueError, TypeError, RecursionError):
+            dropped += 1
+            continue
+        if entry.id in seen:
+            dropped += 1
+            continue
+        seen.add(entry.id)
+        entries.append(entry)
+    dropped += max(0, len(value) - MAX_ENTRIES * 4)
+    kept = bounded(entries)
+    return kept, dropped + len(entries) - len(kept)
+
+
+def bounded(entries: list[Entry]) -> list[Entry]:
+    """The newest entries within MAX_ENTRIES and MAX_CELLS (oldest first)."""
+    kept: list[Entry] = []
+    cells = 0
+    for entry in reversed(entries):
+        if len(kept) == MAX_ENTRIES or cells + len(entry.cells) > MAX_CELLS:
+            break
+        kept.append(entry)
+        cells += len(entry.cells)
+    return kept[::-1]
+
+
+def parent_of(entries: list[Entry], anchor: Cell | None) -> int | None:
+    """The newest entry that holds the anchor's recipe with its pixels, if any."""
+    if anchor is None:
+        return None
+    for entry in reversed(entries):
+        if any(cell.recipe == anchor.recipe and cell.fingerprint == anchor.fingerprint for cell in entry.cells):
+            return entry.id
+    return None
+
+
+def add_entry(entries: list[Entry], kind: str, cells: list[Cell], anchor: Cell | None = None,
+              columns: int = 1) -> list[Entry]:
+    """The history with a new entry at its end (its id one past the largest), within the bounds."""
+    number = max((entry.id for entry in entries), default=0) + 1
+    made_at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    entry = Entry(number, kind, made_at, tuple(cells[:MAX_ENTRY_CELLS]), anchor, parent_of(entries, anchor), columns)
+    return bounded([*entries, entry])
+
+
+def merge(entries: list[Entry], imported: list[Entry]) -> list[Entry]:
+    """Imported entries after the current ones, renumbered past them (their lineage renumbered alike)."""
+    start = max((entry.id for entry in entries), default=0)
+    numbers = {entry.id: start + i for i, entry in enumerate(imported, 1)}
+    renumbered = [Entry(numbers[e.id], e.kind, e.made_at, e.cells, e.anchor, numbers.get(e.parent), e.columns)
+                  for e in imported]
+    return bounded([*entries, *renumbered])
+
+
+def caption(entry: Entry, index: int) -> str:
+    """A cell's caption, derived from its recipe (never stored text): the seed, variation or nudge it shows."""
+    recipe = entry.cells[index].recipe
+    if entry.kind == "grid":
+        return f"seed {recipe.seed}"
+    if entry.kind == "nudges":
+        return f"variation seed {recipe.variation_seed} · strength {recipe.variation_strength:g}"
+    row_start = index - index % entry.columns if entry.kind == "matrix" else 0
+    base = entry.cells[row_start].recipe.prompt
+    column = "base prompt" if index == row_start else variation_text(base, recipe.prompt).strip()
+    return f"seed {recipe.seed} · {column}" if entry.kind == "matrix" else column
+
+
+def variation_text(base: str, prompt: str) -> str:
+    """What a variation line appended to the base prompt, as written (joined again, it gives the same prompt)."""
+    return prompt[len(base):] if prompt.startswith(base) and prompt != base else prompt
+
+
+def label(entry: Entry, numbers: set[int]) -> str:
+    """One line of the timeline: number, time, what it is, and where it came from (plain text)."""
+    first = entry.cells[0].recipe
+    count = len(entry.cells)
+    prompt = first.prompt if len(first.prompt) <= 40 else first.prompt[:40] + "…"
+    if entry.kind == "grid":
+        seeds = [str(cell.recipe.seed) for cell in entry.cells]
+        what = f"grid of {count}: seeds {', '.join(seeds[:4])}{'…' if count > 4 else ''} · {prompt!r}"
+    elif entry.kind == "matrix":
+        what = f"matrix {count // entry.columns} seeds x {entry.columns} columns · {prompt!r}"
+    else:
+        what = f"{entry.kind} ({count}) · {prompt!r}"
+    line = f"#{entry.id} · {entry.made_at[11:16]} · {what}"
+    if entry.anchor is not None:
+        source = (f"#{entry.parent}" if entry.parent in numbers else "an image outside this history")
+        line += f" ← anchor seed {entry.anchor.recipe.seed} from {source}"
+    return line
+
+
+def timeline(entries: list[Entry]) -> gr.Radio:
+    """The timeline's choices, newest first (values are entry ids as text)."""
+    numbers = {entry.id for entry in entries}
+    return gr.Radio(choices=[(label(entry, numbers), str(entry.id)) for entry in reversed(entries)], value=None)
+
+
+def export_json(entries: list[Entry], base_url: str) -> dict:
+    """The exported file: every entry with its cells' recipes, fingerprints, environments and links."""
+    def cell(entry: Entry, index: int) -> dict:
+        one = entry.cells[index]
+        return {**cell_record(one.recipe, one.fingerprint, one.environment, base_url), "caption": caption(entry, index)}
+
+    return {"format": FORMAT, "version": VERSION, "exported_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "entries": [{**entry.to_json(), "cells": [cell(entry, i) for i in range(len(entry.cells))]}
+                        for entry in entries]}
+
+
+def read_export(path: str | Path) -> list:
+    """The entries list of an exported file, before each entry is checked: ValueError saying what is wrong."""
+    try:
+        data = json.loads(Path(path).read_bytes())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ValueError(f"the file is not JSON ({type(error).__name__})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f'the file is not a SeedLab history (its "format" must be "{FORMAT}")')
+    if data.get("version") != VERSION:
+        raise ValueError(f"the file's version must be {VERSION}")
+    if not isinstance(data.get("entries"), list):
+        raise ValueError('the file\'s "entries" must be a list')
+    # Only what an export holds: a cell's link, seed, prompt and caption are derived again from its recipe.
+    return data["entries"]
+
+
+def export_file(entries: list[Entry], base_url: str, folder: Path) -> Path:
+    """The history as a JSON file in `folder`, named by its content."""
+    text = json.dumps(export_json(entries, base_url), indent=1, ensure_ascii=False)
+    path = folder / f"seedlab-history-{hashlib.sha256(text.encode()).hexdigest()[:12]}.json"
+    if not path.exists():
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+class History:
+    """The history's handlers; the app object supplies admission, this server's record and the PNG folder."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def updates(self, entries: list[Entry], request, note: str = "") -> dict:
+        """The stored history, the timeline, the export file and a note (hidden when empty)."""
+        export = gr.DownloadButton(interactive=False)
+        if entries:
+            path = export_file(entries, base_url(request), self.app.pngs.folder)
+            self.app.pngs.added(path)
+            export = gr.DownloadButton(value=str(path), interactive=True)
+        return {"history": [entry.to_json() for entry in entries], "timeline": timeline(entries),
+                "history_export": export, "history_note": gr.Textbox(value=note, visible=bool(note))}
+
+    def show(self, value, request: gr.Request) -> dict:
+        """On page load: the stored history, checked, as the timeline."""
+        entries, dropped = read_history(value)
+        note = f"{dropped} stored entries could not be read and were left out." if dropped else ""
+        return self.updates(entries, request, note)
+
+    def remember(self, target: str):
+        """A handler that adds the results a generation just showed in `target` to the history."""
+        def remember(results, value, anchor, anchor_fingerprint, request: gr.Request) -> dict:
+            entries, _ = read_history(value)
+            try:
+                cells = [Cell.from_record(record) for record in results or []]
+                start = None
+                if KINDS[target] in ("variations", "nudges") and anchor:
+                    start = Cell(Recipe.from_dict(anchor), check_fingerprint("fingerprint", anchor_fingerprint), None)
+            except (ValueError, TypeError):
+                return {}  # the page sent results it did not get from us: nothing to keep
+            if not cells:
+                return {}
+            columns = 1
+            if KINDS[target] == "matrix":  # a row starts where the first cell's prompt comes again
+                columns = next((i for i, c in enumerate(cells) if i and c.recipe.prompt == cells[0].recipe.prompt),
+                               len(cells))
+            return self.updates(add_entry(entries, KINDS[target], cells, start, columns), request)
+        remember.__name__ = f"remember_{target}"
+        return remember
+
+    def restore(self, value, choice, request: gr.Request) -> dict:
+        """A timeline click: the entry's images from this server's record (not regenerated) and its controls."""
+        entries, _ = read_history(value)
+        entry = next((entry for entry in entries if str(entry.id) == str(choice)), None)
+        if entry is None:
+            return {"history_note": gr.Textbox(value="That entry is no longer in the history.", visible=True)}
+        base = base_url(request)
+        gallery, records, missing, refused = [], [], 0, []
+        for index, cell in enumerate(entry.cells):
+            try:
+                recipe = self.app.admission.recipe(cell.recipe.to_dict())
+            except ValueError as error:
+                refused.append(f"cell {index + 1}: {error}")
+                recipe = None
+            found = self.app.record.find(recipe) if recipe is not None else None
+            path = found[1].path if found is not None and found[0].fingerprint == cell.fingerprint else None
+            if path is None:
+                missing += 1
+                path = str(self.placeholder())
+            gallery.append((path, caption(entry, index) + ("" if found else " (not kept here)")))
+            records.append(cell_record(cell.recipe, cell.fingerprint, cell.environment, base))
+        first = entry.cells[0].recipe
+        controls = {}
+        if entry.kind != "nudges":  # nudges carry variation seeds: the controls keep what they hold
+            rows = entry.cells[::entry.columns] if entry.kind in ("matrix", "grid") else entry.cells[:1]
+            lines = [variation_text(first.prompt, cell.recipe.prompt)
+                     for cell in entry.cells[1:entry.columns if entry.kind == "matrix" else len(entry.cells)]]
+            controls = {**{name: value for name, value in restore(first).items() if name in RESTORED},
+                        "seeds": ", ".join(str(cell.recipe.seed) for cell in rows)}
+            if entry.kind in ("variations", "matrix"):
+                controls["variations"] = "\n".join(lines)
+        note = [f"#{entry.id}, {entry.kind} made {entry.made_at}: {len(entry.cells) - missing} of "
+                f"{len(entry.cells)} images shown from this server's record, none regenerated."]
+        if missing:
+            note.append(f"{missing} are no longer kept here (a restart or pruning drops them), shown grey: "
+                        "\"Regenerate this entry\" makes them again, and each cell's link regenerates it.")
+        if controls:
+            note.append("The controls now hold its recipe.")
+        if refused:
+            note.append("This server cannot make some of its recipes: " + "; ".join(refused[:3]))
+        return {**controls, "history_view": gr.Gallery(value=gallery, columns=min(entry.columns, 8) if
+                                                       entry.kind == "matrix" else 4, selected_index=None),
+                "history_view_results": records, "restored_entry": entry.to_json(),
+                "history_regenerate": gr.Button(interactive=not refused),
+                "history_note": gr.Textbox(value=" ".join(note), visible=True)}
+
+    def regenerate(self, restored, request: gr.Request, progress=gr.Progress()):
+        """"Regenerate this entry": its recipes made again, each compared with the fingerprint the history holds."""
+        try:
+            entry = Entry.from_json(restored)
+        except (ValueError, TypeError):
+            raise gr.Error("Click an entry of the history first", print_exception=False) from None
+        with user_errors():
+            recipes = [self.app.admission.recipe(cell.recipe.to_dict()) for cell in entry.cells]
+            self.app.admission.limits.check_count(len(recipes), "seeds")
+            self.app.admission.charge(recipes, visitor(request))
+        captions = [caption(entry, index) for index in range(len(entry.cells))]
+        last: dict = {}
+        for update in self.app.run(recipes, captions, request, progress, "history_view"):
+            last = {**last, **update}
+            yield update
+        made = last.get("history_view_results") or []
+        same = sum(record["fingerprint"] == cell.fingerprint for record, cell in zip(made, entry.cells))
+        verdict = (f"Regenerated {len(made)} of {len(entry.cells)} images: {same} identical to the history"
+                   + ("." if same == len(made) else f", {len(made) - same} differ (the history's were made in "
+                                                         "another environment, or the model changed)."))
+        yield {"history_note": gr.Textbox(value=verdict, visible=True)}
+
+    def import_(self, path: str | None, value, request: gr.Request) -> dict:
+        """An exported history file, checked entry by entry and added after the current entries."""
+        entries, _ = read_history(value)
+        if not path:
+            return {}
+        try:
+            raw = read_export(path)
+        except ValueError as error:
+            return self.updates(entries, request, f"This file cannot be imported: {error}.")
+        imported, dropped = read_history(raw)
+        admitted = []
+        for entry in imported:
+            try:
+                for cell in entry.cells:
+                    self.app.admission.recipe(cell.recipe.to_dict())
+            except ValueError:
+                dropped += 1
+                continue
+            admitted.append(entry)
+        merged = merge(entries, admitted)
+        note = f"Imported {len(admitted)} entries ({sum(len(e.cells) for e in admitted)} images)."
+        if dropped:
+            note += f" {dropped} entries were left out: malformed, over the bounds, or not makeable on this server."
+        if len(merged) < len(entries) + len(admitted):
+            note += f" The history keeps the newest {MAX_ENTRIES} entries and {MAX_CELLS} images: older ones went."
+        return self.updates(merged, request, note)
+
+    def placeholder(self) -> Path:
+        """A grey square for an image this server no longer keeps."""
+        path = self.app.pngs.folder / "not-kept.png"
+        if not path.exists():
+            from PIL import Image
+            Image.new("RGB", (64, 64), (150, 150, 150)).save(path)
+        return path
