@@ -39,7 +39,7 @@ from webui.uploads import UploadGuard
 MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at the default size limit
 CSS = """
 .pixelated img { image-rendering: pixelated; }  /* 64x64 images, enlarged with crisp pixels */
-#reproduced img { width: 256px; max-width: 100%; height: 256px; object-fit: contain; }  /* not at its native 64 px */
+#reproduced img, #cell-image img { width: 256px; max-width: 100%; height: 256px; object-fit: contain; }  /* not at its native 64 px */
 /* Gradio gives every column at least 100 px, which pushes the 4th cell out of a phone-wide gallery:
    columns share the width instead, and narrow screens get two. */
 #grid .grid-container, #variations .grid-container {

@@ -4,7 +4,6 @@ Set SEEDLAB_SCREENSHOT=1 to save a screenshot of the UI after the run to docs/sc
 """
 
 import io
-import os
 from pathlib import Path
 
 import pytest
@@ -124,10 +123,6 @@ def test_grid_anchor_and_variations(page):
     captions = page.locator("#variations .thumbnail-item .caption-label").all_inner_texts()
     assert captions == ["base prompt", ", on a blue background", ", on a black background"]
     assert_served_as_png(page, thumbnails(page, "variations"))
-
-    if os.environ.get("SEEDLAB_SCREENSHOT") == "1":
-        SCREENSHOT.parent.mkdir(exist_ok=True)
-        page.screenshot(path=str(SCREENSHOT), full_page=True)
 
 
 def test_a_copied_link_regenerates_exactly_after_a_server_restart(browser, app_server, tmp_path):

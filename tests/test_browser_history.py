@@ -1,12 +1,13 @@
 """History with lineage in a real browser: kept across a reload and a server restart, restored, exported, imported."""
 
 import json
+import os
 
 import pytest
 
 from seedlab import fingerprint
 from tests.test_browser import (  # noqa: F401 - browser is a fixture
-    CHROMIUM, TIMEOUT_MS, browser, fresh_page, wait_for_images, wait_for_value)
+    CHROMIUM, SCREENSHOT, browser, fresh_page, wait_for_images, wait_for_value)
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
 
@@ -34,22 +35,28 @@ def load(page, url: str) -> None:
 def test_history_survives_a_reload_and_a_restart_and_restores_without_regenerating(browser, app_server, tmp_path):  # noqa: F811
     page = fresh_page(browser, app_server.url)
     load(page, app_server.url)
-    page.locator("#prompt textarea").fill("a history")
+    page.locator("#prompt textarea").fill("a red circle")
     page.locator("#seeds textarea").fill("3, 4")
-    page.locator("#num-inference-steps input").fill("2")
+    page.locator("#num-inference-steps input").fill("2" if os.environ.get("SEEDLAB_SCREENSHOT") != "1" else "20")
     page.locator("#generate").click()
     wait_for_images(page, "grid", 2)
     page.locator("#grid .thumbnail-item").nth(1).click()
     wait_for_value(page, "anchor", "Anchor seed: 4")
     grid_prints = [fingerprint_of(page, src) for src in
                    page.locator("#grid .thumbnail-item img").evaluate_all("images => images.map(i => i.src)")]
-    page.locator("#variations-box textarea").fill(", red")
+    page.locator("#variations-box textarea").fill(", on a black background")
     page.locator("#vary").click()
     wait_for_images(page, "variations", 2)
     open_history(page)
     labels = wait_for_entries(page, 2)
     assert labels[0].startswith("#2 ·") and "variations (2)" in labels[0] and labels[0].endswith("from #1")
-    assert "grid of 2: seeds 3, 4 · 'a history'" in labels[1]
+    assert "grid of 2: seeds 3, 4 · 'a red circle'" in labels[1]
+    if os.environ.get("SEEDLAB_SCREENSHOT") == "1":  # the README's picture: grid, anchor, variations, selected, history
+        page.locator("#variations .thumbnail-item").nth(1).click()
+        wait_for_value(page, "cell-title", "prompt 'a red circle, on a black background'")
+        page.wait_for_timeout(500)
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOT), full_page=True)
 
     # A reload keeps it (the browser's storage), and a click shows the grid again from the server's record.
     load(page, app_server.url)
@@ -67,7 +74,7 @@ def test_history_survives_a_reload_and_a_restart_and_restores_without_regenerati
 
     # Its cells act like any other: the selected-image panel, with the same fingerprint.
     page.locator("#history-view .thumbnail-item").nth(0).click()
-    wait_for_value(page, "cell-title", "Seed 3 · prompt 'a history'")
+    wait_for_value(page, "cell-title", "Seed 3 · prompt 'a red circle'")
 
     # Export: every entry with recipes, fingerprints and links.
     with page.expect_download() as download:
