@@ -25,6 +25,7 @@ import torch
 from diffusers import DiffusionPipeline
 
 from .recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES, FieldError
+from .tracing import TracedUNet
 
 EMBEDDED_MODEL_DIR = Path(__file__).parent / "embedded_model"
 EMBEDDED_GUIDANCE = 2.5  # where the embedded model meets its quality targets (training/evaluate.py, README)
@@ -140,7 +141,9 @@ class Model:
     info: ModelInfo
     call_parameters: frozenset[str] = field(repr=False)
     lanes: int = 1  # images generated at once (generation.py); more than one only pays on a CPU
+    traced: bool = False  # the UNet's plain calls replay traces (tracing.py: CPU only, the same pixels)
     _lane_copies: list = field(default_factory=list, repr=False)
+    _traced_unet: TracedUNet | None = field(default=None, repr=False)
 
     @property
     def native_size(self) -> tuple[int, int]:
@@ -162,10 +165,21 @@ class Model:
         return self.info.make_scheduler(name)
 
     def lane_pipelines(self, count: int) -> list[DiffusionPipeline]:
-        """`count` pipelines sharing this one's weights, each with its own scheduler and call state."""
-        while len(self._lane_copies) < count - 1:
-            self._lane_copies.append(copy.copy(self.pipeline))  # shallow: modules are shared, not copied
-        return [self.pipeline, *self._lane_copies[: count - 1]]
+        """`count` pipelines sharing this one's weights, each with its own scheduler and call state.
+
+        They are shallow copies (modules shared, not copied), so `self.pipeline` itself stays as
+        loaded: plain diffusers calls on it are what SeedLab's pixels are checked against. When
+        `traced`, the copies call the UNet through one shared TracedUNet.
+        """
+        while len(self._lane_copies) < count:
+            lane = copy.copy(self.pipeline)
+            if self.traced:
+                if self._traced_unet is None:
+                    self._traced_unet = TracedUNet(self.pipeline.unet)
+                # Not the pipeline's own setattr, which would register the stand-in in the copy's config.
+                object.__setattr__(lane, "unet", self._traced_unet)
+            self._lane_copies.append(lane)
+        return self._lane_copies[:count]
 
 
 def default_lanes(device: torch.device, threads: int) -> int:
@@ -205,8 +219,9 @@ def describe(name: str, pipeline: DiffusionPipeline, device: torch.device, dtype
     size = int(sample) * int(getattr(pipeline, "vae_scale_factor", 8))
     info = ModelInfo(name, (size, size), default_guidance(name), type(pipeline.scheduler).__name__,
                      compatible_schedulers(type(pipeline.scheduler), config), config)
+    traced = device.type == "cpu" and isinstance(getattr(pipeline, "unet", None), diffusers.UNet2DConditionModel)
     return Model(name=name, pipeline=pipeline, device=device, dtype=dtype, info=info,
-                 call_parameters=frozenset(inspect.signature(pipeline.__call__).parameters))
+                 call_parameters=frozenset(inspect.signature(pipeline.__call__).parameters), traced=traced)
 
 
 class ModelStore:
