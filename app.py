@@ -354,8 +354,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="images generated at once in this process; on a CPU cores / threads by default, on "
                              "a GPU 1 (env SEEDLAB_LANES)")
     parser.add_argument("--workers", type=int, default=os.environ.get("SEEDLAB_WORKERS") or None,
-                        help="worker processes for multi-image requests, each loading the default model; on a "
-                             "CPU cores / threads by default, 0 for none (env SEEDLAB_WORKERS)")
+                        help="worker processes for multi-image requests, each loading the default model; by "
+                             "default 0 (lanes) when its UNet calls are traced, else cores / threads on a CPU "
+                             "(env SEEDLAB_WORKERS)")
     args = parser.parse_args(argv)
     try:
         limits = Limits.from_env()
@@ -365,8 +366,8 @@ def main(argv: list[str] | None = None) -> None:
         threads = args.threads or (1 if device.type == "cpu" else None)
         configure_process(threads)
         lanes = args.lanes or default_lanes(device, torch.get_num_threads())
-        workers = args.workers if args.workers is not None else (lanes if device.type == "cpu" else 0)
-        if lanes < 1 or workers < 0 or (workers and device.type != "cpu"):
+        workers = args.workers
+        if lanes < 1 or (workers is not None and (workers < 0 or (workers and device.type != "cpu"))):
             raise ValueError(f"lanes must be a positive integer and workers 0 or more (0 on a GPU), "
                              f"got {lanes} and {workers}")
         extra = [name.strip() for name in os.environ.get("SEEDLAB_MODELS", "").split(",") if name.strip()]
@@ -374,8 +375,15 @@ def main(argv: list[str] | None = None) -> None:
         admission = Admission(store, limits, measure_speed(store.get(store.default)))
     except ValueError as error:
         parser.exit(2, f"seedlab: {error}\n")
+    if workers is None:
+        # A traced UNet (tracing.py) runs without the interpreter lock, so lanes keep every core busy in
+        # this process (8 images: as fast as worker processes, without a model copy of ~420 MiB each).
+        workers = lanes if device.type == "cpu" and not store.get(store.default).traced else 0
     demo, app = build_app(admission)
     app.cancels.max_sessions = limits.sessions
+    traced = "traced UNet" if store.get(store.default).traced else "eager UNet"
+    print(f"seedlab: images side by side in {lanes} lane(s) of {torch.get_num_threads()} thread(s) ({traced})"
+          + (f"; {workers} worker processes starting" if workers > 1 else ""), flush=True)
     if workers > 1:  # started after the speed measurement, which they would slow; ready in the background
         app.workers = Workers(store.default, workers=workers, threads=torch.get_num_threads(), dtype=args.dtype)
         atexit.register(app.workers.close)

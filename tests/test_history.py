@@ -204,3 +204,25 @@ def test_a_cell_the_page_sends_back_is_checked(app):
             app.select(bad, SimpleNamespace(index=index))
     assert app.select(grid, SimpleNamespace(index=0))["anchor_fingerprint"] == grid[0]["fingerprint"]
     assert Entry.from_json(history[0]).cells[0].fingerprint == grid[0]["fingerprint"]
+
+
+def test_a_matrix_and_nudges_are_kept_with_their_rows_and_anchor(app):
+    history, grid, _ = explored(app)
+    matrix = generated(app, "matrix", {"prompt": "a circle", "seeds": "1, 2", "variations": ", red\n, blue"}, "matrix")
+    history = app.history.remember("matrix")(matrix, history, None, "", None)["history"]
+    assert history[-1]["columns"] == 3 and len(history[-1]["cells"]) == 6
+    update = app.history.restore(history, str(history[-1]["id"]), None)
+    assert update["seeds"] == "1, 2" and update["variations"] == ", red\n, blue"
+    assert captions(update["history_view"])[3:] == ["seed 2 · base prompt", "seed 2 · , red", "seed 2 · , blue"]
+    assert shown_pixels(update["history_view"]) == [record["fingerprint"] for record in matrix]
+
+    anchor = grid[0]
+    nudges = final(app.strip(anchor["recipe"], 2, 0.2, None, None))["strip_results"]
+    history = app.history.remember("strip")(nudges, history, anchor["recipe"], anchor["fingerprint"], None)["history"]
+    assert history[-1]["kind"] == "nudges" and history[-1]["parent"] == history[0]["id"]
+    label = app.history.show(history, None)["timeline"].choices[0][0]
+    assert "nudges (2)" in label and label.endswith("← anchor seed 3 from #1")
+    update = app.history.restore(history, str(history[-1]["id"]), None)
+    assert "prompt" not in update  # nudges carry variation seeds: the controls keep what they hold
+    assert captions(update["history_view"])[0].startswith("variation seed ") and "strength 0.2" in captions(
+        update["history_view"])[0]
