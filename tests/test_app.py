@@ -293,10 +293,10 @@ def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
     (canceller,) = [fn for fn in demo.fns.values() if fn.is_cancel_function and fn.targets == stop.targets]
     generating = {index for index, name in named.items()
                   if name in ("grid", "vary", "vary_anchor", "matrix", "matrix_page", "strip", "reproduce", "reverify",
-                              "reproduce_pending", "reproduce_linked")}
+                              "reproduce_pending", "reproduce_linked", "regenerate")}
     # the page's grid, /grid, /vary, the vary button, /matrix, the page's matrix, the nudges, /reproduce,
-    # /reverify, a link's and a PNG's regeneration
-    assert len(generating) == 11
+    # /reverify, a link's and a PNG's regeneration, a history entry's regeneration
+    assert len(generating) == 12
     assert set(canceller.cancels) == generating
 
 
