@@ -14,7 +14,7 @@ from seedlab import ModelStore, fingerprint, join_prompt
 from seedlab.admission import Admission
 from seedlab.limits import Limits
 from tests.test_app import reference_model  # noqa: F401 - a fixture
-from webui.history import FORMAT, MAX_CELLS, MAX_ENTRIES, Entry, read_history, variation_text
+from webui.history import FORMAT, MAX_CELLS, MAX_ENTRIES, Cell, Entry, read_history, variation_text
 
 STEPS = 2
 
@@ -163,7 +163,7 @@ def test_a_hostile_prompt_is_kept_as_text(app):
     assert repr(html) in label  # the Radio shows it as text (checked in the browser test)
 
 
-def test_a_tampered_browser_store_is_read_as_far_as_it_is_valid(app):
+def test_a_tampered_browser_store_is_read_as_far_as_it_is_valid(app, monkeypatch):
     history, _, _ = explored(app)
     for value in (None, "x", 5, {"a": 1}):
         assert read_history(value)[0] == []
@@ -172,6 +172,13 @@ def test_a_tampered_browser_store_is_read_as_far_as_it_is_valid(app):
     assert [entry.id for entry in entries] == [1, 2] and dropped == 4
     update = app.history.show(tampered, None)
     assert update["history_note"].value == "4 stored entries could not be read and were left out."
+    flood = [history[0]] + [{**history[1], "cells": [*history[1]["cells"][:-1], "junk"]}] * 100_000 + [history[1]]
+    checked = []
+    monkeypatch.setattr(Cell, "from_json", classmethod(lambda cls, data, parse=Cell.from_json: (
+        checked.append(1), parse(data))[1]))
+    entries, dropped = read_history(flood)  # only its newest end is looked at
+    assert [entry.id for entry in entries] == [2] and dropped == 100_001
+    assert len(checked) <= MAX_ENTRIES * 4 * (len(history[1]["cells"]) + 1)  # the cells and the anchor
 
 
 def test_the_history_is_bounded(app):

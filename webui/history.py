@@ -135,26 +135,31 @@ class Entry:
 
 
 def read_history(value) -> tuple[list[Entry], int]:
-    """The valid entries of an untrusted history (oldest first, ids unique, within the bounds), and how many were dropped."""
+    """The valid entries of an untrusted history (oldest first, ids unique, within the bounds), and how many were dropped.
+
+    Read from the newest end and only as far as the bounds reach: a tampered store or file of any
+    size costs at most 4 * MAX_ENTRIES items and MAX_ENTRY_CELLS cells each of checking.
+    """
     if not isinstance(value, list):
         return [], 0 if value in (None, "") else 1
-    entries: list[Entry] = []
+    kept: list[Entry] = []
     seen: set[int] = set()
-    dropped = 0
-    for item in value[-MAX_ENTRIES * 4:]:  # a tampered store may hold more than we ever write: look at its end
+    cells = 0
+    for item in reversed(value[-MAX_ENTRIES * 4:]):  # we never write more: a longer list was made elsewhere
+        if len(kept) == MAX_ENTRIES:
+            break
         try:
             entry = Entry.from_json(item)
         except (ValueError, TypeError, RecursionError):
-            dropped += 1
             continue
         if entry.id in seen:
-            dropped += 1
             continue
+        if cells + len(entry.cells) > MAX_CELLS:
+            break
         seen.add(entry.id)
-        entries.append(entry)
-    dropped += max(0, len(value) - MAX_ENTRIES * 4)
-    kept = bounded(entries)
-    return kept, dropped + len(entries) - len(kept)
+        kept.append(entry)
+        cells += len(entry.cells)
+    return kept[::-1], len(value) - len(kept)
 
 
 def bounded(entries: list[Entry]) -> list[Entry]:
