@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -89,11 +89,6 @@ class Cell:
         return cls(Recipe.from_dict(data.get("recipe")), check_fingerprint("fingerprint", data.get("fingerprint")),
                    None if environment is None else Environment.from_dict(environment))
 
-    @classmethod
-    def from_record(cls, record: dict) -> Cell:
-        """A cell from a gallery's result record (as /grid returns it)."""
-        return cls.from_json(record)
-
 
 @dataclass(frozen=True)
 class Entry:
@@ -105,7 +100,7 @@ class Entry:
     cells: tuple[Cell, ...]
     anchor: Cell | None = None  # variations and nudges: the image they started from
     parent: int | None = None  # the entry the anchor was picked in, when it is in the history
-    columns: int = field(default=1)  # a matrix's cells per row
+    columns: int = 1  # a matrix's cells per row
 
     def to_json(self) -> dict:
         return {"id": self.id, "kind": self.kind, "made_at": self.made_at, "parent": self.parent,
@@ -308,7 +303,7 @@ class History:
         def remember(results, value, anchor, anchor_fingerprint, request: gr.Request) -> dict:
             entries, _ = read_history(value)
             try:
-                cells = [Cell.from_record(record) for record in results or []]
+                cells = [Cell.from_json(record) for record in results or []]
                 start = None
                 if KINDS[target] in ("variations", "nudges") and anchor:
                     start = Cell(Recipe.from_dict(anchor), check_fingerprint("fingerprint", anchor_fingerprint), None)
