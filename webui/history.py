@@ -26,7 +26,7 @@ from seedlab import Recipe
 from seedlab.environment import Environment
 from seedlab.links import check_fingerprint
 from webui.cells import cell_record
-from webui.fields import RESTORED, restore, user_errors
+from webui.fields import restore, user_errors
 from webui.requests import base_url, visitor
 
 FORMAT = "seedlab-history"  # an exported file's "format", with "version"
@@ -346,7 +346,7 @@ class History:
             rows = entry.cells[::entry.columns] if entry.kind in ("matrix", "grid") else entry.cells[:1]
             lines = [variation_text(first.prompt, cell.recipe.prompt)
                      for cell in entry.cells[1:entry.columns if entry.kind == "matrix" else len(entry.cells)]]
-            controls = {**{name: value for name, value in restore(first).items() if name in RESTORED},
+            controls = {**restore(first),
                         "seeds": ", ".join(str(cell.recipe.seed) for cell in rows)}
             if entry.kind in ("variations", "matrix"):
                 controls["variations"] = "\n".join(lines)
