@@ -144,11 +144,13 @@ class _Steps:
         self._lock = threading.Lock()
 
     def advance(self) -> None:
-        with self._lock:  # second-order schedulers (KDPM2) call back more often than steps were asked for
+        # Reported under the lock: lanes finish steps at once, and a count reported after a later one
+        # would send the progress bar backwards. Second-order schedulers (KDPM2) call back more often
+        # than steps were asked for, hence the cap.
+        with self._lock:
             self.done = min(self.done + 1, self.total)
-            done = self.done
-        if self.progress is not None:
-            self.progress(done, self.total)
+            if self.progress is not None:
+                self.progress(self.done, self.total)
 
 
 class _Embeddings:
