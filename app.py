@@ -23,7 +23,7 @@ import gradio as gr
 import torch
 from starlette.middleware import Middleware
 
-from seedlab import ModelStore, configure_process, resolve_device
+from seedlab import ModelStore, configure_process, cpu, resolve_device
 from seedlab.admission import Admission, measure_speed
 from seedlab.limits import Limits
 from seedlab.models import default_lanes
@@ -357,6 +357,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="worker processes for multi-image requests, each loading the default model; by "
                              "default 0 (lanes) when its UNet calls are traced, else cores / threads on a CPU "
                              "(env SEEDLAB_WORKERS)")
+    parser.add_argument("--cpu-isa", default=None, choices=cpu.LEVELS,
+                        help="CPU kernels: avx2 (default) gives the same pixels on every x86-64 CPU of a vendor, "
+                             "portable across Intel and AMD too (slower), native is fastest and CPU-bound; links "
+                             "record it (env SEEDLAB_CPU_ISA)")
     args = parser.parse_args(argv)
     try:
         limits = Limits.from_env()
@@ -364,7 +368,7 @@ def main(argv: list[str] | None = None) -> None:
         # On a CPU, images run side by side at one thread each: a grid keeps every core busy, and a link
         # made here reproduces on any machine that pins one thread, whatever its core count.
         threads = args.threads or (1 if device.type == "cpu" else None)
-        configure_process(threads)
+        configure_process(threads, args.cpu_isa)
         lanes = args.lanes or default_lanes(device, torch.get_num_threads())
         workers = args.workers
         if lanes < 1 or (workers is not None and (workers < 0 or (workers and device.type != "cpu"))):

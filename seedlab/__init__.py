@@ -2,6 +2,15 @@
 
 __version__ = "0.1.0"
 
+import os as _os  # noqa: E402
+
+from . import cpu as _cpu  # noqa: E402
+
+# The CPU baseline must be in the environment before torch's first operation (see cpu.py); a bad
+# SEEDLAB_CPU_ISA is reported by configure_process, which the app and the CLI call at start.
+if _os.environ.get(_cpu.ENV_VAR, "").strip().lower() in ("", *_cpu.LEVELS):
+    _cpu.apply(_cpu.requested())
+
 from .determinism import configure_process, full_determinism  # noqa: E402
 from .environment import Environment  # noqa: E402
 from .generation import (  # noqa: E402

@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from . import determinism, generation, models
+from . import cpu, determinism, generation, models
 from . import sweep as sweep_command
 from .admission import Admission
 from .info import run_info
@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--threads", type=int, default=None,
                              help="torch intra-op threads per image (grid, vary: 1 on a CPU, images side by side as "
                                   "in the app; sweep: cores / workers)")
+        add_cpu_isa_option(command)
         command.add_argument("--json", action="store_true", help="print one JSON object per image")
         command.add_argument("--base-url", default=DEFAULT_BASE_URL, help="where links point (the app's address)")
     reproduce = commands.add_parser("reproduce", help="regenerate a link or a PNG and compare the pixels")
@@ -81,12 +82,21 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
     reproduce.add_argument("--threads", type=int, default=None,
                            help="torch's intra-op thread count (default: the original's, when it is recorded)")
+    add_cpu_isa_option(reproduce, default_help="the original's baseline, when it is recorded")
     reproduce.add_argument("--out", type=Path, default=None, help="also write the regenerated image to this PNG")
     reproduce.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
     info = commands.add_parser("info", help="print the recipe an image's metadata holds (PNG, JPEG, WebP); no model")
     info.add_argument("source", metavar="FILE")
     info.add_argument("--json", action="store_true", help='one object: {"format", "recipe", "notes"}')
     return parser
+
+
+def add_cpu_isa_option(command: argparse.ArgumentParser, default_help: str = "") -> None:
+    default = default_help or f"SEEDLAB_CPU_ISA, else {cpu.DEFAULT}"
+    command.add_argument("--cpu-isa", dest="cpu_isa", default=None, choices=cpu.LEVELS,
+                         help=f"CPU kernels: avx2 caps them so pixels match on every x86-64 CPU of a vendor, "
+                              f"portable also across Intel and AMD (slower), native is fastest and CPU-bound "
+                              f"(default: {default})")
 
 
 def option_name(field: str) -> str:
@@ -121,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     threads = args.threads
     if args.command != "sweep" and threads is None and admission.store.device.type == "cpu":
         threads = 1  # as the app: images side by side at one thread each, the same pixels as the app's
-    determinism.configure_process(threads)
+    determinism.configure_process(threads, args.cpu_isa)
     if args.command != "sweep":
         admission.store.lanes = models.default_lanes(admission.store.device, threads or 1)
     values = {name: getattr(args, name) for name in ("prompt", *RECIPE_OPTIONS)}
@@ -187,11 +197,17 @@ def reproduce(args: argparse.Namespace) -> int:
                          f"pass --threads {recorded} to match it")
     if threads is not None and threads < 1:
         raise UsageError("--threads must be a positive integer")
+    cpu_isa = args.cpu_isa
+    recorded_isa = original.environment.cpu_isa if original.environment is not None else None
+    if cpu_isa is None and recorded_isa is not None:  # the CPU's kernels change low bits too: pin the original's
+        cpu_isa = cpu.level_for(recorded_isa)
+        if cpu_isa is None:
+            notes.append(f"the original was computed with {cpu.describe(recorded_isa)}, which this CPU cannot run")
     if args.out is not None:
         _check_writable(args.out)
 
-    # 2. Regenerate and compare.
-    determinism.configure_process(threads)
+    # 2. Regenerate and compare (torch has not computed yet, so the CPU baseline still takes hold).
+    determinism.configure_process(threads, cpu_isa)
     try:
         model = models.load_model(recipe.model, models.resolve_device(args.device), recipe.dtype)
         result = generation.generate(model, recipe)

@@ -14,6 +14,7 @@ import socket
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from . import cpu
 from .generation import Cancelled
 from .pool import Done, Failed, ModelInfo, model_info, one_line, run_task
 from .recipe import Recipe
@@ -26,10 +27,10 @@ RETRIES = 2  # times a task is tried again after its actor died
 class Worker:
     """A Ray actor's state: the loaded model. Wrapped with ray.remote by RayPool."""
 
-    def __init__(self, model_name: str, device: str, dtype: str, threads: int):
+    def __init__(self, model_name: str, device: str, dtype: str, threads: int, cpu_isa: str):
         from . import determinism, models
 
-        determinism.configure_process(threads)
+        determinism.configure_process(threads, cpu_isa)  # the driver's CPU baseline, before torch computes
         self.model = models.load_model(model_name, models.resolve_device(device), dtype)
 
     def info(self) -> tuple[ModelInfo, dict[str, str]]:
@@ -40,13 +41,17 @@ class Worker:
 
 
 def versions() -> dict[str, str]:
-    """The versions that decide the pixels, beside the thread count."""
+    """The versions that decide the pixels, beside the thread count (and the CPU kernels, see cpu.py)."""
     import diffusers
     import torch
 
-    from . import __version__
+    from . import __version__, cpu
 
-    return {"seedlab": __version__, "diffusers": diffusers.__version__, "torch": str(torch.__version__)}
+    found = {"seedlab": __version__, "diffusers": diffusers.__version__, "torch": str(torch.__version__),
+             "cpu kernels": cpu.in_force()}
+    if found["cpu kernels"] != "portable":  # MKL rounds differently on Intel and AMD unless portable
+        found["cpu vendor"] = cpu.vendor()
+    return found
 
 
 class RayPool:
@@ -63,16 +68,18 @@ class RayPool:
 
         self.model, self.threads = model, threads
         self._ray = ray
+        level = cpu.requested()  # the actors take the driver's CPU baseline (set before their torch computes)
+        settings = {cpu.ENV_VAR: level, **cpu.BASELINES[level]}
         self._started = False
         if not ray.is_initialized():
             options = {"logging_level": logging.ERROR, "log_to_driver": False}
             if address is None:  # a local instance: its workers import this very seedlab, wherever it lies
-                options["runtime_env"] = {"env_vars": {"PYTHONPATH": _python_path()}}
+                options["runtime_env"] = {"env_vars": {"PYTHONPATH": _python_path(), **settings}}
                 ray.init(num_cpus=workers * threads if workers else None, include_dashboard=False, **options)
             else:
                 _check_reachable(address)  # Ray itself retries an address that never answers for minutes
                 try:
-                    ray.init(address=address, **options)
+                    ray.init(address=address, runtime_env={"env_vars": settings}, **options)
                 except (ConnectionError, ValueError, RuntimeError) as error:
                     raise ValueError(f"--ray could not join the cluster at {address!r}: {one_line(error)}") from None
             self._started = True
@@ -85,7 +92,7 @@ class RayPool:
         # A lost actor (a killed process, a lost node) restarts, reloading the model; its tasks are retried on it,
         # a few times only: a recipe that kills every worker that tries it must end as a failure.
         actor = ray.remote(Worker).options(num_cpus=threads, max_restarts=-1, max_task_retries=RETRIES)
-        self._actors = [actor.remote(model, device, dtype, threads) for _ in range(count)]
+        self._actors = [actor.remote(model, device, dtype, threads, level) for _ in range(count)]
         self._info: ModelInfo | None = None
         self._cancelled = False
 
@@ -104,8 +111,11 @@ class RayPool:
                 raise ValueError(f"the Ray workers could not load model {self.model!r}: {_cause(error)}") from None
             for info, theirs in answers:
                 if theirs != ours:
-                    differ = ", ".join(f"{k} {theirs[k]} there, {ours[k]} here" for k in ours if theirs[k] != ours[k])
-                    raise ValueError(f"a Ray worker runs other versions ({differ}): give every node the same image")
+                    differ = ", ".join(f"{k} {theirs.get(k)} there, {ours.get(k)} here" for k in {**ours, **theirs}
+                                       if theirs.get(k) != ours.get(k))
+                    hint = " (or --cpu-isa portable for Intel and AMD nodes together)" if "cpu vendor" in differ else ""
+                    raise ValueError(f"a Ray worker runs other versions ({differ}): give every node the same image"
+                                     f"{hint}")
             self._info = answers[0][0]
         return self._info
 

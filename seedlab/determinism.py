@@ -15,19 +15,23 @@ from contextlib import contextmanager
 
 import torch
 
+from . import cpu
 from .environment import Environment, Switches
 
 CUBLAS_WORKSPACE_CONFIG = ":16:8"
 
 
-def configure_process(threads: int | None = None) -> None:
+def configure_process(threads: int | None = None, cpu_isa: str | None = None) -> None:
     """Process start-up settings: call once, before any model is loaded.
 
     cuBLAS reads CUBLAS_WORKSPACE_CONFIG only when CUDA initialises it, so it must be set before
     the first CUDA call for full determinism to be possible later; it only reserves a small
     workspace. The intra-op thread count changes low bits of CPU results (1 vs 2 threads differ
-    by +-1 level), so a host can pin it to match the machine a link was made on.
+    by +-1 level), so a host can pin it to match the machine a link was made on. So does the CPU's
+    instruction set: `cpu_isa` (default: SEEDLAB_CPU_ISA, else "avx2") is cpu.py's baseline, which
+    only takes hold before torch's first operation.
     """
+    cpu.apply(cpu.check_level(cpu_isa, "--cpu-isa") if cpu_isa is not None else cpu.requested())
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG)
     _quiet_libraries()
     if threads is not None:
@@ -109,6 +113,8 @@ def current_environment(device: torch.device, dtype: torch.dtype, switches: Swit
         threads=torch.get_num_threads(),
         cublas_workspace_config=os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
         switches=switches,
+        cpu_isa=cpu.in_force() if device.type == "cpu" else None,
+        cpu_vendor=cpu.vendor() if device.type == "cpu" else None,
     )
 
 

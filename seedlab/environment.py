@@ -2,7 +2,8 @@
 
 One torch-free shape, read from a result, a PNG chunk, an API call or a link. A link carries a
 compact form without `cublas_workspace_config` (set at process start), so that part may be None:
-unknown parts are never reported as differences.
+unknown parts are never reported as differences. `cpu_isa` and `cpu_vendor` (cpu.py) are None in
+records made before SeedLab recorded them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from . import cpu
+
+OPTIONAL = ("cublas_workspace_config", "cpu_isa", "cpu_vendor")  # keys a record may lack
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,8 @@ class Environment:
     threads: int
     cublas_workspace_config: str | None  # None: not recorded (a link leaves it out)
     switches: Switches
+    cpu_isa: str | None = None  # "avx2" (the baseline), "portable", "native:avx512", ... (cpu.in_force)
+    cpu_vendor: str | None = None  # "AMD", "Intel": MKL rounds differently on each unless portable
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,7 +56,7 @@ class Environment:
         if not isinstance(data, dict) or not isinstance(data.get("switches"), dict):
             raise ValueError("environment must be an object with a switches object")
         names = {field.name for field in dataclasses.fields(cls)}
-        if not names - {"cublas_workspace_config"} <= set(data) <= names:
+        if not names - set(OPTIONAL) <= set(data) <= names:
             raise ValueError(f"environment must have the keys {', '.join(sorted(names))}")
         if set(data["switches"]) != set(SWITCH_NAMES):
             raise ValueError(f"environment switches must have the keys {', '.join(SWITCH_NAMES)}")
@@ -64,7 +71,13 @@ class Environment:
             raise ValueError("environment cublas_workspace_config must be short text or null")
         if not all(isinstance(value, bool) for value in data["switches"].values()):
             raise ValueError("environment switches must be true or false")
-        return cls(**{**data, "cublas_workspace_config": cublas, "switches": Switches(**data["switches"])})
+        found = {name: data.get(name) for name in ("cpu_isa", "cpu_vendor")}
+        for name, value in found.items():
+            if value is not None and name == "cpu_isa":
+                cpu.check_record(value, f"environment {name}")
+            elif value is not None and (not isinstance(value, str) or len(value) > 40 or not value.isprintable()):
+                raise ValueError(f"environment {name} must be printable text of at most 40 characters")
+        return cls(**{**data, **found, "cublas_workspace_config": cublas, "switches": Switches(**data["switches"])})
 
     def flat(self) -> dict[str, Any]:
         """One level: the switches beside the other parts."""
@@ -74,5 +87,16 @@ class Environment:
     def differences(self, other: Environment) -> list[str]:
         """Readable differences ("threads: 2 here, 1 there"); parts unknown on either side are skipped."""
         mine, theirs = self.flat(), other.flat()
-        return [f"{key}: {mine[key]} here, {theirs[key]} there" for key in mine
-                if mine[key] is not None and theirs[key] is not None and mine[key] != theirs[key]]
+        found = []
+        for key in mine:
+            if mine[key] is None or theirs[key] is None or mine[key] == theirs[key]:
+                continue
+            if key == "cpu_isa":
+                found.append(f"CPU kernels: computed with {cpu.describe(mine[key])}, "
+                             f"the original with {cpu.describe(theirs[key])}")
+            elif key == "cpu_vendor" and "portable" not in (mine["cpu_isa"], theirs["cpu_isa"]):
+                found.append(f"CPU vendor: {mine[key]} here, {theirs[key]} there (MKL rounds differently on each; "
+                             "the portable baseline does not)")
+            elif key != "cpu_vendor":
+                found.append(f"{key}: {mine[key]} here, {theirs[key]} there")
+        return found

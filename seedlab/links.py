@@ -7,9 +7,10 @@ A link is stateless, so it survives server restarts and works on any instance th
 
 Keys are short and readable, one per recipe field (its Spec's `link`); a value equal to the field's
 default is left out. `fp` is the full sha256 of the RGB pixels (64 hex digits, never shortened).
-`env` is seedlab~diffusers~torch~device~dtype~threads~switches, where switches are six 0/1 digits in
-the order of `environment.Switches` fields (CUBLAS_WORKSPACE_CONFIG is left out: it is set at
-start-up). Links are untrusted input: every key is checked (unknown, missing and repeated keys are
+`env` is seedlab~diffusers~torch~device~dtype~threads~switches[~cpu_isa~cpu_vendor], where switches
+are six 0/1 digits in the order of `environment.Switches` fields (CUBLAS_WORKSPACE_CONFIG is left out:
+it is set at start-up) and the CPU parts (`avx2~AMD`, see cpu.py) are there when the image was made on a
+CPU by a SeedLab that records them; older links have seven parts and still open. Links are untrusted input: every key is checked (unknown, missing and repeated keys are
 errors naming the key) and the recipe validates itself. The model
 name is returned as written: the caller checks it against the models it allows (ModelStore.check).
 """
@@ -21,6 +22,7 @@ import re
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
+from . import cpu
 from .environment import SWITCH_NAMES, Environment, Switches
 from .recipe import DTYPES, SPECS, FieldError, Recipe, RecipeError
 
@@ -34,6 +36,7 @@ DEFAULTS: dict[str, Any] = {field.name: field.default for field in dataclasses.f
                             if field.default is not dataclasses.MISSING}
 REQUIRED = ("v", "prompt", "fp")
 ENV_PARTS = ("seedlab", "diffusers", "torch", "device", "dtype", "threads", "switches")
+CPU_PARTS = ("cpu_isa", "cpu_vendor")  # optional, after the others
 SWITCHES = SWITCH_NAMES
 _SAFE = ":,~/"  # left readable in values: all are allowed in a query string
 _INT = re.compile(r"^[0-9]{1,20}$")
@@ -146,16 +149,23 @@ def encode_environment(environment: Environment) -> str:
     switches = "".join("1" if getattr(environment.switches, name) else "0" for name in SWITCHES)
     parts = [environment.seedlab, environment.diffusers, environment.torch, environment.device.replace("~", "-"),
              environment.dtype, str(environment.threads), switches]
+    if environment.cpu_isa is not None:
+        parts += [environment.cpu_isa, (environment.cpu_vendor or "").replace("~", "-")]
     return "~".join(parts)
 
 
 def decode_environment(text: str) -> Environment:
     """The inverse of encode_environment; cublas_workspace_config is not in a link (None)."""
     parts = text.split("~")
-    if len(parts) != len(ENV_PARTS):
-        raise ValueError(f"link: env must have {len(ENV_PARTS)} parts separated by ~ ({'~'.join(ENV_PARTS)}), "
-                         f"got {len(parts)}")
+    if len(parts) not in (len(ENV_PARTS), len(ENV_PARTS) + len(CPU_PARTS)):
+        raise ValueError(f"link: env must have {len(ENV_PARTS)} or {len(ENV_PARTS) + len(CPU_PARTS)} parts separated "
+                         f"by ~ ({'~'.join(ENV_PARTS)}[~{'~'.join(CPU_PARTS)}]), got {len(parts)}")
     values = dict(zip(ENV_PARTS, parts))
+    isa, vendor = parts[len(ENV_PARTS):] or (None, None)
+    if isa is not None:
+        cpu.check_record(isa, "link: env cpu_isa")
+        if len(vendor) > 40 or not vendor.isprintable():
+            raise ValueError(f"link: env cpu_vendor must be printable text of at most 40 characters, got {vendor[:40]!r}")
     for name in ("seedlab", "diffusers", "torch"):
         if not _VERSION.match(values[name]):
             raise ValueError(f"link: env {name} must be a version such as 2.13.0, got {values[name][:60]!r}")
@@ -171,7 +181,8 @@ def decode_environment(text: str) -> Environment:
         raise ValueError(f"link: env switches must be {len(SWITCHES)} digits 0 or 1 ({', '.join(SWITCHES)}), "
                          f"got {switches[:40]!r}")
     flags = Switches(**{name: digit == "1" for name, digit in zip(SWITCHES, switches)})
-    return Environment(**{**values, "threads": int(values["threads"])}, cublas_workspace_config=None, switches=flags)
+    return Environment(**{**values, "threads": int(values["threads"])}, cublas_workspace_config=None, switches=flags,
+                       cpu_isa=isa, cpu_vendor=vendor or None)
 
 
 def key_name(field: str) -> str:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import seedlab  # noqa: F401  (its CPU baseline must be in place before any test computes with torch)
+
 ROOT = Path(__file__).resolve().parent.parent
 APP_MAX_STEPS = 150
 APP_THREADS = 1  # the thread count changes low bits of CPU results: reference runs in tests use the same
