@@ -77,6 +77,8 @@ SHORTCUTS = """
 }
 """
 GENERATE = "Generate grid"
+# After a click on any cell: the Selected image panel scrolled into view (a no-op where it already is).
+SHOW_CELL = "() => { document.querySelector('#cell-panel')?.scrollIntoView({block: 'nearest'}); }"
 
 
 def by_name(function, components: dict, outputs: list):
@@ -84,7 +86,11 @@ def by_name(function, components: dict, outputs: list):
     allowed = set(outputs)
 
     def convert(update: dict | None):
-        converted = {components[name]: value for name, value in (update or {}).items() if components.get(name) in allowed}
+        unknown = [name for name in update or {} if name not in components]
+        if unknown:  # a misspelt name would be an update nobody sees
+            raise KeyError(f"{function.__name__} updates components that do not exist: {', '.join(unknown)}")
+        # A known component that is not this event's output is left alone: one handler serves several events.
+        converted = {components[name]: value for name, value in (update or {}).items() if components[name] in allowed}
         if converted:
             return converted
         skips = tuple(gr.skip() for _ in outputs)  # nothing to change (Gradio reads an empty dict as one value)
@@ -139,6 +145,35 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
 
     with gr.Blocks(title="SeedLab", delete_cache=(3600, 3600)) as demo:
         gr.Markdown("# SeedLab\nPick seeds, make a grid, click the cell you like, then vary its prompt.")
+        # A link, a recipe or a dropped image: at the top, so that the verdict and the image a link opens are the
+        # first thing a visitor sees; closed (one line) otherwise.
+        with gr.Accordion("Reproduce a link, a recipe or an image", open=False, elem_id="reproduction") as ui["reproduction"]:
+            with gr.Row():
+                with gr.Column(scale=2):
+                    ui["link_box"] = gr.Textbox(label="Link or recipe (JSON)", lines=2, elem_id="link-or-recipe",
+                                                placeholder="http://…/?v=1&prompt=…  or  {\"prompt\": …}")
+                    with gr.Row():
+                        ui["reproduce"] = gr.Button("Regenerate and compare", elem_id="reproduce")
+                        # A link this server made opens from its record; this regenerates it to check.
+                        ui["reverify"] = gr.Button("Re-verify by regenerating", interactive=False, elem_id="reverify")
+                    ui["png_file"] = gr.File(label="Drop an image made by SeedLab or another tool (PNG, JPEG, WebP)",
+                                             file_types=[".png", ".jpg", ".jpeg", ".webp"],
+                                             type="filepath", elem_id="png-drop", height=120)
+                    ui["png_notes"] = gr.Textbox(label="What the image restored", interactive=False, lines=3,
+                                                 elem_id="png-notes")
+                    ui["regenerate_png"] = gr.Button("Regenerate the image and compare", interactive=False,
+                                                     elem_id="regenerate-png")
+                with gr.Column(scale=3):
+                    ui["verdict_text"] = gr.Textbox(label="Verdict", interactive=False, lines=3, elem_id="verdict")
+                    with gr.Row(equal_height=False):
+                        ui["reproduced"] = gr.Image(label="Regenerated", type="filepath", format="png",
+                                                    interactive=False, height=280, elem_id="reproduced",
+                                                    elem_classes="pixelated")
+                        with gr.Column():
+                            ui["verdict_anchor"] = gr.Button("Make this image the anchor", interactive=False,
+                                                             elem_id="verdict-anchor")
+                            with gr.Accordion("Verdict (JSON)", open=False):
+                                ui["verdict"] = gr.JSON(label="Verdict", elem_id="verdict-json")
         with gr.Row():
             with gr.Column(scale=2):
                 ui["prompt"] = gr.Textbox(label="Prompt", value="a red circle on a blue background", lines=2,
@@ -150,12 +185,12 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     ui["dice_count"] = gr.Number(label="Random seeds to draw", value=4, precision=0, min_width=80,
                                                  scale=1, elem_id="dice-count")
                     ui["dice"] = gr.Button("🎲 Random", min_width=90, scale=0, elem_id="dice")
-                for name in MAIN:
-                    add(name)
-                with gr.Row():
+                with gr.Row():  # right under the seeds: in view with the grid on a laptop screen
                     ui["generate"] = gr.Button(GENERATE, variant="primary", elem_id="generate")
                     ui["stop"] = gr.Button("Stop", variant="stop", interactive=False, elem_id="stop")
                 ui["busy_note"] = gr.HTML("", elem_id="busy-note")  # written and cleared by SHORTCUTS
+                for name in MAIN:
+                    add(name)
                 with gr.Accordion("Seed variation, resize and more", open=False):
                     for name in MORE:
                         add(name)
@@ -164,33 +199,12 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                         add(name, interactive=name != "model" or len(store.allowed) > 1)
                     ui["environment"] = gr.JSON(app.environment(None)["environment"], label="Environment",
                                                 elem_id="environment")
-                # The regenerated image and its verdict sit under the controls that ask for them.
-                with gr.Accordion("Reproduce a link, a recipe or an image", open=False) as ui["reproduction"]:
-                    ui["link_box"] = gr.Textbox(label="Link or recipe (JSON)", lines=2, elem_id="link-or-recipe",
-                                                placeholder="http://…/?v=1&prompt=…  or  {\"prompt\": …}")
-                    with gr.Row():
-                        ui["reproduce"] = gr.Button("Regenerate and compare", elem_id="reproduce")
-                        # A link this server made opens from its record; this regenerates it to check.
-                        ui["reverify"] = gr.Button("Re-verify by regenerating", interactive=False, elem_id="reverify")
-                    ui["png_file"] = gr.File(label="Drop an image made by SeedLab or another tool (PNG, JPEG, WebP)",
-                                             file_types=[".png", ".jpg", ".jpeg", ".webp"],
-                                             type="filepath", elem_id="png-drop")
-                    ui["png_notes"] = gr.Textbox(label="What the image restored", interactive=False, lines=3,
-                                                 elem_id="png-notes")
-                    ui["regenerate_png"] = gr.Button("Regenerate the image and compare", interactive=False,
-                                                     elem_id="regenerate-png")
-                    ui["verdict_text"] = gr.Textbox(label="Verdict", interactive=False, lines=3, elem_id="verdict")
-                    ui["verdict_anchor"] = gr.Button("Make this image the anchor", interactive=False,
-                                                     elem_id="verdict-anchor")
-                    ui["reproduced"] = gr.Image(label="Regenerated", type="filepath", format="png", interactive=False,
-                                                height=280, elem_id="reproduced", elem_classes="pixelated")
-                    with gr.Accordion("Verdict (JSON)", open=False):
-                        ui["verdict"] = gr.JSON(label="Verdict", elem_id="verdict-json")
             with gr.Column(scale=3):
                 # No preview on click: the grid stays in view while the clicked cell becomes the anchor.
                 ui["grid"] = gr.Gallery(label="Grid", columns=4, object_fit="contain", format="png", type="filepath",
                                         interactive=False, allow_preview=False, height="auto", elem_id="grid",
                                         elem_classes="pixelated")
+                cell_panel(ui)  # under the grid: a clicked cell shows where the eye is
                 with gr.Accordion("Anchor", open=True):
                     ui["anchor_text"] = gr.Textbox(value=NO_ANCHOR, show_label=False, interactive=False,
                                                    elem_id="anchor")
@@ -212,7 +226,6 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                                         elem_classes="pixelated")
                 ui["variation_link"] = gr.Textbox(label="Link to the selected variation", buttons=["copy"],
                                                   interactive=False, elem_id="variation-link")
-                cell_panel(ui)
                 strip_panel(ui, strength=0.1)
                 matrix_panel(ui)
                 history_panel(ui)
@@ -240,6 +253,11 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     # The busy step runs first and the generation follows it (events on one trigger have no set order).
     buttons = [ui["generate"], ui["vary_button"], ui["stop"]]
 
+    def shows_cell(trigger, function, inputs: list, outputs: list[str]):
+        """A click on a cell: its updates, then the Selected image panel scrolled into view."""
+        event(trigger, function, inputs, outputs, queue=False, **private).then(None, js=SHOW_CELL, queue=False,
+                                                                               **private)
+
     def guarded(triggers: list):
         return gr.on(triggers, busy, None, buttons, queue=False, show_progress="hidden", **private).then
 
@@ -261,9 +279,8 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     anchor = ["anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint", "grid_link"]
     cell = ["cell", "cell_panel", "cell_image", "cell_title", "cell_link", "cell_params", "cell_recipe",
             "cell_download", "make_anchor", "reuse_seed"]
-    event(ui["grid"].select, app.select, [ui["grid_results"]], anchor + cell, queue=False, **private)
-    event(ui["vary"].select, app.select_variation, [ui["vary_results"]], ["variation_link", *cell], queue=False,
-          **private)
+    shows_cell(ui["grid"].select, app.select, [ui["grid_results"]], anchor + cell)
+    shows_cell(ui["vary"].select, app.select_variation, [ui["vary_results"]], ["variation_link", *cell])
     event(ui["make_anchor"].click, app.make_anchor, [ui["cell"]], anchor, queue=False, **private)
     event(ui["reuse_seed"].click, app.reuse_seed, [ui["cell"]], ["seeds"], queue=False, **private)
     event(ui["verdict_anchor"].click, app.verdict_anchor, [ui["verdict"]], anchor + cell, queue=False, **private)
@@ -288,10 +305,10 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
                         [ui["prompt"], ui["seeds"], ui["variations"], *fields],
                         ["matrix", "matrix_results", "matrix_sheet"], api_name="page_matrix",
                         concurrency_id="generation", show_progress="minimal", **private)
-    event(ui["matrix"].select, app.select_matrix, [ui["matrix_results"]], cell, queue=False, **private)
+    shows_cell(ui["matrix"].select, app.select_matrix, [ui["matrix_results"]], cell)
     strip = event(guarded([ui["make_strip"].click]), app.strip, [ui["anchor"], ui["strip_count"], ui["strip_strength"]],
                   ["strip", "strip_results"], concurrency_id="generation", show_progress="minimal", **private)
-    event(ui["strip"].select, app.select_strip, [ui["strip_results"]], cell, queue=False, **private)
+    shows_cell(ui["strip"].select, app.select_strip, [ui["strip_results"]], cell)
 
     # History: kept in this browser; every finished grid, variation set, matrix and nudge set is added to it.
     kept = ["history", "timeline", "history_export", "history_note"]
@@ -303,7 +320,7 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     event(ui["timeline"].select, app.history.restore, [ui["history"], ui["timeline"]],
           [*RESTORED, "variations", "history_view", "history_view_results", "restored_entry", "history_regenerate",
            "history_note"], queue=False, **private)
-    event(ui["history_view"].select, app.select_history, [ui["history_view_results"]], cell, queue=False, **private)
+    shows_cell(ui["history_view"].select, app.select_history, [ui["history_view_results"]], cell)
     event(ui["history_import"].upload, app.history.import_, [ui["history_import"], ui["history"]], kept, **private)
     regenerate = event(guarded([ui["history_regenerate"].click]), app.history.regenerate, [ui["restored_entry"]],
                        ["history_view", "history_view_results", "history_note"], concurrency_id="generation",
@@ -332,9 +349,12 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
     generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, strip, regenerate, link, reproduce, reverify, png]
     ui["stop"].click(app.stop, None, None, cancels=generating, queue=False, **private)
+    # Every action ends ready: done or stopped (.then), or refused (.failure: Gradio skips .then after an error).
     for running in (grid, vary, page_matrix, strip, regenerate, reproduce, reverify, png):
-        running.then(ready, None, buttons, queue=False, show_progress="hidden", **private)
-    link.then(only_if_pending(ready), ui["pending"], buttons, queue=False, show_progress="hidden", **private)
+        for ends in (running.then, running.failure):
+            ends(ready, None, buttons, queue=False, show_progress="hidden", **private)
+    for ends in (link.then, link.failure):
+        ends(only_if_pending(ready), ui["pending"], buttons, queue=False, show_progress="hidden", **private)
     ui["stop"].click(ready, None, buttons, queue=False, show_progress="hidden", **private)
 
 

@@ -88,12 +88,11 @@ def test_a_regenerated_png_shows_under_its_button_at_a_readable_size(browser, ap
     page.wait_for_function("(() => { const img = document.querySelector('#reproduced img');"
                            " return img !== null && img.complete && img.naturalWidth > 0; })()")
     asked, image = button.bounding_box(), page.locator("#reproduced img").bounding_box()
-    assert image["width"] >= 200 and image["height"] >= 200, image  # not its native 64 px
-    assert asked["x"] <= image["x"] and image["x"] + image["width"] <= asked["x"] + asked["width"] + 1, (
-        asked, image)  # in the same column as the button
-    assert 0 <= image["y"] - (asked["y"] + asked["height"]) < 400, (asked, image)  # just below it
     verdict = page.locator("#verdict").bounding_box()
-    assert 0 <= verdict["y"] - (asked["y"] + asked["height"]) < 200, (asked, verdict)
+    assert image["width"] >= 200 and image["height"] >= 200, image  # not its native 64 px
+    # Beside the button that asked, verdict first: both in view without scrolling from the button.
+    assert image["x"] > asked["x"] + asked["width"] and verdict["x"] > asked["x"] + asked["width"], (asked, image)
+    assert verdict["y"] < image["y"] and image["y"] + image["height"] <= 900, (verdict, image)
     page.context.close()
 
 

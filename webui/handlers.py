@@ -316,7 +316,8 @@ class SeedLab:
         yield from self.pending(original, request, progress, from_record=True)
 
     def pending(self, original: Original | None, request, progress, from_record: bool):
-        if original is None:
+        if original is None:  # nothing to regenerate: leave every output as it is (a verdict shown at load stays)
+            yield {}
             return
         with user_errors():
             if not (from_record and self.record.find(original.recipe)):
