@@ -161,8 +161,13 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                                              type="filepath", elem_id="png-drop", height=120)
                     ui["png_notes"] = gr.Textbox(label="What the image restored", interactive=False, lines=3,
                                                  elem_id="png-notes")
-                    ui["regenerate_png"] = gr.Button("Regenerate the image and compare", interactive=False,
-                                                     elem_id="regenerate-png")
+                    with gr.Row():
+                        ui["regenerate_png"] = gr.Button("Regenerate the image and compare", interactive=False,
+                                                         elem_id="regenerate-png")
+                        # For an image too large for this server: the same seed smaller, its noise kept.
+                        ui["use_nearest"] = gr.Button("Use the nearest runnable recipe", interactive=False,
+                                                      elem_id="use-nearest")
+                    ui["png_nearest"] = gr.State(None)  # that recipe (JSON), until the next drop
                 with gr.Column(scale=3):
                     ui["verdict_text"] = gr.Textbox(label="Verdict", interactive=False, lines=3, elem_id="verdict")
                     with gr.Row(equal_height=False):
@@ -184,7 +189,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     # No min/max on the widget: the handler refuses a bad count with a message naming the field.
                     ui["dice_count"] = gr.Number(label="Random seeds to draw", value=4, precision=0, min_width=80,
                                                  scale=1, elem_id="dice-count")
-                    ui["dice"] = gr.Button("🎲 Random", min_width=90, scale=0, elem_id="dice")
+                    ui["dice"] = gr.Button("Random", min_width=90, scale=0, elem_id="dice")  # text: no emoji font needed
                 with gr.Row():  # right under the seeds: in view with the grid on a laptop screen
                     ui["generate"] = gr.Button(GENERATE, variant="primary", elem_id="generate")
                     ui["stop"] = gr.Button("Stop", variant="stop", interactive=False, elem_id="stop")
@@ -342,7 +347,9 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     after = restored + [ui["verdict_text"], ui["reverify"]]
     for reproducing in (reproduce, reverify):
         reproducing.success(by_name(app.after_reproduce, ui, after), ui["verdict"], after, queue=False, **private)
-    event(ui["png_file"].upload, app.open_png, [ui["png_file"]], [*RESTORED, "png_notes", "pending", "regenerate_png"],
+    event(ui["png_file"].upload, app.open_png, [ui["png_file"]],
+          [*RESTORED, "png_notes", "pending", "regenerate_png", "png_nearest", "use_nearest"], **private)
+    event(ui["use_nearest"].click, app.use_nearest, [ui["png_nearest"]], [*RESTORED, "png_notes"], queue=False,
           **private)
     png = event(guarded([ui["regenerate_png"].click]), app.reproduce_pending, [ui["pending"]], verdict,
                 concurrency_id="generation", **private)

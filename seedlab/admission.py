@@ -152,17 +152,55 @@ class Admission:
         strict (links, API): anything this server cannot run is an error. Not strict (a PNG, maybe
         from another tool): the server's default model, scheduler or dtype is used instead, with a note.
         """
-        recipe, notes = original.recipe, list(original.notes)
         if not strict:
-            if recipe.model not in self.store.allowed:
-                notes.append(f"model {recipe.model} is not available on this server: {self.store.default} is used")
-                recipe = recipe.replace(model=self.store.default)
-            if recipe.dtype != self.store.dtype:
-                notes.append(f"dtype {recipe.dtype} is not served here: {self.store.dtype} is used")
-                recipe = recipe.replace(dtype=self.store.dtype)
-            offered = self.store.info(recipe.model).schedulers
-            if recipe.scheduler != DEFAULT_SCHEDULER and recipe.scheduler not in offered:
-                notes.append(f"scheduler {recipe.scheduler} is not offered by this model: its default is used")
-                recipe = recipe.replace(scheduler=DEFAULT_SCHEDULER)
+            original = self.adapt(original)
+        recipe, notes = original.recipe, list(original.notes)
         recipe = self.recipe(recipe.to_dict())
         return Original(recipe, original.fingerprint, original.environment, original.pixels, tuple(notes))
+
+    def adapt(self, original: Original) -> Original:
+        """An original from another tool with what this server lacks replaced, and a note for each: its model,
+        dtype or scheduler become the server's defaults. Nothing is checked against the limits here."""
+        recipe, notes = original.recipe, list(original.notes)
+        if recipe.model not in self.store.allowed:
+            notes.append(f"model {recipe.model} is not available on this server: {self.store.default} is used")
+            recipe = recipe.replace(model=self.store.default)
+        if recipe.dtype != self.store.dtype:
+            notes.append(f"dtype {recipe.dtype} is not served here: {self.store.dtype} is used")
+            recipe = recipe.replace(dtype=self.store.dtype)
+        offered = self.store.info(recipe.model).schedulers
+        if recipe.scheduler != DEFAULT_SCHEDULER and recipe.scheduler not in offered:
+            notes.append(f"scheduler {recipe.scheduler} is not offered by this model: its default is used")
+            recipe = recipe.replace(scheduler=DEFAULT_SCHEDULER)
+        return Original(recipe, original.fingerprint, original.environment, original.pixels, tuple(notes))
+
+    def price(self, recipe: Recipe) -> None:
+        """Refuse one image this server would never run (over the per-request time), saying so; no charge."""
+        if self.speed is not None:
+            Ledger(self.limits).charge(None, self.speed.seconds(recipe))
+
+    def nearest(self, recipe: Recipe) -> Recipe | None:
+        """The nearest recipe this server runs for one refused for its size, steps or time, else None.
+
+        The same seed and prompt at the largest size within the limits and the per-request time (the aspect
+        kept, multiples of 8), at most max_steps steps, with the noise still drawn at the original size
+        (seed_resize_from), so the composition stays. It is not the original image.
+        """
+        size = recipe.seed_resize_from or (recipe.width, recipe.height)
+        steps = min(recipe.num_inference_steps, self.limits.max_steps)
+        scale = min(1.0, self.limits.max_size / max(recipe.width, recipe.height))
+        while True:
+            width, height = (max(32, int(side * scale) // 8 * 8) for side in (recipe.width, recipe.height))
+            candidate = recipe.replace(width=width, height=height, num_inference_steps=steps, seed_resize_from=size)
+            if candidate.seed_resize_from == (width, height):
+                candidate = candidate.replace(seed_resize_from=None)
+            affordable = self.speed is None or self.speed.seconds(candidate) <= self.limits.max_request_seconds
+            if affordable or max(width, height) <= 64:
+                break
+            scale *= 0.9
+        if not affordable or candidate == recipe:
+            return None
+        try:
+            return self.recipe(candidate.to_dict())
+        except ValueError:  # refused for something a smaller size does not change (its prompt, its noise source)
+            return None

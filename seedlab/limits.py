@@ -79,9 +79,9 @@ class Limits:
         if recipe.num_inference_steps > self.max_steps:
             errors.append(FieldError("num_inference_steps", f"must be at most {self.max_steps} on this server "
                                                             f"({self.setting('max_steps')}), got {recipe.num_inference_steps}"))
+        # Not seed_resize_from: only the starting noise is drawn at that size (4 MB at the recipe's own 4096
+        # ceiling), so an image too large for this server can be made smaller with its composition kept.
         sizes = {"width": recipe.width, "height": recipe.height}
-        if recipe.seed_resize_from is not None:
-            sizes["seed_resize_from"] = max(recipe.seed_resize_from)
         for name, value in sizes.items():
             if value > self.max_size:
                 errors.append(FieldError(name, f"must be at most {self.max_size} pixels a side on this server "

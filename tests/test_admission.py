@@ -75,3 +75,23 @@ def test_a_schedule_the_scheduler_cannot_make_is_refused_in_words(admission):
     with pytest.raises(RecipeError, match="num_inference_steps cannot be 1 with PNDMScheduler: use more steps"):
         admission.recipe({"prompt": "x", "scheduler": "PNDMScheduler", "num_inference_steps": 1})
     admission.recipe({"prompt": "x", "scheduler": "PNDMScheduler", "num_inference_steps": 20})
+
+
+def test_the_nearest_runnable_recipe_keeps_the_seed_and_draws_the_noise_at_the_original_size(folders):
+    from seedlab.budget import Speed
+    from seedlab.recipe import Recipe
+
+    speed = Speed.fit((64 * 64, 0.01), (128 * 128, 0.04))  # 0.01 s a step at 64x64, growing with the pixels
+    admission = Admission(ModelStore([folders[0]], device=torch.device("cpu")),
+                          Limits(max_size=1024, max_steps=30, max_request_seconds=20), speed)
+    novelai = Recipe(prompt="a castle", seed=7, width=832, height=1216, num_inference_steps=40, model=folders[0])
+    nearest = admission.nearest(novelai)
+    assert nearest.seed == 7 and nearest.prompt == "a castle" and nearest.num_inference_steps == 30
+    assert nearest.seed_resize_from == (832, 1216) and nearest.width % 8 == 0 and nearest.height % 8 == 0
+    assert nearest.height <= 1024 and abs(nearest.width / nearest.height - 832 / 1216) < 0.02
+    assert speed.seconds(nearest) <= 20 < speed.seconds(nearest.replace(width=nearest.width + 64))
+    admission.recipe(nearest.to_dict())  # runs here
+    with pytest.raises(ValueError, match="would take about"):
+        admission.price(novelai.replace(num_inference_steps=30))
+    # Refused for what a smaller size does not change: nothing to offer.
+    assert admission.nearest(novelai.replace(prompt="x" * 600)) is None

@@ -455,7 +455,7 @@ def test_an_a1111_png_is_restored_with_notes(seedlab_app, tmp_path):
     assert verdict["exact"] is False and verdict["max_difference"] is not None  # measured against the PNG's pixels
 
     update = seedlab_app.open_png(str(tmp_path / "missing.png"))
-    assert update["png_notes"].startswith("This PNG cannot be read") and update["pending"] is None
+    assert update["png_notes"].startswith("This image cannot be read") and update["pending"] is None
 
 
 def test_a_png_refused_by_a_limit_or_a_rule_says_so_and_only_unreadable_files_cannot_be_read(seedlab_app, tmp_path):
@@ -463,17 +463,24 @@ def test_a_png_refused_by_a_limit_or_a_rule_says_so_and_only_unreadable_files_ca
                                                  model=seedlab_app.store.default))
     too_long = save_png(replace(quick, recipe=quick.recipe.replace(num_inference_steps=60)), tmp_path / "60.png")
     update = seedlab_app.open_png(str(too_long))
-    assert update["png_notes"] == "Steps must be at most 50 on this server (SEEDLAB_MAX_STEPS), got 60"
+    assert update["png_notes"].startswith("Restored from the PNG (seed 3). This server cannot run it as it is: Steps "
+                                          "must be at most 50 on this server (SEEDLAB_MAX_STEPS), got 60.")
     assert update["pending"] is None and not update["regenerate_png"].interactive
-    assert not set(update) & set(RESTORED)  # the controls keep their values
+    values = restored(update)  # every field the file holds is restored all the same
+    assert (values["seeds"], values["num_inference_steps"], values["prompt"]) == ("3", 60, PROMPT)
+    assert update["use_nearest"].interactive and update["png_nearest"]["num_inference_steps"] == 50
+    assert "The nearest recipe this server runs (not the original image): seed 3 at 64x64, 50 steps" in update["png_notes"]
+    nearest = restored(seedlab_app.use_nearest(update["png_nearest"]))
+    assert (nearest["seeds"], nearest["num_inference_steps"], nearest["prompt"]) == ("3", 50, PROMPT)
 
     info = PngInfo()
     info.add_text("parameters", "a red circle\nSteps: 500, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64")
     Image.new("RGB", (8, 8)).save(tmp_path / "500-steps.png", pnginfo=info)
     update = seedlab_app.open_png(str(tmp_path / "500-steps.png"))
-    assert update["png_notes"].startswith("parameters: num_inference_steps must be") and update["pending"] is None
+    assert update["png_notes"].startswith("Nothing was restored from this PNG: parameters: num_inference_steps must be")
+    assert update["pending"] is None and not set(update) & set(RESTORED)
 
     (tmp_path / "text.png").write_text("not an image")
     update = seedlab_app.open_png(str(tmp_path / "text.png"))
-    assert update["png_notes"].startswith("This PNG cannot be read: file is not a PNG, JPEG or WebP image")
+    assert update["png_notes"].startswith("This image cannot be read: file is not a PNG, JPEG or WebP image")
     assert update["pending"] is None and "/" not in update["png_notes"].split(":", 1)[1]  # no server path

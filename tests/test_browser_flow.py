@@ -5,11 +5,13 @@ shows for 0.1 s and is then erased, or buttons left disabled by a refusal, fail 
 """
 
 import re
+from pathlib import Path
 
 import pytest
 
 from tests.settle import open_settled, ready, settle, value
-from tests.test_browser import CHROMIUM, browser, thumbnails, wait_for_images  # noqa: F401 - browser is a fixture
+from tests.test_browser import (  # noqa: F401 - browser is a fixture
+    CHROMIUM, browser, open_reproduce, thumbnails, wait_for_images)
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
 
@@ -114,4 +116,65 @@ def test_variations_right_after_a_new_grid_are_refused_and_the_page_stays_ready(
     wait_for_images(page, "grid", 2)
     page.locator("#vary").click()
     refused(page, "Pick an anchor first")
+    page.context.close()
+
+
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def drop(page, path) -> str:
+    """Drop a file on the image box (clearing the last one first, as a user does); the notes once settled."""
+    if page.locator("#png-drop input[type=file]").count() == 0:
+        page.locator("#png-drop button[aria-label='Clear']").click()
+    before = value(page, "png-notes")
+    page.locator("#png-drop input[type=file]").set_input_files(str(path))
+    page.wait_for_function("before => document.querySelector('#png-notes textarea').value !== before", arg=before)
+    settle(page)
+    return value(page, "png-notes")
+
+
+def test_a_dropped_image_too_large_here_restores_every_field_and_offers_the_nearest_runnable_recipe(
+        browser, app_server, tmp_path):  # noqa: F811
+    page = open_settled(browser, app_server.url)
+    open_reproduce(page)
+    # First a file this server can run, then NovelAI's 1024x1024: nothing of the first may stay.
+    page.locator("#seeds textarea").fill("5")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 1)
+    settle(page)
+    response = page.request.get(thumbnails(page, "grid").nth(0).evaluate("img => img.src"))
+    (tmp_path / "mine.png").write_bytes(response.body())
+    assert drop(page, tmp_path / "mine.png").startswith("Restored from the PNG (seed 5).")
+    assert page.locator("#regenerate-png").is_enabled() and page.locator("#use-nearest").is_disabled()
+
+    notes = drop(page, CORPUS / "sd-metadata" / "novelai-full-3char.png")
+    assert notes.startswith("Restored from the PNG (seed 1702945580). This server cannot run it as it is:"), notes
+    assert "The nearest recipe this server runs (not the original image): seed 1702945580 at" in notes
+    assert "the noise drawn at 1024x1024 (seed resize from)" in notes
+    assert value(page, "seeds") == "1702945580" and value(page, "width") == "1024" and value(page, "height") == "1024"
+    assert value(page, "num-inference-steps") == "28" and "mascot" not in value(page, "prompt")
+    assert value(page, "prompt") != "a red circle on a blue background"
+    assert page.locator("#regenerate-png").is_disabled() and ready(page)
+    page.locator("#use-nearest").click()
+    settle(page)
+    page.get_by_text("Seed variation, resize and more").click()
+    page.locator("#seed-resize-from").wait_for()
+    assert value(page, "seed-resize-from") == "1024x1024" and value(page, "seeds") == "1702945580"
+    assert int(value(page, "width")) < 1024 and value(page, "width") == value(page, "height")
+    assert "not the original image" in value(page, "png-notes")
+    page.context.close()
+
+
+def test_a_dropped_jpeg_and_webp_are_called_what_they_are(browser, app_server):  # noqa: F811
+    page = open_settled(browser, app_server.url)
+    open_reproduce(page)
+    assert drop(page, CORPUS / "sd-metadata" / "civitai.jpg").startswith("Restored from the JPEG")
+    assert drop(page, CORPUS / "sd-metadata" / "novelai-curated.webp").startswith("Restored from the WebP")
+    page.context.close()
+
+
+def test_the_random_button_needs_no_emoji_font(browser, app_server):  # noqa: F811
+    page = open_settled(browser, app_server.url)
+    label = page.locator("#dice").inner_text().strip()
+    assert label and all(ord(char) < 0x2000 for char in label), label  # no pictograph that renders as a box
     page.context.close()

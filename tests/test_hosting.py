@@ -105,13 +105,13 @@ def test_a_terminated_server_removes_its_png_folder(app_server):
     assert not before & set(app_server.folder.glob("seedlab-png-*"))
 
 
-def raw_grid(app_url: str, fields: dict) -> str:
+def raw_grid(app_url: str, fields: dict, prompt: str = "a red circle", seeds: str = "1") -> str:
     """POST /grid as a plain HTTP client would (any JSON at all), and return the event stream's text."""
     import httpx
 
     from webui.fields import FIELDS
 
-    data = ["a red circle", "1", *(fields.get(name) for name in FIELDS)]
+    data = [prompt, seeds, *(fields.get(name) for name in FIELDS)]
     body = json.dumps({"data": data}, allow_nan=True)
     answer = httpx.post(f"{app_url}/gradio_api/call/grid", content=body,
                         headers={"content-type": "application/json"}, timeout=60)
@@ -132,6 +132,19 @@ def raw_grid(app_url: str, fields: dict) -> str:
 def test_any_json_from_a_plain_http_client_gets_a_message_naming_the_field(app_url, fields, message):
     stream = raw_grid(app_url, fields)
     assert "event: error" in stream and message in stream, stream[-400:]
+
+
+@pytest.mark.parametrize(("where", "message"), [
+    ("prompt", "Prompt must be valid Unicode text (it holds a lone surrogate)"),
+    ("negative_prompt", "Negative prompt must be valid Unicode text (it holds a lone surrogate)"),
+    ("scheduler", "Scheduler must be valid Unicode text (it holds a lone surrogate)"),
+    ("seeds", "is not a seed"),
+])
+def test_a_lone_surrogate_in_raw_json_gets_a_message_naming_the_field(app_url, where, message):
+    text = "a \ud800 circle"  # valid JSON ("\ud800"), valid in a Python str, not in UTF-8
+    stream = raw_grid(app_url, {where: text} if where not in ("prompt", "seeds") else {},
+                      **({where: text} if where in ("prompt", "seeds") else {}))
+    assert "event: error" in stream and message in stream and '"error": null' not in stream, stream[-400:]
 
 
 def test_every_field_left_null_takes_the_models_defaults(app_url):

@@ -82,6 +82,28 @@ def final_only(function):
     return handler
 
 
+def image_kind(path: str) -> str:
+    """What a dropped file is, by its first bytes: "PNG", "JPEG", "WebP" (else "image")."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(12)
+    except OSError:
+        return "image"
+    if head.startswith(b"\x89PNG"):
+        return "PNG"
+    if head.startswith(b"\xff\xd8"):
+        return "JPEG"
+    return "WebP" if head[:4] == b"RIFF" and head[8:12] == b"WEBP" else "image"
+
+
+def describe_size(recipe: Recipe) -> str:
+    """A nearest recipe in words: "seed 7 at 704x1024, 20 steps, the noise drawn at 832x1216"."""
+    text = f"seed {recipe.seed} at {recipe.width}x{recipe.height}, {recipe.num_inference_steps} steps"
+    if recipe.seed_resize_from is not None:
+        text += f", the noise drawn at {recipe.seed_resize_from[0]}x{recipe.seed_resize_from[1]} (seed resize from)"
+    return text
+
+
 class SeedLab:
     """The app object: admission (models, limits, budget), the PNG folder and the sessions' cancel events."""
 
@@ -291,21 +313,50 @@ class SeedLab:
         return {**opened, "verdict_text": "Regenerating the linked image…", "pending": original}
 
     def open_png(self, path: str | None) -> dict:
-        """A dropped PNG restores its recipe into the controls; notes say what could not be mapped."""
+        """A dropped image restores every field its recipe holds; notes say what could not be mapped.
+
+        Every field is replaced (nothing stays from the previous file). A recipe this server cannot run as it
+        is (too large, too many steps, too long) is still restored, with the limit it passes and the nearest
+        recipe the server runs offered beside it: not the original image, so it is not compared.
+        """
+        nothing = {"pending": None, "regenerate_png": gr.Button(interactive=False), "png_nearest": None,
+                   "use_nearest": gr.Button(interactive=False)}
         if not path:
-            return {"png_notes": "", "pending": None, "regenerate_png": gr.Button(interactive=False)}
+            return {"png_notes": "", **nothing}
+        kind = image_kind(path)
         try:
-            original = self.admission.original(original_from_png(path), strict=False)
+            read = self.admission.adapt(original_from_png(path))
         except UnreadablePNG as error:
-            return {"png_notes": f"This PNG cannot be read: {error}", "pending": None,
-                    "regenerate_png": gr.Button(interactive=False)}
-        except ValueError as error:  # read, but its recipe breaks a rule or a limit: the message names the field
-            return {"png_notes": label_message(error), "pending": None, "regenerate_png": gr.Button(interactive=False)}
+            return {"png_notes": f"This {kind} cannot be read: {error}", **nothing}
+        except ValueError as error:  # no recipe in it, or one that no server could run: the message names the field
+            return {"png_notes": f"Nothing was restored from this {kind}: {label_message(error)}", **nothing}
+        notes = "\n".join(f"- {note}" for note in read.notes) or f"- everything in the {kind} was restored"
+        restored = f"Restored from the {kind} (seed {read.recipe.seed})."
+        try:
+            original = self.admission.original(read, strict=True)
+            self.admission.price(original.recipe)
+        except ValueError as error:  # its recipe breaks a limit of this server: every field is restored anyway
+            nearest = self.admission.nearest(read.recipe)
+            offer = ("\nNo smaller recipe fits this server either." if nearest is None else
+                     f"\nThe nearest recipe this server runs (not the original image): {describe_size(nearest)}. "
+                     "\"Use the nearest runnable recipe\" puts it in the controls.")
+            return {**restore(read.recipe), **nothing,
+                    "png_notes": f"{restored} This server cannot run it as it is: {label_message(error)}.{offer}\n"
+                                 f"{notes}",
+                    "png_nearest": None if nearest is None else nearest.to_json(),
+                    "use_nearest": gr.Button(interactive=nearest is not None)}
         if original.pixels is not None and original.fingerprint is not None:
             self.pngs.keep_pixels(original.pixels, original.fingerprint)  # on disk, not in the session's memory
-        notes = "\n".join(f"- {note}" for note in original.notes) or "- everything in the PNG was restored"
-        return {**restore(original.recipe), "png_notes": f"Restored from the PNG (seed {original.recipe.seed}).\n{notes}",
+        return {**restore(original.recipe), **nothing, "png_notes": f"{restored}\n{notes}",
                 "pending": original.with_pixels(None), "regenerate_png": gr.Button(interactive=True)}
+
+    def use_nearest(self, nearest: dict | None) -> dict:
+        """The nearest runnable recipe of a dropped image into the controls (Generate makes it)."""
+        if not nearest:
+            raise gr.Error("Drop an image whose recipe this server cannot run first", print_exception=False)
+        recipe = Recipe.from_dict(nearest)
+        return {**restore(recipe), "png_notes": f"In the controls: {describe_size(recipe)}, not the original "
+                                                "image. Press Generate to make it."}
 
     def reproduce_pending(self, original: Original | None, request: gr.Request | None = None, progress=None):
         """Regenerate the dropped PNG that open_png left in the session state, and compare."""
