@@ -40,14 +40,19 @@ MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at t
 CSS = """
 .pixelated img { image-rendering: pixelated; }  /* 64x64 images, enlarged with crisp pixels */
 #reproduced img, #cell-image img { width: 256px; max-width: 100%; height: 256px; object-fit: contain; }  /* not at its native 64 px */
-/* Gradio gives every column at least 100 px, which pushes the 4th cell out of a phone-wide gallery:
-   columns share the width instead, and narrow screens get two. */
-#grid .grid-container, #variations .grid-container {
-    grid-template-columns: repeat(var(--grid-cols), minmax(0, 1fr)) !important;
-}
+/* Gradio gives every column at least 100 px, which pushes the last cells out of a phone-wide gallery:
+   columns share the width instead, and narrow screens get two (three for the matrix, whose rows are seeds). */
+.cells .grid-container { grid-template-columns: repeat(var(--grid-cols), minmax(0, 1fr)) !important; }
 @media (max-width: 480px) {
-    #grid .grid-container, #variations .grid-container { grid-template-columns: repeat(2, minmax(0, 1fr)) !important; }
+    .cells:not(#matrix) .grid-container { grid-template-columns: repeat(2, minmax(0, 1fr)) !important; }
+    .cells .caption-label { white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+                            height: auto !important; max-height: none !important; font-size: 11px; }
 }
+/* A gallery is as tall as its images: no empty box under a row of cells. */
+.cells .grid-wrap.fixed-height { min-height: 0 !important; max-height: none !important; }
+/* Fullscreen shows the image as large as the screen allows (its 64 px pixels crisp), not at 256 px. */
+#cell-image.fullscreen img, #reproduced.fullscreen img { width: min(100vw, 100vh) !important;
+    height: min(100vw, 100vh) !important; max-width: none !important; }
 """
 # Ctrl+Enter (Cmd+Enter) in the prompt presses Generate, unless it is busy; plain Enter still adds a line.
 # Enter in the seeds box while a grid runs would be dropped without a word (Gradio ignores a trigger
@@ -208,7 +213,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 # No preview on click: the grid stays in view while the clicked cell becomes the anchor.
                 ui["grid"] = gr.Gallery(label="Grid", columns=4, object_fit="contain", format="png", type="filepath",
                                         interactive=False, allow_preview=False, height="auto", elem_id="grid",
-                                        elem_classes="pixelated")
+                                        elem_classes=["pixelated", "cells"])
                 cell_panel(ui)  # under the grid: a clicked cell shows where the eye is
                 with gr.Accordion("Anchor", open=True):
                     ui["anchor_text"] = gr.Textbox(value=NO_ANCHOR, show_label=False, interactive=False,
@@ -228,7 +233,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 ui["matrix_api"] = gr.Button(visible=False)  # the public /matrix (its images at the end)
                 ui["vary"] = gr.Gallery(label="Variations", columns=4, object_fit="contain", format="png",
                                         type="filepath", interactive=False, height="auto", elem_id="variations",
-                                        elem_classes="pixelated")
+                                        elem_classes=["pixelated", "cells"])
                 ui["variation_link"] = gr.Textbox(label="Link to the selected variation", buttons=["copy"],
                                                   interactive=False, elem_id="variation-link")
                 strip_panel(ui, strength=0.1)

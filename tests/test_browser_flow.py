@@ -178,3 +178,50 @@ def test_the_random_button_needs_no_emoji_font(browser, app_server):  # noqa: F8
     label = page.locator("#dice").inner_text().strip()
     assert label and all(ord(char) < 0x2000 for char in label), label  # no pictograph that renders as a box
     page.context.close()
+
+
+def test_on_a_phone_every_gallery_fits_its_box_with_readable_captions(browser, app_server):  # noqa: F811
+    page = open_settled(browser, app_server.url, 390, 844)
+    page.locator("#seeds textarea").fill("0-2")
+    page.locator("#num-inference-steps input").fill("1")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 3)
+    settle(page)
+    page.locator("#grid .thumbnail-item").nth(1).click()
+    settle(page)
+    page.get_by_text("Nudge the anchor (variation seeds)").click()
+    page.locator("#make-strip").click()
+    wait_for_images(page, "strip", 4)
+    page.locator("#variations-box textarea").fill(", artsy\n, on a white background")
+    page.get_by_text("Seeds x variations (matrix)").click()
+    page.locator("#make-matrix").click()
+    wait_for_images(page, "matrix", 9)
+    settle(page)
+    for gallery in ("grid", "strip", "matrix"):
+        box = page.locator(f"#{gallery}").bounding_box()
+        cells = page.locator(f"#{gallery} .thumbnail-item")
+        lowest = 0
+        for index in range(cells.count()):
+            cell = cells.nth(index).bounding_box()
+            assert box["x"] - 1 <= cell["x"] and cell["x"] + cell["width"] <= box["x"] + box["width"] + 1, (
+                gallery, index, cell, box)
+            assert cell["x"] + cell["width"] <= 390
+            lowest = max(lowest, cell["y"] + cell["height"])
+        assert box["y"] + box["height"] - lowest < 80, (gallery, box, lowest)  # no empty box under the cells
+    cut = page.evaluate("() => [...document.querySelectorAll('#matrix .caption-label')]"
+                        ".filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText)")
+    assert cut == [], cut  # every matrix label can be read
+    page.context.close()
+
+
+def test_fullscreen_shows_the_selected_image_as_large_as_the_screen(browser, app_server):  # noqa: F811
+    page = open_settled(browser, app_server.url)
+    grid_of_two(page)
+    page.locator("#grid .thumbnail-item").nth(0).click()
+    settle(page)
+    page.locator("#cell-image button[aria-label='Fullscreen']").click()
+    page.wait_for_function("document.querySelector('#cell-image').classList.contains('fullscreen')")
+    page.wait_for_timeout(500)
+    image = page.locator("#cell-image img").bounding_box()
+    assert image["height"] >= 0.9 * 900 and image["width"] >= 0.9 * 900, image
+    page.context.close()

@@ -141,11 +141,25 @@ def test_an_import_is_checked_and_shown_as_text(browser, app_server, tmp_path): 
     wait_for_value(page, "history-note", "Imported 0 entries")
     assert len(timeline(page)) == 1
 
-    # Its own export imported again: a second entry; the prompt's markup is text, never an element.
+    # Its own export imported again: nothing is added twice, and the note says so.
+    choose(page, exported)
+    wait_for_value(page, "history-note", "1 entries were already in the history and were not added again.")
+    assert len(timeline(page)) == 1
+    # Into another browser's history it adds its entry; the prompt's markup is text, never an element.
+    page.context.close()
+    page = fresh_page(browser, app_server.url)
+    page.set_viewport_size({"width": 390, "height": 844})
+    load(page, app_server.url)
+    page.locator("#seeds textarea").fill("6")
+    page.locator("#num-inference-steps input").fill("1")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 1)
+    open_history(page)
+    wait_for_entries(page, 1)
     choose(page, exported)
     wait_for_value(page, "history-note", "Imported 1 entries (1 images).")
     labels = wait_for_entries(page, 2)
-    assert all("<img src=x" in label for label in labels)
+    assert sum("<img src=x" in label for label in labels) == 1  # the imported prompt, shown as its text
     assert page.locator("#timeline img").count() == 0
     assert page.evaluate("document.body.dataset.hacked") is None
     page.locator("#timeline label").nth(0).click()

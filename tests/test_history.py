@@ -116,6 +116,11 @@ def test_export_then_import_keeps_recipes_fingerprints_and_lineage(app, referenc
     assert [entry["id"] for entry in imported] == [2, 3] and imported[1]["parent"] == 2  # renumbered past mine
     assert [[c["fingerprint"] for c in e["cells"]] for e in imported] == [
         [c["fingerprint"] for c in e["cells"]] for e in history]
+    # The same file again adds nothing, and says so; the history is unchanged.
+    again = other.history.import_(exported, update["history"], None)
+    assert again["history_note"].value == ("Imported 0 entries (0 images). 2 entries were already in the history "
+                                           "and were not added again.")
+    assert again["history"] == update["history"]
 
 
 def hostile_files(tmp_path, history) -> dict:

@@ -54,7 +54,7 @@ def strip_panel(ui: dict, strength: float) -> None:
             ui["make_strip"] = gr.Button("Nudge", elem_id="make-strip")
         ui["strip"] = gr.Gallery(label="Nudges", columns=4, object_fit="contain", format="png", type="filepath",
                                  interactive=False, allow_preview=False, height="auto", elem_id="strip",
-                                 elem_classes="pixelated")
+                                 elem_classes=["pixelated", "cells"])
         with gr.Accordion("Nudge results (JSON)", open=False):
             ui["strip_results"] = gr.JSON(label="Nudge results")
 

@@ -54,7 +54,7 @@ def history_panel(ui: dict) -> None:
         ui["history_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="history-note")
         ui["history_view"] = gr.Gallery(label="History entry", columns=4, object_fit="contain", format="png",
                                         type="filepath", interactive=False, allow_preview=False, height="auto",
-                                        elem_id="history-view", elem_classes="pixelated")
+                                        elem_id="history-view", elem_classes=["pixelated", "cells"])
         with gr.Row():
             ui["history_regenerate"] = gr.Button("Regenerate this entry", interactive=False,
                                                  elem_id="history-regenerate")
@@ -188,13 +188,29 @@ def add_entry(entries: list[Entry], kind: str, cells: list[Cell], anchor: Cell |
     return bounded([*entries, entry])
 
 
-def merge(entries: list[Entry], imported: list[Entry]) -> list[Entry]:
-    """Imported entries after the current ones, renumbered past them (their lineage renumbered alike)."""
-    start = max((entry.id for entry in entries), default=0)
-    numbers = {entry.id: start + i for i, entry in enumerate(imported, 1)}
+def merge(entries: list[Entry], imported: list[Entry]) -> tuple[list[Entry], list[Entry]]:
+    """Imported entries after the current ones, renumbered past them (their lineage renumbered alike), and the
+    ones added: an entry the history holds (same kind, time and images) is not added twice."""
+    known = {identity(entry): entry.id for entry in entries}
+    numbers: dict[int, int] = {}
+    fresh: list[Entry] = []
+    last = max((entry.id for entry in entries), default=0)
+    for entry in imported:
+        key = identity(entry)
+        if key not in known:
+            last += 1
+            known[key] = last
+            fresh.append(entry)
+        numbers[entry.id] = known[key]  # a duplicate's children point at the entry already there
     renumbered = [Entry(numbers[e.id], e.kind, e.made_at, e.cells, e.anchor, numbers.get(e.parent), e.columns)
-                  for e in imported]
-    return bounded([*entries, *renumbered])
+                  for e in fresh]
+    return bounded([*entries, *renumbered]), renumbered
+
+
+def identity(entry: Entry) -> tuple:
+    """What makes two entries the same: kind, time, and each image's recipe and fingerprint."""
+    cells = tuple((cell.fingerprint, json.dumps(cell.recipe.to_json(), sort_keys=True)) for cell in entry.cells)
+    return entry.kind, entry.made_at, cells
 
 
 def caption(entry: Entry, index: int) -> str:
@@ -406,11 +422,13 @@ class History:
                 dropped += 1
                 continue
             admitted.append(entry)
-        merged = merge(entries, admitted)
-        note = f"Imported {len(admitted)} entries ({sum(len(e.cells) for e in admitted)} images)."
+        merged, added = merge(entries, admitted)
+        note = f"Imported {len(added)} entries ({sum(len(e.cells) for e in added)} images)."
+        if len(added) < len(admitted):
+            note += f" {len(admitted) - len(added)} entries were already in the history and were not added again."
         if dropped:
             note += f" {dropped} entries were left out: malformed, over the bounds, or not makeable on this server."
-        if len(merged) < len(entries) + len(admitted):
+        if len(merged) < len(entries) + len(added):
             note += f" The history keeps the newest {MAX_ENTRIES} entries and {MAX_CELLS} images: older ones went."
         return self.updates(merged, request, note)
 

@@ -21,7 +21,7 @@ def matrix_panel(ui: dict) -> None:
             ui["matrix_sheet"] = gr.DownloadButton("Download sheet (PNG)", interactive=False, elem_id="matrix-sheet")
         ui["matrix"] = gr.Gallery(label="Matrix", columns=2, object_fit="contain", format="png", type="filepath",
                                   interactive=False, allow_preview=False, height="auto", elem_id="matrix",
-                                  elem_classes="pixelated")
+                                  elem_classes=["pixelated", "cells"])
         with gr.Accordion("Matrix results (JSON)", open=False):
             ui["matrix_results"] = gr.JSON(label="Matrix results")
 
