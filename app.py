@@ -84,6 +84,7 @@ SHORTCUTS = """
 GENERATE = "Generate grid"
 # After a click on any cell: the Selected image panel scrolled into view (a no-op where it already is).
 SHOW_CELL = "() => { document.querySelector('#cell-panel')?.scrollIntoView({block: 'nearest'}); }"
+SHOW_SEEDS = "() => { document.querySelector('#seeds')?.scrollIntoView({block: 'nearest'}); }"
 
 
 def by_name(function, components: dict, outputs: list):
@@ -292,7 +293,8 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
     shows_cell(ui["grid"].select, app.select, [ui["grid_results"]], anchor + cell)
     shows_cell(ui["vary"].select, app.select_variation, [ui["vary_results"]], ["variation_link", *cell])
     event(ui["make_anchor"].click, app.make_anchor, [ui["cell"]], anchor, queue=False, **private)
-    event(ui["reuse_seed"].click, app.reuse_seed, [ui["cell"]], ["seeds"], queue=False, **private)
+    event(ui["reuse_seed"].click, app.reuse_seed, [ui["cell"]], ["seeds"], queue=False, **private).then(
+        None, js=SHOW_SEEDS, queue=False, **private)  # the box it changed, in view
     event(ui["verdict_anchor"].click, app.verdict_anchor, [ui["verdict"]], anchor + cell, queue=False, **private)
     ui["verdict"].change(by_name(app.verdict_ready, ui, [ui["verdict_anchor"]]), ui["verdict"], ui["verdict_anchor"],
                          queue=False, **private)
@@ -328,8 +330,8 @@ def wire(demo: gr.Blocks, app: SeedLab, ui: dict) -> None:
                      [ui[f"{target}_results"], ui["history"], ui["anchor"], ui["anchor_fingerprint"]],
                      [ui[name] for name in kept], queue=False, **private)
     event(ui["timeline"].select, app.history.restore, [ui["history"], ui["timeline"]],
-          [*RESTORED, "variations", "history_view", "history_view_results", "restored_entry", "history_regenerate",
-           "history_note"], queue=False, **private)
+          [*RESTORED, "variations", *anchor, "history_view", "history_view_results", "restored_entry",
+           "history_regenerate", "history_note"], queue=False, **private)
     shows_cell(ui["history_view"].select, app.select_history, [ui["history_view_results"]], cell)
     event(ui["history_import"].upload, app.history.import_, [ui["history_import"], ui["history"]], kept, **private)
     regenerate = event(guarded([ui["history_regenerate"].click]), app.history.regenerate, [ui["restored_entry"]],

@@ -484,3 +484,13 @@ def test_a_png_refused_by_a_limit_or_a_rule_says_so_and_only_unreadable_files_ca
     update = seedlab_app.open_png(str(tmp_path / "text.png"))
     assert update["png_notes"].startswith("This image cannot be read: file is not a PNG, JPEG or WebP image")
     assert update["pending"] is None and "/" not in update["png_notes"].split(":", 1)[1]  # no server path
+
+
+def test_a_nudged_anchor_and_selected_image_name_their_variation_seed_and_strength():
+    from webui.cells import anchor_updates
+
+    recipe = Recipe(prompt="p", seed=4, variation_seed=77, variation_strength=0.15)
+    record = {"seed": "4", "prompt": "p", "fingerprint": "0" * 64, "link": "", "recipe": recipe.to_json()}
+    assert anchor_updates(record)["anchor_text"] == "Anchor seed: 4 · variation seed 77 at strength 0.15 · prompt: p"
+    plain = {**record, "recipe": Recipe(prompt="p", seed=4).to_json()}
+    assert anchor_updates(plain)["anchor_text"] == "Anchor seed: 4 · prompt: p"

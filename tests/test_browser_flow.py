@@ -225,3 +225,23 @@ def test_fullscreen_shows_the_selected_image_as_large_as_the_screen(browser, app
     image = page.locator("#cell-image img").bounding_box()
     assert image["height"] >= 0.9 * 900 and image["width"] >= 0.9 * 900, image
     page.context.close()
+
+
+@pytest.mark.parametrize("width, height", [(1400, 900), (390, 844)])
+def test_what_the_user_acts_on_is_in_view(browser, app_server, width, height):  # noqa: F811
+    page = open_settled(browser, app_server.url, width, height)
+    if width == 1400:  # a laptop: the prompt, the seeds, Generate and the grid without scrolling
+        for elem_id in ("prompt", "seeds", "generate", "grid"):
+            assert in_view(page, elem_id), elem_id
+    page.locator("#seeds textarea").fill("0-3")
+    page.locator("#num-inference-steps input").fill("1")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 4)
+    settle(page)
+    page.locator("#grid .thumbnail-item").nth(3).click()  # the Selected image shows where the eye is
+    settle(page)
+    assert in_view(page, "cell-image") and value(page, "cell-title").startswith("Seed 3")
+    page.locator("#reuse-seed").click()  # and the box Reuse seed changes is shown
+    settle(page)
+    assert value(page, "seeds") == "3" and in_view(page, "seeds")
+    page.context.close()

@@ -238,3 +238,12 @@ def test_a_matrix_and_nudges_are_kept_with_their_rows_and_anchor(app):
     assert "prompt" not in update  # nudges carry variation seeds: the controls keep what they hold
     assert captions(update["history_view"])[0].startswith("variation seed ") and "strength 0.2" in captions(
         update["history_view"])[0]
+
+
+def test_restoring_variations_makes_their_anchor_the_anchor_again_and_a_grid_leaves_it(app):
+    history, grid, _ = explored(app)
+    update = app.history.restore(history, str(history[1]["id"]), None)
+    assert update["anchor"] == grid[1]["recipe"] and update["anchor_fingerprint"] == grid[1]["fingerprint"]
+    assert update["anchor_text"].startswith("Anchor seed: 4 · prompt: a circle")
+    assert "Its anchor (seed 4) is the anchor again." in update["history_note"].value
+    assert "anchor" not in app.history.restore(history, str(history[0]["id"]), None)

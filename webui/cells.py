@@ -99,7 +99,7 @@ def show_cell(record: dict, record_store: ResultRecord) -> dict:
     path = found[1].path if found is not None and found[0].fingerprint == print_ else None
     return {
         "cell": record, "cell_panel": gr.Accordion(open=True), "cell_image": path,
-        "cell_title": f"Seed {record['seed']} · prompt {record['prompt']!r} · fingerprint {print_[:16]}…"
+        "cell_title": f"Seed {record['seed']}{nudge_text(recipe)} · prompt {record['prompt']!r} · fingerprint {print_[:16]}…"
                       + ("" if path else " (this server no longer keeps its PNG: the link regenerates it)"),
         "cell_link": record.get("link", ""), "cell_params": parameters_text(recipe, print_ or None),
         "cell_recipe": record["recipe"],
@@ -124,9 +124,17 @@ def checked(raw) -> dict:
                        print_exception=False) from None
 
 
+def nudge_text(recipe: Recipe) -> str:
+    """What sets a nudged image apart from its seed's own: " · variation seed 7 at strength 0.1" (else "")."""
+    if recipe.variation_seed is None or recipe.variation_strength == 0:
+        return ""
+    return f" · variation seed {recipe.variation_seed} at strength {recipe.variation_strength:g}"
+
+
 def anchor_updates(record: dict) -> dict:
     """The anchor panel's values for a record: its recipe becomes the anchor."""
-    return {"anchor_text": f"Anchor seed: {record['seed']} · prompt: {record['prompt']}",
+    nudged = nudge_text(Recipe.from_dict(record["recipe"]))
+    return {"anchor_text": f"Anchor seed: {record['seed']}{nudged} · prompt: {record['prompt']}",
             "anchor_seed": record["seed"], "anchor": record["recipe"], "anchor_recipe": record["recipe"],
             "anchor_fingerprint": record["fingerprint"], "grid_link": record.get("link", "")}
 

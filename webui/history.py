@@ -25,7 +25,7 @@ import gradio as gr
 from seedlab import Recipe
 from seedlab.environment import Environment
 from seedlab.links import check_fingerprint
-from webui.cells import cell_record
+from webui.cells import anchor_updates, cell_record
 from webui.fields import restore, user_errors
 from webui.requests import base_url, visitor
 
@@ -371,6 +371,10 @@ class History:
         if missing:
             note.append(f"{missing} are no longer kept here (a restart or pruning drops them), shown grey: "
                         "\"Regenerate this entry\" makes them again, and each cell's link regenerates it.")
+        if entry.anchor is not None:  # variations and nudges go on from their anchor, as when they were made
+            anchor = entry.anchor
+            controls.update(anchor_updates(cell_record(anchor.recipe, anchor.fingerprint, anchor.environment, base)))
+            note.append(f"Its anchor (seed {anchor.recipe.seed}) is the anchor again.")
         if controls:
             note.append("The controls now hold its recipe.")
         if refused:
