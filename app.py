@@ -395,6 +395,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="CPU kernels: avx2 (default) gives the same pixels on every x86-64 CPU of a vendor, "
                              "portable across Intel and AMD too (slower), native is fastest and CPU-bound; links "
                              "record it (env SEEDLAB_CPU_ISA)")
+    parser.add_argument("--mcp", action="store_true", default=os.environ.get("SEEDLAB_MCP", "") in ("1", "true", "yes"),
+                        help="also serve the public endpoints (grid, vary, matrix, reproduce, reverify) as MCP tools "
+                             "at /gradio_api/mcp/ (env SEEDLAB_MCP=1; needs the mcp package)")
     args = parser.parse_args(argv)
     try:
         limits = Limits.from_env()
@@ -431,7 +434,7 @@ def main(argv: list[str] | None = None) -> None:
     guard = Middleware(UploadGuard, max_uploads=limits.visitor_uploads)
     # Gradio keeps a copy of every component's config per session (10,000 sessions by default: gigabytes).
     demo.launch(css=CSS, js=SHORTCUTS, max_file_size=MAX_UPLOAD, app_kwargs={"middleware": [guard]},
-                state_session_capacity=limits.sessions)
+                state_session_capacity=limits.sessions, mcp_server=args.mcp)
 
 
 if __name__ == "__main__":

@@ -79,8 +79,31 @@ def with_fields(function: Callable, leading: tuple[str, ...]) -> Callable:
                    inspect.Parameter("progress", positional, default=gr.Progress())]
     handler.__signature__ = inspect.Signature(parameters)
     handler.__annotations__ = {"request": gr.Request}
-    handler.__name__, handler.__doc__ = function.__name__, function.__doc__
+    handler.__name__, handler.__doc__ = function.__name__, documented(function.__doc__ or "", names)
     return handler
+
+
+# The API's own parameters beside the recipe's fields, described for its docs and MCP tools.
+LEADING = {
+    "prompt": "what the image shows (text, at most the server's prompt limit)",
+    "seeds": 'the seeds: "42", a range "0-7" or a list "3, 17, 99"; each 0 to 18446744073709551615',
+    "seed": "the seed every variation is made from (0 to 18446744073709551615, as text or a number)",
+    "variations": 'prompt variations, one per line (", highly realistic"): each appended to the prompt',
+}
+
+
+def documented(doc: str, names: tuple[str, ...]) -> str:
+    """A handler's docstring with an Args section naming every parameter (Gradio's API page and MCP tools read it)."""
+    lines = []
+    for name in names:
+        if name in LEADING:
+            lines.append(f"    {name}: {LEADING[name]}")
+        elif name in SPECS:
+            spec = SPECS[name]
+            lines.append(f"    {name}: {spec.label}: {spec.help or spec.allowed()} (allowed: {spec.allowed()}; "
+                         "empty: the model's default)")
+    summary = inspect.cleandoc(doc).split("\n\n")[0]
+    return f"{summary}\n\nArgs:\n" + "\n".join(lines)
 
 
 def label_message(error: ValueError) -> str:

@@ -161,11 +161,18 @@ class SeedLab:
 
         An image this server made recently is served from its record (the verdict says so and when it
         was made); /reverify always regenerates.
+
+        Args:
+            link_or_recipe: a SeedLab link (http://…/?v=1&prompt=…&fp=…) or a recipe as JSON text ({"prompt": …})
         """
         yield from self.reproduce_text(link_or_recipe, request, progress, from_record=True)
 
     def reverify(self, link_or_recipe: str, request: gr.Request | None = None, progress=None):
-        """Regenerate a link or a recipe (JSON text) now, even if this server has it on record, and compare."""
+        """Regenerate a link or a recipe (JSON text) now, even if this server has it on record, and compare.
+
+        Args:
+            link_or_recipe: a SeedLab link (http://…/?v=1&prompt=…&fp=…) or a recipe as JSON text ({"prompt": …})
+        """
         yield from self.reproduce_text(link_or_recipe, request, progress, from_record=False)
 
     def reproduce_text(self, link_or_recipe: str, request, progress, from_record: bool):
