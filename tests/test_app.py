@@ -18,6 +18,7 @@ from PIL.PngImagePlugin import PngInfo
 
 from seedlab.admission import Admission
 from seedlab.limits import Limits
+import webui.handlers
 from webui.fields import RESTORED
 from webui.requests import base_url
 from seedlab import (
@@ -204,7 +205,8 @@ def last(updates):
     return final
 
 
-def test_stop_cancels_this_sessions_generation(seedlab_app):
+def test_stop_cancels_this_sessions_generation(seedlab_app, monkeypatch):
+    monkeypatch.setattr(webui.handlers, "IMAGES_INTERVAL_S", 0.0)  # every cell its own update, to stop between them
     request = SimpleNamespace(session_hash="session-a")
     other = SimpleNamespace(session_hash="session-b")
     steps = grid(seedlab_app, request, seeds="0-3", num_inference_steps=2)
@@ -219,6 +221,14 @@ def test_stop_cancels_this_sessions_generation(seedlab_app):
         assert images(steps) == []
     gallery, _ = images(grid(seedlab_app, request, seeds="0-1", num_inference_steps=1))[-1]
     assert len(gallery) == 2  # a new run is not stopped by the old Stop
+
+
+def test_cells_that_finish_together_arrive_in_one_update_and_the_last_at_once(seedlab_app, monkeypatch):
+    monkeypatch.setattr(webui.handlers, "IMAGES_INTERVAL_S", 3600.0)  # nothing but the first and the last alone
+    updates = [update for update in grid(seedlab_app, SimpleNamespace(session_hash="s"), seeds="0-3",
+                                          num_inference_steps=1) if update.get("grid")]
+    assert [len(update["grid"]) for update in updates] == [1, 4]
+    assert [record["seed"] for record in updates[-1]["grid_results"]] == ["0", "1", "2", "3"]
 
 
 def test_every_step_hands_control_back_so_a_closed_tab_stops_the_work(seedlab_app):

@@ -36,10 +36,14 @@ try:  # Hugging Face ZeroGPU: GPU work must run inside a function decorated with
 except ImportError:
     spaces = None
 
-# Page updates at most this often. An 8-image grid (20 steps, 2 cores, HTTP API) took 6.3 s with 0.1,
-# 5.4 s with 0.25 and 5.6 s with 0.5 (means of two noisy rounds): each update costs the app's process CPU
-# that the worker processes need.
-PROGRESS_INTERVAL_S = 0.25
+# What a generation sends the page while it runs costs CPU that the images need (the page renders every
+# update on the same cores). Progress at most every PROGRESS_INTERVAL_S; finished cells at most every
+# IMAGES_INTERVAL_S (cells that finish together, one per lane, arrive in one update; the last at once).
+# An 8-image grid from the page's Generate to its last cell (bench/bench_page.py, least disturbed of 3):
+# 1.37x one batched diffusers call with progress every 0.25 s and every cell sent alone, 1.26x with
+# these settings.
+PROGRESS_INTERVAL_S = 1.0
+IMAGES_INTERVAL_S = 0.2
 NO_ANCHOR = "Anchor seed: none yet (click a cell of the grid)"
 
 
@@ -408,7 +412,7 @@ class SeedLab:
     # Generation.
 
     def run(self, recipes: list[Recipe], captions: list[str], request, progress, target: str):
-        """Generate recipes one by one, streaming the gallery and results after each image.
+        """Generate recipes one by one, streaming the gallery and results as images finish (see IMAGES_INTERVAL_S).
 
         The stream hands control back at every step: when Gradio closes this generator (Stop, a
         closed tab, a cancelled API call) the stream is closed and the worker stops within a step.
@@ -420,6 +424,7 @@ class SeedLab:
         yield {target: gallery, f"{target}_results": results}  # clear the previous images at once
         with user_errors():
             model = self.store.get(recipes[0].model)
+            sent_at, unsent = 0.0, False
             try:
                 shown_at = 0.0
                 if self.workers is not None and self.workers.serves(recipes):
@@ -432,7 +437,12 @@ class SeedLab:
                         self.record.add(event, path)
                         gallery.append((path, captions[len(gallery)]))
                         results.append(result_record(event, base))
+                        unsent = True
+                    if unsent and (len(gallery) == len(recipes) or time.monotonic() - sent_at >= IMAGES_INTERVAL_S):
+                        sent_at, unsent = time.monotonic(), False
                         yield {target: list(gallery), f"{target}_results": list(results)}
+                        continue
+                    if isinstance(event, Result):  # sent with the next one, or at the next step past the interval
                         continue
                     # Progress reaches the page at most every PROGRESS_INTERVAL_S: each update costs this
                     # process CPU that the images need. Stop reaches the worker directly, not through these.
@@ -445,6 +455,8 @@ class SeedLab:
                     yield {}  # hands control to Gradio, which may close us here
             except Cancelled:
                 gr.Warning(f"Stopped after {len(gallery)} of {len(recipes)} images.")
+            if unsent:  # a stop between a cell and its update: the cell is shown all the same
+                yield {target: list(gallery), f"{target}_results": list(results)}
 
     def from_record(self, original: Original, request) -> dict | None:
         """The verdict for an image this server already made, read back from its record; None if it has not."""
