@@ -121,7 +121,7 @@ class Admission:
         self.limits.check_count(len(seed_list), "seeds")
         return grid_recipes(self.recipe({**values, "seed": seed_list[0]}), seed_list)
 
-    def strip(self, anchor: Mapping[str, Any], variation_seeds: list[int], strength: Any) -> list[Recipe]:
+    def nudges(self, anchor: Mapping[str, Any], variation_seeds: list[int], strength: Any) -> list[Recipe]:
         """Nudges around an anchor: its recipe with each variation seed at `strength`, within the image limit."""
         self.limits.check_count(len(variation_seeds), "seeds")
         base = self.recipe({**anchor, "variation_seed": variation_seeds[0], "variation_strength": strength})

@@ -152,11 +152,11 @@ def test_only_grid_vary_matrix_reproduce_and_reverify_are_public(client):
 
 @pytest.fixture(scope="module")
 def seedlab_app(reference_model, tmp_path_factory):
-    from webui.handlers import SeedLab
+    from webui.handlers import WebApp
 
     store = ModelStore([reference_model.name], device=torch.device("cpu"))
     store.add(reference_model)  # already loaded: no second load
-    return SeedLab(Admission(store, Limits()), tmp_path_factory.mktemp("png"))
+    return WebApp(Admission(store, Limits()), tmp_path_factory.mktemp("png"))
 
 
 def grid(app, request=None, **values):
@@ -259,15 +259,15 @@ def regenerations(seedlab_app, request):
     """The three ways one image is regenerated, each 50 steps long: /reproduce, a link, a dropped PNG."""
     recipe = Recipe(prompt=PROMPT, seed=21, num_inference_steps=50, model=seedlab_app.store.default)
     link = encode_link(recipe, "0" * 64, None, "http://127.0.0.1/")
-    link_original = seedlab_app.open_link(page_request(link.split("?", 1)[1]))["pending"]
+    link_original = seedlab_app.reproduction.open_link(page_request(link.split("?", 1)[1]))["pending"]
     quick = generate(seedlab_app.default, recipe.replace(num_inference_steps=1))
     png = save_png(replace(quick, recipe=recipe), seedlab_app.pngs.folder / "dropped-50-steps.png")
-    png_original = seedlab_app.open_png(str(png))["pending"]
+    png_original = seedlab_app.reproduction.open_png(str(png))["pending"]
     noop = lambda *args, **kwargs: None  # noqa: E731
     return {
-        "reproduce": seedlab_app.reproduce(json.dumps(recipe.to_json()), request, noop),
-        "link": seedlab_app.reproduce_pending(link_original, request, noop),
-        "png": seedlab_app.reproduce_pending(png_original, request, noop),
+        "reproduce": seedlab_app.reproduction.reproduce(json.dumps(recipe.to_json()), request, noop),
+        "link": seedlab_app.reproduction.reproduce_pending(link_original, request, noop),
+        "png": seedlab_app.reproduction.reproduce_pending(png_original, request, noop),
     }
 
 
@@ -302,7 +302,7 @@ def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
     # Gradio wires `cancels=` as a second listener on the same trigger.
     (canceller,) = [fn for fn in demo.fns.values() if fn.is_cancel_function and fn.targets == stop.targets]
     generating = {index for index, name in named.items()
-                  if name in ("grid", "vary", "vary_anchor", "matrix", "matrix_page", "strip", "reproduce", "reverify",
+                  if name in ("grid", "vary", "vary_anchor", "matrix", "matrix_page", "nudge", "reproduce", "reverify",
                               "reproduce_pending", "reproduce_linked", "regenerate")}
     # the page's grid, /grid, /vary, the vary button, /matrix, the page's matrix, the nudges, /reproduce,
     # /reverify, a link's and a PNG's regeneration, a history entry's regeneration
@@ -311,13 +311,13 @@ def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
 
 
 def test_generation_runs_inside_spaces_gpu_when_spaces_is_importable(monkeypatch):
-    from webui import handlers
+    from webui import gpu
 
     fake_spaces = SimpleNamespace(GPU=lambda duration: lambda fn: ("on ZeroGPU", fn, duration))
-    monkeypatch.setattr(handlers, "spaces", fake_spaces)
-    assert handlers.on_gpu(generate) == ("on ZeroGPU", generate, 120)
-    monkeypatch.setattr(handlers, "spaces", None)
-    assert handlers.on_gpu(generate) is generate
+    monkeypatch.setattr(gpu, "spaces", fake_spaces)
+    assert gpu.on_gpu(generate) == ("on ZeroGPU", generate, 120)
+    monkeypatch.setattr(gpu, "spaces", None)
+    assert gpu.on_gpu(generate) is generate
 
 
 # Links, PNG metadata and /reproduce.
@@ -416,33 +416,33 @@ def test_opening_a_link_restores_every_control_then_regenerates_exactly(seedlab_
                     scheduler="DDIMScheduler", guidance_scale=3.5, deterministic=True)
     link = encode_link(expected.recipe, expected.fingerprint, expected.environment, "http://elsewhere/")
     query = link.split("?", 1)[1]
-    update = seedlab_app.open_link(page_request(query))
+    update = seedlab_app.reproduction.open_link(page_request(query))
     assert update["link_box"].startswith("http://seedlab.example/?v=1&prompt=a+blue+square")
     assert restored(update) == controls_for(expected.recipe)
     assert update["verdict_text"].startswith("Regenerating")
     with torch_threads(APP_THREADS):
-        final = last(seedlab_app.reproduce_pending(update["pending"], page_request(query)))
+        final = last(seedlab_app.reproduction.reproduce_pending(update["pending"], page_request(query)))
     image, verdict, summary = final["reproduced"], final["verdict"], final["verdict_text"]
     assert verdict["exact"] and "exact" in summary.lower()
     assert read_png(image)[0] == expected.recipe
 
 
 def test_a_bad_link_is_a_message_and_no_link_changes_nothing(seedlab_app):
-    update = seedlab_app.open_link(page_request("v=1&prompt=x&steps=0&fp=" + "0" * 64))
+    update = seedlab_app.reproduction.open_link(page_request("v=1&prompt=x&steps=0&fp=" + "0" * 64))
     assert update["verdict_text"].startswith("This link cannot be opened. link: steps (num_inference_steps) must be")
     assert update["pending"] is None and not set(update) & {"link_box", *RESTORED}  # the controls keep their values
-    assert seedlab_app.open_link(page_request("__theme=dark")) == {"pending": None}
+    assert seedlab_app.reproduction.open_link(page_request("__theme=dark")) == {"pending": None}
 
 
 def test_a_dropped_png_restores_its_recipe_and_regenerates_exactly(seedlab_app, reference_model, tmp_path):
     expected = solo(reference_model, prompt="a red circle", seed=77)
     path = save_png(expected, tmp_path / "dropped.png")
-    update = seedlab_app.open_png(str(path))
+    update = seedlab_app.reproduction.open_png(str(path))
     assert restored(update) == controls_for(expected.recipe)
     assert "everything in the PNG was restored" in update["png_notes"] and update["regenerate_png"].interactive
     assert update["pending"].pixels is None  # kept on disk, not in the session's memory
     with torch_threads(APP_THREADS):
-        final = last(seedlab_app.reproduce_pending(update["pending"], None))
+        final = last(seedlab_app.reproduction.reproduce_pending(update["pending"], None))
     verdict, summary = final["verdict"], final["verdict_text"]
     assert verdict["exact"] and verdict["max_difference"] == 0 and "exact" in summary.lower()
 
@@ -453,7 +453,7 @@ def test_an_a1111_png_is_restored_with_notes(seedlab_app, tmp_path):
                                 "CFG scale: 7, Seed: 9, Size: 64x64, Model hash: 6ce0161689, "
                                 "Model: v1-5-pruned-emaonly, Clip skip: 2, Version: v1.9.4")
     Image.new("RGB", (64, 64)).save(tmp_path / "a1111.png", pnginfo=info)
-    update = seedlab_app.open_png(str(tmp_path / "a1111.png"))
+    update = seedlab_app.reproduction.open_png(str(tmp_path / "a1111.png"))
     values, notes, original = restored(update), update["png_notes"], update["pending"]
     assert (values["prompt"], values["negative_prompt"], values["seeds"], values["num_inference_steps"]) == (
         "a red circle", "blue", "9", 3)
@@ -461,10 +461,10 @@ def test_an_a1111_png_is_restored_with_notes(seedlab_app, tmp_path):
     for expected in ("Schedule type Karras", "Model hash", "Clip skip 2",
                      "model v1-5-pruned-emaonly is not available on this server"):
         assert expected in notes, notes
-    verdict = last(seedlab_app.reproduce_pending(original, None))["verdict"]
+    verdict = last(seedlab_app.reproduction.reproduce_pending(original, None))["verdict"]
     assert verdict["exact"] is False and verdict["max_difference"] is not None  # measured against the PNG's pixels
 
-    update = seedlab_app.open_png(str(tmp_path / "missing.png"))
+    update = seedlab_app.reproduction.open_png(str(tmp_path / "missing.png"))
     assert update["png_notes"].startswith("This image cannot be read") and update["pending"] is None
 
 
@@ -472,7 +472,7 @@ def test_a_png_refused_by_a_limit_or_a_rule_says_so_and_only_unreadable_files_ca
     quick = generate(seedlab_app.default, Recipe(prompt=PROMPT, seed=3, num_inference_steps=1,
                                                  model=seedlab_app.store.default))
     too_long = save_png(replace(quick, recipe=quick.recipe.replace(num_inference_steps=60)), tmp_path / "60.png")
-    update = seedlab_app.open_png(str(too_long))
+    update = seedlab_app.reproduction.open_png(str(too_long))
     assert update["png_notes"].startswith("Restored from the PNG (seed 3). This server cannot run it as it is: Steps "
                                           "must be at most 50 on this server (SEEDLAB_MAX_STEPS), got 60.")
     assert update["pending"] is None and not update["regenerate_png"].interactive
@@ -480,18 +480,18 @@ def test_a_png_refused_by_a_limit_or_a_rule_says_so_and_only_unreadable_files_ca
     assert (values["seeds"], values["num_inference_steps"], values["prompt"]) == ("3", 60, PROMPT)
     assert update["use_nearest"].interactive and update["png_nearest"]["num_inference_steps"] == 50
     assert "The nearest recipe this server runs (not the original image): seed 3 at 64x64, 50 steps" in update["png_notes"]
-    nearest = restored(seedlab_app.use_nearest(update["png_nearest"]))
+    nearest = restored(seedlab_app.reproduction.use_nearest(update["png_nearest"]))
     assert (nearest["seeds"], nearest["num_inference_steps"], nearest["prompt"]) == ("3", 50, PROMPT)
 
     info = PngInfo()
     info.add_text("parameters", "a red circle\nSteps: 500, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64")
     Image.new("RGB", (8, 8)).save(tmp_path / "500-steps.png", pnginfo=info)
-    update = seedlab_app.open_png(str(tmp_path / "500-steps.png"))
+    update = seedlab_app.reproduction.open_png(str(tmp_path / "500-steps.png"))
     assert update["png_notes"].startswith("Nothing was restored from this PNG: parameters: num_inference_steps must be")
     assert update["pending"] is None and not set(update) & set(RESTORED)
 
     (tmp_path / "text.png").write_text("not an image")
-    update = seedlab_app.open_png(str(tmp_path / "text.png"))
+    update = seedlab_app.reproduction.open_png(str(tmp_path / "text.png"))
     assert update["png_notes"].startswith("This image cannot be read: file is not a PNG, JPEG or WebP image")
     assert update["pending"] is None and "/" not in update["png_notes"].split(":", 1)[1]  # no server path
 

@@ -108,7 +108,7 @@ def test_nudges_are_the_anchor_with_fresh_variation_seeds_each_exact_and_linkabl
     from seedlab import Recipe, generate, original_from_link
 
     anchor = anchor_from_grid(seedlab_app)
-    results = last(seedlab_app.strip(anchor, 3, 0.25, None, noop))["strip_results"]
+    results = last(seedlab_app.nudge(anchor, 3, 0.25, None, noop))["nudges_results"]
     recipes = [Recipe.from_dict(record["recipe"]) for record in results]
     base = Recipe.from_dict(anchor)
     assert [r.replace(variation_seed=0, variation_strength=0.0) for r in recipes] == [base] * 3
@@ -127,6 +127,6 @@ def test_nudges_are_the_anchor_with_fresh_variation_seeds_each_exact_and_linkabl
 def test_bad_nudges_are_refused_naming_the_field(seedlab_app, count, strength, message):
     anchor = anchor_from_grid(seedlab_app)
     with pytest.raises(gr.Error, match=message):
-        list(seedlab_app.strip(anchor, count, strength, None, noop))
+        list(seedlab_app.nudge(anchor, count, strength, None, noop))
     with pytest.raises(gr.Error, match="Pick an anchor first"):
-        list(seedlab_app.strip(None, 2, 0.2, None, noop))
+        list(seedlab_app.nudge(None, 2, 0.2, None, noop))

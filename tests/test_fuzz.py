@@ -74,12 +74,12 @@ def test_parse_seeds_on_any_text(text):
 @pytest.fixture(scope="module")
 def seedlab_app(tiny_model_dir, tmp_path_factory):
     from seedlab.admission import Admission
-    from webui.handlers import SeedLab
+    from webui.handlers import WebApp
 
     model = load_model(str(tiny_model_dir), torch.device("cpu"))
     store = ModelStore([model.name], device=torch.device("cpu"))
     store.add(model)
-    return SeedLab(Admission(store), tmp_path_factory.mktemp("png"))
+    return WebApp(Admission(store), tmp_path_factory.mktemp("png"))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -114,7 +114,7 @@ def test_grid_handler_on_any_arguments(seedlab_app, prompt, seeds, steps, guidan
 @given(st.one_of(st.text(max_size=200), st.builds(json.dumps, st.dictionaries(st.text(max_size=8), ANY_VALUE,
                                                                               max_size=4))))
 def test_reproduce_handler_on_any_text(seedlab_app, text):
-    outcome = only_clear_errors(lambda: list(seedlab_app.reproduce(text, None, None))[-1])
+    outcome = only_clear_errors(lambda: list(seedlab_app.reproduction.reproduce(text, None, None))[-1])
     if outcome is not None:
         path, verdict = outcome["reproduced"], outcome["verdict"]
         assert path.endswith(".png") and "exact" in verdict

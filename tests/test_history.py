@@ -20,12 +20,12 @@ STEPS = 2
 
 
 def new_app(model, folder):
-    from webui.handlers import SeedLab
+    from webui.handlers import WebApp
 
     store = ModelStore([model.name], device=torch.device("cpu"))
     store.add(model)
     folder.mkdir(parents=True, exist_ok=True)
-    return SeedLab(Admission(store, Limits()), folder)
+    return WebApp(Admission(store, Limits()), folder)
 
 
 @pytest.fixture()
@@ -229,8 +229,8 @@ def test_a_matrix_and_nudges_are_kept_with_their_rows_and_anchor(app):
     assert shown_pixels(update["history_view"]) == [record["fingerprint"] for record in matrix]
 
     anchor = grid[0]
-    nudges = final(app.strip(anchor["recipe"], 2, 0.2, None, None))["strip_results"]
-    history = app.history.remember("strip")(nudges, history, anchor["recipe"], anchor["fingerprint"], None)["history"]
+    nudges = final(app.nudge(anchor["recipe"], 2, 0.2, None, None))["nudges_results"]
+    history = app.history.remember("nudges")(nudges, history, anchor["recipe"], anchor["fingerprint"], None)["history"]
     assert history[-1]["kind"] == "nudges" and history[-1]["parent"] == history[0]["id"]
     label = app.history.show(history, None)["timeline"].choices[0][0]
     assert "nudges (2)" in label and label.endswith("← anchor seed 3 from #1")

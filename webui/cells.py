@@ -17,6 +17,10 @@ from seedlab.infotext import parameters_text
 from seedlab.links import check_fingerprint
 from webui.files import ResultRecord
 
+# The components a chosen anchor and a selected cell update, named once (every event that sets them uses these).
+ANCHOR = ("anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint", "grid_link")
+CELL = ("cell", "cell_panel", "cell_image", "cell_title", "cell_link", "cell_params", "cell_recipe", "cell_download",
+        "make_anchor", "reuse_seed")
 NO_CELL = "Click an image of the grid or the variations to see it here, large, with its actions."
 
 
@@ -42,21 +46,21 @@ def cell_panel(ui: dict) -> None:
     ui["cell"] = gr.State(None)  # the selected cell's result record
 
 
-def strip_panel(ui: dict, strength: float) -> None:
+def nudge_panel(ui: dict, strength: float) -> None:
     """The "Nudge the anchor" accordion: variation seeds at a strength around the anchor's recipe."""
     with gr.Accordion("Nudge the anchor (variation seeds)", open=False, elem_id="strip-panel"):
         gr.Markdown("Keeps the anchor's recipe and blends in fresh random variation seeds: at a low strength "
                     "the composition stays and details move. Click a cell, then *Make anchor* to go on from it.")
         with gr.Row():
-            ui["strip_count"] = gr.Number(label="Nudges", value=4, precision=0, elem_id="strip-count")
-            ui["strip_strength"] = gr.Number(label="Variation strength (0 to 1)", value=strength, step=0.05,
+            ui["nudge_count"] = gr.Number(label="Nudges", value=4, precision=0, elem_id="strip-count")
+            ui["nudge_strength"] = gr.Number(label="Variation strength (0 to 1)", value=strength, step=0.05,
                                              elem_id="strip-strength")
-            ui["make_strip"] = gr.Button("Nudge", elem_id="make-strip")
-        ui["strip"] = gr.Gallery(label="Nudges", columns=4, object_fit="contain", format="png", type="filepath",
+            ui["make_nudges"] = gr.Button("Nudge", elem_id="make-strip")
+        ui["nudges"] = gr.Gallery(label="Nudges", columns=4, object_fit="contain", format="png", type="filepath",
                                  interactive=False, allow_preview=False, height="auto", elem_id="strip",
                                  elem_classes=["pixelated", "cells"])
         with gr.Accordion("Nudge results (JSON)", open=False):
-            ui["strip_results"] = gr.JSON(label="Nudge results")
+            ui["nudges_results"] = gr.JSON(label="Nudge results")
 
 
 MAX_LINK = 16_000  # characters of a link a page may send back with a cell

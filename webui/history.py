@@ -13,29 +13,22 @@ admission before its cells are shown, and all of it is shown as plain text.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
 
-from seedlab import Recipe
-from seedlab.environment import Environment
-from seedlab.links import check_fingerprint
+from seedlab.admission import Admission
 from webui.cells import anchor_updates, cell_record
+from seedlab import Recipe
+from seedlab.links import check_fingerprint
+from webui.entries import (  # noqa: F401 - FORMAT: the history's file format, read by its users
+    FORMAT, KINDS, MAX_CELLS, MAX_ENTRIES, Cell, Entry, add_entry, caption, export_file, label, merge, read_export,
+    read_history, variation_text)
 from webui.fields import restore, user_errors
+from webui.files import PngStore, ResultRecord
 from webui.requests import base_url, visitor
 
-FORMAT = "seedlab-history"  # an exported file's "format", with "version"
-VERSION = 1
-MAX_ENTRIES = 40  # entries kept; the oldest go first
-MAX_CELLS = 400  # images in all entries together (about 1.5 kB each in localStorage)
-MAX_ENTRY_CELLS = 256  # images in one entry (a matrix at the largest limits a host would set)
-KINDS = {"grid": "grid", "vary": "variations", "matrix": "matrix", "strip": "nudges"}  # results target -> kind
-_MADE_AT = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$")
 SECRET = "seedlab-history"  # BrowserState encrypts with it; fixed, so a history outlives a server restart
 
 
@@ -68,242 +61,25 @@ def history_panel(ui: dict) -> None:
     ui["restored_entry"] = gr.State(None)  # the entry last restored, for "Regenerate this entry"
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One image of an entry: its recipe, fingerprint and environment (no pixels)."""
-
-    recipe: Recipe
-    fingerprint: str
-    environment: Environment | None
-
-    def to_json(self) -> dict:
-        return {"recipe": self.recipe.to_json(), "fingerprint": self.fingerprint,
-                "environment": None if self.environment is None else self.environment.to_dict()}
-
-    @classmethod
-    def from_json(cls, data) -> Cell:
-        """A cell from untrusted JSON: ValueError if any part is malformed."""
-        if not isinstance(data, dict):
-            raise ValueError(f"a cell must be a JSON object, got {type(data).__name__}")
-        environment = data.get("environment")
-        return cls(Recipe.from_dict(data.get("recipe")), check_fingerprint("fingerprint", data.get("fingerprint")),
-                   None if environment is None else Environment.from_dict(environment))
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One grid, variation set, matrix or nudge set, and the anchor it started from."""
-
-    id: int
-    kind: str  # one of KINDS' values
-    made_at: str  # "YYYY-MM-DD HH:MM:SS UTC"
-    cells: tuple[Cell, ...]
-    anchor: Cell | None = None  # variations and nudges: the image they started from
-    parent: int | None = None  # the entry the anchor was picked in, when it is in the history
-    columns: int = 1  # a matrix's cells per row
-
-    def to_json(self) -> dict:
-        return {"id": self.id, "kind": self.kind, "made_at": self.made_at, "parent": self.parent,
-                "columns": self.columns, "anchor": None if self.anchor is None else self.anchor.to_json(),
-                "cells": [cell.to_json() for cell in self.cells]}
-
-    @classmethod
-    def from_json(cls, data) -> Entry:
-        """An entry from untrusted JSON (the browser's storage, an imported file): ValueError if malformed."""
-        if not isinstance(data, dict):
-            raise ValueError(f"an entry must be a JSON object, got {type(data).__name__}")
-        kind, made_at, cells = data.get("kind"), data.get("made_at"), data.get("cells")
-        if kind not in KINDS.values():
-            raise ValueError(f"kind must be one of {', '.join(KINDS.values())}")
-        if not isinstance(made_at, str) or not _MADE_AT.match(made_at):
-            raise ValueError("made_at must read YYYY-MM-DD HH:MM:SS UTC")
-        if not isinstance(cells, list) or not 1 <= len(cells) <= MAX_ENTRY_CELLS:
-            raise ValueError(f"cells must be a list of 1 to {MAX_ENTRY_CELLS} images")
-        number, parent, columns = data.get("id"), data.get("parent"), data.get("columns", 1)
-        for name, value, allowed in (("id", number, False), ("parent", parent, True), ("columns", columns, False)):
-            if not (allowed and value is None) and (isinstance(value, bool) or not isinstance(value, int)
-                                                    or not 1 <= value <= 10**9):
-                raise ValueError(f"{name} must be a whole number from 1 to 1000000000")
-        anchor = data.get("anchor")
-        return cls(number, kind, made_at, tuple(Cell.from_json(cell) for cell in cells),
-                   None if anchor is None else Cell.from_json(anchor), parent, min(columns, MAX_ENTRY_CELLS))
-
-
-def read_history(value) -> tuple[list[Entry], int]:
-    """The valid entries of an untrusted history (oldest first, ids unique, within the bounds), and how many were dropped.
-
-    Read from the newest end and only as far as the bounds reach: a tampered store or file of any
-    size costs at most 4 * MAX_ENTRIES items and MAX_ENTRY_CELLS cells each of checking.
-    """
-    if not isinstance(value, list):
-        return [], 0 if value in (None, "") else 1
-    kept: list[Entry] = []
-    seen: set[int] = set()
-    cells = 0
-    for item in reversed(value[-MAX_ENTRIES * 4:]):  # we never write more: a longer list was made elsewhere
-        if len(kept) == MAX_ENTRIES:
-            break
-        try:
-            entry = Entry.from_json(item)
-        except (ValueError, TypeError, RecursionError):
-            continue
-        if entry.id in seen:
-            continue
-        if cells + len(entry.cells) > MAX_CELLS:
-            break
-        seen.add(entry.id)
-        kept.append(entry)
-        cells += len(entry.cells)
-    return kept[::-1], len(value) - len(kept)
-
-
-def bounded(entries: list[Entry]) -> list[Entry]:
-    """The newest entries within MAX_ENTRIES and MAX_CELLS (oldest first)."""
-    kept: list[Entry] = []
-    cells = 0
-    for entry in reversed(entries):
-        if len(kept) == MAX_ENTRIES or cells + len(entry.cells) > MAX_CELLS:
-            break
-        kept.append(entry)
-        cells += len(entry.cells)
-    return kept[::-1]
-
-
-def parent_of(entries: list[Entry], anchor: Cell | None) -> int | None:
-    """The newest entry that holds the anchor's recipe with its pixels, if any."""
-    if anchor is None:
-        return None
-    for entry in reversed(entries):
-        if any(cell.recipe == anchor.recipe and cell.fingerprint == anchor.fingerprint for cell in entry.cells):
-            return entry.id
-    return None
-
-
-def add_entry(entries: list[Entry], kind: str, cells: list[Cell], anchor: Cell | None = None,
-              columns: int = 1) -> list[Entry]:
-    """The history with a new entry at its end (its id one past the largest), within the bounds."""
-    number = max((entry.id for entry in entries), default=0) + 1
-    made_at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    entry = Entry(number, kind, made_at, tuple(cells[:MAX_ENTRY_CELLS]), anchor, parent_of(entries, anchor), columns)
-    return bounded([*entries, entry])
-
-
-def merge(entries: list[Entry], imported: list[Entry]) -> tuple[list[Entry], list[Entry]]:
-    """Imported entries after the current ones, renumbered past them (their lineage renumbered alike), and the
-    ones added: an entry the history holds (same kind, time and images) is not added twice."""
-    known = {identity(entry): entry.id for entry in entries}
-    numbers: dict[int, int] = {}
-    fresh: list[Entry] = []
-    last = max((entry.id for entry in entries), default=0)
-    for entry in imported:
-        key = identity(entry)
-        if key not in known:
-            last += 1
-            known[key] = last
-            fresh.append(entry)
-        numbers[entry.id] = known[key]  # a duplicate's children point at the entry already there
-    renumbered = [Entry(numbers[e.id], e.kind, e.made_at, e.cells, e.anchor, numbers.get(e.parent), e.columns)
-                  for e in fresh]
-    return bounded([*entries, *renumbered]), renumbered
-
-
-def identity(entry: Entry) -> tuple:
-    """What makes two entries the same: kind, time, and each image's recipe and fingerprint."""
-    cells = tuple((cell.fingerprint, json.dumps(cell.recipe.to_json(), sort_keys=True)) for cell in entry.cells)
-    return entry.kind, entry.made_at, cells
-
-
-def caption(entry: Entry, index: int) -> str:
-    """A cell's caption, derived from its recipe (never stored text): the seed, variation or nudge it shows."""
-    recipe = entry.cells[index].recipe
-    if entry.kind == "grid":
-        return f"seed {recipe.seed}"
-    if entry.kind == "nudges":
-        return f"variation seed {recipe.variation_seed} · strength {recipe.variation_strength:g}"
-    row_start = index - index % entry.columns if entry.kind == "matrix" else 0
-    base = entry.cells[row_start].recipe.prompt
-    column = "base prompt" if index == row_start else variation_text(base, recipe.prompt).strip()
-    return f"seed {recipe.seed} · {column}" if entry.kind == "matrix" else column
-
-
-def variation_text(base: str, prompt: str) -> str:
-    """What a variation line appended to the base prompt, as written (joined again, it gives the same prompt)."""
-    return prompt[len(base):] if prompt.startswith(base) and prompt != base else prompt
-
-
-def label(entry: Entry, numbers: set[int]) -> str:
-    """One line of the timeline: number, time, what it is, and where it came from (plain text)."""
-    first = entry.cells[0].recipe
-    count = len(entry.cells)
-    prompt = first.prompt if len(first.prompt) <= 40 else first.prompt[:40] + "…"
-    if entry.kind == "grid":
-        seeds = [str(cell.recipe.seed) for cell in entry.cells]
-        what = f"grid of {count}: seeds {', '.join(seeds[:4])}{'…' if count > 4 else ''} · {prompt!r}"
-    elif entry.kind == "matrix":
-        what = f"matrix {count // entry.columns} seeds x {entry.columns} columns · {prompt!r}"
-    else:
-        what = f"{entry.kind} ({count}) · {prompt!r}"
-    line = f"#{entry.id} · {entry.made_at[11:16]} · {what}"
-    if entry.anchor is not None:
-        source = (f"#{entry.parent}" if entry.parent in numbers else "an image outside this history")
-        line += f" ← anchor seed {entry.anchor.recipe.seed} from {source}"
-    return line
-
-
 def timeline(entries: list[Entry]) -> gr.Radio:
     """The timeline's choices, newest first (values are entry ids as text)."""
     numbers = {entry.id for entry in entries}
     return gr.Radio(choices=[(label(entry, numbers), str(entry.id)) for entry in reversed(entries)], value=None)
 
 
-def export_json(entries: list[Entry], base_url: str) -> dict:
-    """The exported file: every entry with its cells' recipes, fingerprints, environments and links."""
-    def cell(entry: Entry, index: int) -> dict:
-        one = entry.cells[index]
-        return {**cell_record(one.recipe, one.fingerprint, one.environment, base_url), "caption": caption(entry, index)}
-
-    return {"format": FORMAT, "version": VERSION, "exported_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            "entries": [{**entry.to_json(), "cells": [cell(entry, i) for i in range(len(entry.cells))]}
-                        for entry in entries]}
-
-
-def read_export(path: str | Path) -> list:
-    """The entries list of an exported file, before each entry is checked: ValueError saying what is wrong."""
-    try:
-        data = json.loads(Path(path).read_bytes())
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise ValueError(f"the file is not JSON ({type(error).__name__})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f'the file is not a SeedLab history (its "format" must be "{FORMAT}")')
-    if data.get("version") != VERSION:
-        raise ValueError(f"the file's version must be {VERSION}")
-    if not isinstance(data.get("entries"), list):
-        raise ValueError('the file\'s "entries" must be a list')
-    # Only what an export holds: a cell's link, seed, prompt and caption are derived again from its recipe.
-    return data["entries"]
-
-
-def export_file(entries: list[Entry], base_url: str, folder: Path) -> Path:
-    """The history as a JSON file in `folder`, named by its content."""
-    text = json.dumps(export_json(entries, base_url), indent=1, ensure_ascii=False)
-    path = folder / f"seedlab-history-{hashlib.sha256(text.encode()).hexdigest()[:12]}.json"
-    if not path.exists():
-        path.write_text(text, encoding="utf-8")
-    return path
-
-
 class History:
     """The history's handlers; the app object supplies admission, this server's record and the PNG folder."""
 
-    def __init__(self, app):
-        self.app = app
+    def __init__(self, admission: Admission, record: ResultRecord, pngs: PngStore, run: Callable):
+        # run(recipes, captions, request, progress, target): the app's generation, streaming a gallery's updates
+        self.admission, self.record, self.pngs, self.run = admission, record, pngs, run
 
     def updates(self, entries: list[Entry], request, note: str = "") -> dict:
         """The stored history, the timeline, the export file and a note (hidden when empty)."""
         export = gr.DownloadButton(interactive=False)
         if entries:
-            path = export_file(entries, base_url(request), self.app.pngs.folder)
-            self.app.pngs.added(path)
+            path = export_file(entries, base_url(request), self.pngs.folder)
+            self.pngs.added(path)
             export = gr.DownloadButton(value=str(path), interactive=True)
         return {"history": [entry.to_json() for entry in entries], "timeline": timeline(entries),
                 "history_export": export, "history_note": gr.Textbox(value=note, visible=bool(note))}
@@ -345,11 +121,11 @@ class History:
         gallery, records, missing, refused = [], [], 0, []
         for index, cell in enumerate(entry.cells):
             try:
-                recipe = self.app.admission.recipe(cell.recipe.to_dict())
+                recipe = self.admission.recipe(cell.recipe.to_dict())
             except ValueError as error:
                 refused.append(f"cell {index + 1}: {error}")
                 recipe = None
-            found = self.app.record.find(recipe) if recipe is not None else None
+            found = self.record.find(recipe) if recipe is not None else None
             path = found[1].path if found is not None and found[0].fingerprint == cell.fingerprint else None
             if path is None:
                 missing += 1
@@ -392,12 +168,12 @@ class History:
         except (ValueError, TypeError):
             raise gr.Error("Click an entry of the history first", print_exception=False) from None
         with user_errors():
-            recipes = [self.app.admission.recipe(cell.recipe.to_dict()) for cell in entry.cells]
-            self.app.admission.limits.check_count(len(recipes), "seeds")
-            self.app.admission.charge(recipes, visitor(request))
+            recipes = [self.admission.recipe(cell.recipe.to_dict()) for cell in entry.cells]
+            self.admission.limits.check_count(len(recipes), "seeds")
+            self.admission.charge(recipes, visitor(request))
         captions = [caption(entry, index) for index in range(len(entry.cells))]
         last: dict = {}
-        for update in self.app.run(recipes, captions, request, progress, "history_view"):
+        for update in self.run(recipes, captions, request, progress, "history_view"):
             last = {**last, **update}
             yield update
         made = last.get("history_view_results") or []
@@ -421,7 +197,7 @@ class History:
         for entry in imported:
             try:
                 for cell in entry.cells:
-                    self.app.admission.recipe(cell.recipe.to_dict())
+                    self.admission.recipe(cell.recipe.to_dict())
             except ValueError:
                 dropped += 1
                 continue
@@ -438,7 +214,7 @@ class History:
 
     def placeholder(self) -> Path:
         """A grey square for an image this server no longer keeps."""
-        path = self.app.pngs.folder / "not-kept.png"
+        path = self.pngs.folder / "not-kept.png"
         if not path.exists():
             from PIL import Image
             Image.new("RGB", (64, 64), (150, 150, 150)).save(path)

@@ -1,0 +1,311 @@
+"""The reproduce panel: a link, a recipe or a dropped image, regenerated and compared with the original.
+
+Its layout (at the top of the page), its handlers and its events. A link this server made opens from
+its record at once; any other is regenerated. A dropped image restores every field it holds, and one
+this server cannot run as it is gets the nearest runnable recipe offered beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import gradio as gr
+
+from seedlab import Original, Progress, Recipe, compare, encode_link
+from seedlab.admission import Admission
+from seedlab.generation import Cancelled
+from seedlab.metadata import UnreadablePNG
+from seedlab.reproduction import original_from_link, original_from_png, original_from_text
+from webui.cells import ANCHOR, CELL, anchor_updates, show_cell, verdict_record
+from webui.fields import RESTORED, label_message, restore, user_errors
+from webui.files import CancelRegistry, PngStore, ResultRecord
+from webui.gpu import stream_on_gpu
+from webui.requests import base_url, link_query, visitor
+from webui.wiring import PRIVATE, Wiring, busy, by_name, only_if_pending, ready
+
+
+def reproduction_panel(ui: dict) -> None:
+    """The "Reproduce a link, a recipe or an image" accordion, added to `ui` by name.
+
+    At the top of the page, so that the verdict and the image a link opens are the first thing a visitor
+    sees; closed (one line) otherwise.
+    """
+    with gr.Accordion("Reproduce a link, a recipe or an image", open=False, elem_id="reproduction") as ui["reproduction"]:
+        with gr.Row():
+            with gr.Column(scale=2):
+                ui["link_box"] = gr.Textbox(label="Link or recipe (JSON)", lines=2, elem_id="link-or-recipe",
+                                            placeholder="http://…/?v=1&prompt=…  or  {\"prompt\": …}")
+                with gr.Row():
+                    ui["reproduce"] = gr.Button("Regenerate and compare", elem_id="reproduce")
+                    # A link this server made opens from its record; this regenerates it to check.
+                    ui["reverify"] = gr.Button("Re-verify by regenerating", interactive=False, elem_id="reverify")
+                ui["png_file"] = gr.File(label="Drop an image made by SeedLab or another tool (PNG, JPEG, WebP)",
+                                         file_types=[".png", ".jpg", ".jpeg", ".webp"],
+                                         type="filepath", elem_id="png-drop", height=120)
+                ui["png_notes"] = gr.Textbox(label="What the image restored", interactive=False, lines=3,
+                                             elem_id="png-notes")
+                with gr.Row():
+                    ui["regenerate_png"] = gr.Button("Regenerate the image and compare", interactive=False,
+                                                     elem_id="regenerate-png")
+                    # For an image too large for this server: the same seed smaller, its noise kept.
+                    ui["use_nearest"] = gr.Button("Use the nearest runnable recipe", interactive=False,
+                                                  elem_id="use-nearest")
+                ui["png_nearest"] = gr.State(None)  # that recipe (JSON), until the next drop
+            with gr.Column(scale=3):
+                ui["verdict_text"] = gr.Textbox(label="Verdict", interactive=False, lines=3, elem_id="verdict")
+                with gr.Row(equal_height=False):
+                    ui["reproduced"] = gr.Image(label="Regenerated", type="filepath", format="png",
+                                                interactive=False, height=280, elem_id="reproduced",
+                                                elem_classes="pixelated")
+                    with gr.Column():
+                        ui["verdict_anchor"] = gr.Button("Make this image the anchor", interactive=False,
+                                                         elem_id="verdict-anchor")
+                        with gr.Accordion("Verdict (JSON)", open=False):
+                            ui["verdict"] = gr.JSON(label="Verdict", elem_id="verdict-json")
+
+
+def image_kind(path: str) -> str:
+    """What a dropped file is, by its first bytes: "PNG", "JPEG", "WebP" (else "image")."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(12)
+    except OSError:
+        return "image"
+    if head.startswith(b"\x89PNG"):
+        return "PNG"
+    if head.startswith(b"\xff\xd8"):
+        return "JPEG"
+    return "WebP" if head[:4] == b"RIFF" and head[8:12] == b"WEBP" else "image"
+
+
+def describe_size(recipe: Recipe) -> str:
+    """A nearest recipe in words: "seed 7 at 704x1024, 20 steps, the noise drawn at 832x1216"."""
+    text = f"seed {recipe.seed} at {recipe.width}x{recipe.height}, {recipe.num_inference_steps} steps"
+    if recipe.seed_resize_from is not None:
+        text += f", the noise drawn at {recipe.seed_resize_from[0]}x{recipe.seed_resize_from[1]} (seed resize from)"
+    return text
+
+
+class Reproduction:
+    """The reproduce panel's handlers: a link, a recipe or a dropped image, regenerated (or read back from this
+    server's record) and compared with the original, pixel for pixel."""
+
+    def __init__(self, admission: Admission, pngs: PngStore, record: ResultRecord, cancels: CancelRegistry):
+        self.admission, self.pngs, self.record, self.cancels = admission, pngs, record, cancels
+
+    def reproduce(self, link_or_recipe: str, request: gr.Request | None = None, progress=None):
+        """Reproduce a link or a recipe (JSON text) and compare: the image, and the verdict (exact, or how far off).
+
+        An image this server made recently is served from its record (the verdict says so and when it
+        was made); /reverify always regenerates.
+
+        Args:
+            link_or_recipe: a SeedLab link (http://…/?v=1&prompt=…&fp=…) or a recipe as JSON text ({"prompt": …})
+        """
+        yield from self.reproduce_text(link_or_recipe, request, progress, from_record=True)
+
+    def reverify(self, link_or_recipe: str, request: gr.Request | None = None, progress=None):
+        """Regenerate a link or a recipe (JSON text) now, even if this server has it on record, and compare.
+
+        Args:
+            link_or_recipe: a SeedLab link (http://…/?v=1&prompt=…&fp=…) or a recipe as JSON text ({"prompt": …})
+        """
+        yield from self.reproduce_text(link_or_recipe, request, progress, from_record=False)
+
+    def reproduce_text(self, link_or_recipe: str, request, progress, from_record: bool):
+        with user_errors():
+            original = self.admission.original(original_from_text(link_or_recipe), strict=True)
+            if not (from_record and self.record.find(original.recipe)):
+                self.admission.charge([original.recipe], visitor(request))
+        yield from self.regenerate(original, request, progress, from_record)
+
+    def open_link(self, request: gr.Request) -> dict:
+        """On page load: a link in the query string restores every control; its regeneration follows."""
+        query = link_query(request)
+        if query is None:
+            return {"pending": None}
+        try:
+            original = self.admission.original(original_from_link(query), strict=True)
+        except ValueError as error:
+            return {"verdict_text": f"This link cannot be opened. {label_message(error)}", "pending": None,
+                    "reproduction": gr.Accordion(open=True)}
+        opened = {"link_box": f"{base_url(request)}?{query}", **restore(original.recipe),
+                  "reproduction": gr.Accordion(open=True)}
+        served = self.from_record(original, request)  # at once, not queued behind other visitors' generations
+        if served is not None:
+            return {**opened, **served, "pending": None}
+        return {**opened, "verdict_text": "Regenerating the linked image…", "pending": original}
+
+    def open_png(self, path: str | None) -> dict:
+        """A dropped image restores every field its recipe holds; notes say what could not be mapped.
+
+        Every field is replaced (nothing stays from the previous file). A recipe this server cannot run as it
+        is (too large, too many steps, too long) is still restored, with the limit it passes and the nearest
+        recipe the server runs offered beside it: not the original image, so it is not compared.
+        """
+        nothing = {"pending": None, "regenerate_png": gr.Button(interactive=False), "png_nearest": None,
+                   "use_nearest": gr.Button(interactive=False)}
+        if not path:
+            return {"png_notes": "", **nothing}
+        kind = image_kind(path)
+        try:
+            read = self.admission.adapt(original_from_png(path))
+        except UnreadablePNG as error:
+            return {"png_notes": f"This {kind} cannot be read: {error}", **nothing}
+        except ValueError as error:  # no recipe in it, or one that no server could run: the message names the field
+            return {"png_notes": f"Nothing was restored from this {kind}: {label_message(error)}", **nothing}
+        notes = "\n".join(f"- {note}" for note in read.notes) or f"- everything in the {kind} was restored"
+        restored = f"Restored from the {kind} (seed {read.recipe.seed})."
+        try:
+            original = self.admission.original(read, strict=True)
+            self.admission.price(original.recipe)
+        except ValueError as error:  # its recipe breaks a limit of this server: every field is restored anyway
+            nearest = self.admission.nearest(read.recipe)
+            offer = ("\nNo smaller recipe fits this server either." if nearest is None else
+                     f"\nThe nearest recipe this server runs (not the original image): {describe_size(nearest)}. "
+                     "\"Use the nearest runnable recipe\" puts it in the controls.")
+            return {**restore(read.recipe), **nothing,
+                    "png_notes": f"{restored} This server cannot run it as it is: {label_message(error)}.{offer}\n"
+                                 f"{notes}",
+                    "png_nearest": None if nearest is None else nearest.to_json(),
+                    "use_nearest": gr.Button(interactive=nearest is not None)}
+        if original.pixels is not None and original.fingerprint is not None:
+            self.pngs.keep_pixels(original.pixels, original.fingerprint)  # on disk, not in the session's memory
+        return {**restore(original.recipe), **nothing, "png_notes": f"{restored}\n{notes}",
+                "pending": original.with_pixels(None), "regenerate_png": gr.Button(interactive=True)}
+
+    def use_nearest(self, nearest: dict | None) -> dict:
+        """The nearest runnable recipe of a dropped image into the controls (Generate makes it)."""
+        if not nearest:
+            raise gr.Error("Drop an image whose recipe this server cannot run first", print_exception=False)
+        recipe = Recipe.from_dict(nearest)
+        return {**restore(recipe), "png_notes": f"In the controls: {describe_size(recipe)}, not the original "
+                                                "image. Press Generate to make it."}
+
+    def reproduce_pending(self, original: Original | None, request: gr.Request | None = None, progress=None):
+        """Regenerate the dropped PNG that open_png left in the session state, and compare."""
+        yield from self.pending(original, request, progress, from_record=False)
+
+    def reproduce_linked(self, original: Original | None, request: gr.Request | None = None, progress=None):
+        """The linked image that open_link left in the session state: from this server's record, else regenerated."""
+        yield from self.pending(original, request, progress, from_record=True)
+
+    def pending(self, original: Original | None, request, progress, from_record: bool):
+        if original is None:  # nothing to regenerate: leave every output as it is (a verdict shown at load stays)
+            yield {}
+            return
+        with user_errors():
+            if not (from_record and self.record.find(original.recipe)):
+                self.admission.charge([original.recipe], visitor(request))
+        for update in self.regenerate(original, request, progress, from_record):
+            if "verdict" in update and update["verdict"]:
+                update = {**update, "verdict_text": update["verdict"]["summary"]}
+            yield update
+
+    def after_reproduce(self, verdict: dict | None) -> dict:
+        """After /reproduce: the controls show the regenerated recipe, and the verdict its summary."""
+        if not verdict:
+            return {}
+        return {**restore(Recipe.from_dict(verdict["recipe"])), "verdict_text": verdict["summary"],
+                "reverify": gr.Button(interactive=bool(verdict.get("served_from_record")))}
+
+    def verdict_anchor(self, verdict: dict | None) -> dict:
+        """The regenerated image (a link, a reproduction, a dropped PNG) becomes the anchor and the selection."""
+        record = verdict_record(verdict)
+        if record is None:
+            raise gr.Error("Nothing was regenerated yet: open a link, paste a recipe or drop an image first",
+                           print_exception=False)
+        return {**anchor_updates(record), **show_cell(record, self.record)}
+
+    def verdict_ready(self, verdict: dict | None) -> dict:
+        """"Make this image the anchor" works once an image was regenerated."""
+        return {"verdict_anchor": gr.Button(interactive=verdict_record(verdict) is not None)}
+
+    def from_record(self, original: Original, request) -> dict | None:
+        """The verdict for an image this server already made, read back from its record; None if it has not."""
+        recorded = self.record.find(original.recipe)
+        if recorded is None:
+            return None
+        result, entry = recorded
+        verdict = compare(result, original)
+        link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
+        summary = (f"Served from this server's record of the image it made at {entry.made_at_text()}: not "
+                   f"regenerated now (press \"Re-verify by regenerating\" to check). {verdict.summary}")
+        return {"reproduced": entry.path, "reverify": gr.Button(interactive=True), "verdict_text": summary,
+                "verdict": {**verdict.to_dict(), "summary": summary, "served_from_record": True,
+                            "made_at": entry.made_at_text(), "recipe": result.recipe.to_json(), "link": link}}
+
+    def regenerate(self, original: Original, request, progress, from_record: bool = False) -> Iterator[dict]:
+        """Generate an original's recipe again, save the PNG and compare: yields {} per step, then the verdict.
+
+        With `from_record`, an image this server already made is read back from its record instead.
+        """
+        served = self.from_record(original, request) if from_record else None
+        if served is not None:
+            yield served
+            return
+        cancel = self.cancels.new(getattr(request, "session_hash", None))
+        if original.pixels is None and original.fingerprint is not None:
+            original = original.with_pixels(self.pngs.pixels(original.fingerprint))
+        with user_errors():
+            model = self.admission.store.get(original.recipe.model)
+            result = None
+            try:
+                for event in stream_on_gpu(model, [original.recipe], cancel=cancel):
+                    if isinstance(event, Progress):
+                        if progress is not None:
+                            progress((event.done, event.total), desc="regenerating", unit="steps")
+                        yield {}
+                        continue
+                    result = event
+            except Cancelled:
+                gr.Warning("Stopped: the image was not regenerated.")
+                yield {"reproduced": None, "verdict": None, "verdict_text": "Stopped before the image was regenerated."}
+                return
+        verdict = compare(result, original)
+        link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
+        path = self.pngs.save(result)
+        self.record.add(result, path)
+        yield {"reproduced": path, "reverify": gr.Button(interactive=False),
+               "verdict": {**verdict.to_dict(), "recipe": result.recipe.to_json(), "link": link,
+                           "served_from_record": False}}
+
+
+def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction: Reproduction) -> list:
+    """The panel's events; returns its generating ones (for Stop). /reproduce and /reverify are public."""
+    ui, event, guarded = wiring.ui, wiring.event, wiring.guarded
+    restored = [ui[name] for name in RESTORED]
+    # Links: restore the controls at once, then regenerate (or read back from the record) and show the verdict.
+    verdict = ["reproduced", "verdict", "verdict_text", "reverify"]
+    link = event(demo.load, reproduction.open_link, None, ["link_box", *RESTORED, *verdict, "pending", "reproduction"],
+                 queue=False, **PRIVATE)
+    # Only a page that opened a link to regenerate is busy (Stop works meanwhile); a plain page load must not
+    # flip the buttons, or a click in that moment would be refused.
+    link = link.then(only_if_pending(busy), ui["pending"], wiring.buttons, queue=False, show_progress="hidden",
+                     **PRIVATE)
+    link = link.then(by_name(reproduction.reproduce_linked, ui, [ui[name] for name in verdict]), ui["pending"],
+                     [ui[name] for name in verdict], concurrency_id="generation", **PRIVATE)
+    for ends in (link.then, link.failure):
+        ends(only_if_pending(ready), ui["pending"], wiring.buttons, queue=False, show_progress="hidden", **PRIVATE)
+    reproduce = event(guarded([ui["reproduce"].click]), reproduction.reproduce, [ui["link_box"]],
+                      ["reproduced", "verdict"], api_name="reproduce", concurrency_id="generation")
+    reverify = event(guarded([ui["reverify"].click]), reproduction.reverify, [ui["link_box"]],
+                     ["reproduced", "verdict"], api_name="reverify", concurrency_id="generation")
+    after = restored + [ui["verdict_text"], ui["reverify"]]
+    for reproducing in (reproduce, reverify):
+        reproducing.success(by_name(reproduction.after_reproduce, ui, after), ui["verdict"], after, queue=False,
+                            **PRIVATE)
+    # A dropped image: every field it holds restored, then regenerated on request.
+    event(ui["png_file"].upload, reproduction.open_png, [ui["png_file"]],
+          [*RESTORED, "png_notes", "pending", "regenerate_png", "png_nearest", "use_nearest"], **PRIVATE)
+    event(ui["use_nearest"].click, reproduction.use_nearest, [ui["png_nearest"]], [*RESTORED, "png_notes"],
+          queue=False, **PRIVATE)
+    png = event(guarded([ui["regenerate_png"].click]), reproduction.reproduce_pending, [ui["pending"]], verdict,
+                concurrency_id="generation", **PRIVATE)
+    # The regenerated image can be the anchor (the cell outputs show it as the selection).
+    event(ui["verdict_anchor"].click, reproduction.verdict_anchor, [ui["verdict"]], [*ANCHOR, *CELL], queue=False,
+          **PRIVATE)
+    ui["verdict"].change(by_name(reproduction.verdict_ready, ui, [ui["verdict_anchor"]]), ui["verdict"],
+                         ui["verdict_anchor"], queue=False, **PRIVATE)
+    wiring.settles(reproduce, reverify, png)
+    return [link, reproduce, reverify, png]

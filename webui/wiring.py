@@ -1,0 +1,142 @@
+"""How the page's events are wired: updates by component name, the busy state, and the page's own script.
+
+Every user action ends in exactly one of: success, refusal (a message; the page ready, nothing else
+changed) or stop. Gradio runs `.then` steps only after an event that did not fail, so each generating
+event resets the buttons with both `.then` (done or stopped) and `.failure` (refused): `Wiring.settles`.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import gradio as gr
+
+CSS = """
+.pixelated img { image-rendering: pixelated; }  /* 64x64 images, enlarged with crisp pixels */
+#reproduced img, #cell-image img { width: 256px; max-width: 100%; height: 256px; object-fit: contain; }  /* not at its native 64 px */
+/* Gradio gives every column at least 100 px, which pushes the last cells out of a phone-wide gallery:
+   columns share the width instead, and narrow screens get two (three for the matrix, whose rows are seeds). */
+.cells .grid-container { grid-template-columns: repeat(var(--grid-cols), minmax(0, 1fr)) !important; }
+@media (max-width: 480px) {
+    .cells:not(#matrix) .grid-container { grid-template-columns: repeat(2, minmax(0, 1fr)) !important; }
+    .cells .caption-label { white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+                            height: auto !important; max-height: none !important; font-size: 11px; }
+}
+/* A gallery is as tall as its images: no empty box under a row of cells. */
+.cells .grid-wrap.fixed-height { min-height: 0 !important; max-height: none !important; }
+/* Fullscreen shows the image as large as the screen allows (its 64 px pixels crisp), not at 256 px. */
+#cell-image.fullscreen img, #reproduced.fullscreen img { width: min(100vw, 100vh) !important;
+    height: min(100vw, 100vh) !important; max-width: none !important; }
+"""
+# Ctrl+Enter (Cmd+Enter) in the prompt presses Generate, unless it is busy; plain Enter still adds a line.
+# Enter in the seeds box while a grid runs would be dropped without a word (Gradio ignores a trigger
+# whose event is still pending): it is stopped here and the page says why until Generate is ready.
+SHORTCUTS = """
+() => {
+    document.addEventListener("keydown", (event) => {
+        if (event.key !== "Enter" || !(event.target instanceof Element)) return;
+        const button = document.querySelector("#generate");
+        const busy = button !== null && button.disabled;
+        if (event.target.closest("#seeds") && !event.shiftKey && busy) {
+            event.preventDefault();
+            event.stopImmediatePropagation();
+            const note = document.querySelector("#busy-note");
+            if (!note) return;
+            note.textContent = "Still generating: press Enter again when it is done, or Stop to end it.";
+            const clear = setInterval(() => {
+                if (!button.disabled) { note.textContent = ""; clearInterval(clear); }
+            }, 250);
+            return;
+        }
+        if (!(event.ctrlKey || event.metaKey) || !event.target.closest("#prompt")) return;
+        event.preventDefault();
+        if (button && !busy) button.click();
+    }, true);
+    document.body.dataset.seedlab = "ready";  // the shortcuts work from here on (tests wait for it)
+}
+"""
+GENERATE = "Generate grid"
+# After a click on any cell: the Selected image panel scrolled into view (a no-op where it already is).
+SHOW_CELL = "() => { document.querySelector('#cell-panel')?.scrollIntoView({block: 'nearest'}); }"
+SHOW_SEEDS = "() => { document.querySelector('#seeds')?.scrollIntoView({block: 'nearest'}); }"
+
+
+def by_name(function, components: dict, outputs: list):
+    """Wire a handler that returns (or yields) updates keyed by component name to Gradio's dict-by-component form."""
+    allowed = set(outputs)
+
+    def convert(update: dict | None):
+        unknown = [name for name in update or {} if name not in components]
+        if unknown:  # a misspelt name would be an update nobody sees
+            raise KeyError(f"{function.__name__} updates components that do not exist: {', '.join(unknown)}")
+        # A known component that is not this event's output is left alone: one handler serves several events.
+        converted = {components[name]: value for name, value in (update or {}).items() if components[name] in allowed}
+        if converted:
+            return converted
+        skips = tuple(gr.skip() for _ in outputs)  # nothing to change (Gradio reads an empty dict as one value)
+        return skips[0] if len(skips) == 1 else skips
+
+    if inspect.isgeneratorfunction(function) or inspect.isgeneratorfunction(getattr(function, "__wrapped__", None)):
+        def wired(*args):
+            for update in function(*args):
+                yield convert(update)
+    else:
+        def wired(*args):
+            return convert(function(*args))
+    wired.__signature__ = inspect.signature(function)
+    wired.__annotations__ = gr.utils.get_type_hints(function)  # resolved where the handler was written
+    wired.__name__, wired.__doc__ = function.__name__, function.__doc__
+    return wired
+
+
+def busy() -> tuple:
+    """Generate and the vary button refuse clicks and say why; Stop becomes available."""
+    return gr.Button("Generating…", interactive=False), gr.Button(interactive=False), gr.Button(interactive=True)
+
+
+def ready() -> tuple:
+    """Nothing runs: Generate and the vary button work again; Stop has nothing to stop."""
+    return gr.Button(GENERATE, interactive=True), gr.Button(interactive=True), gr.Button(interactive=False)
+
+
+def only_if_pending(change):
+    """`change` (busy or ready) when the page opened a link it regenerates; otherwise the buttons stay."""
+    def apply(pending):
+        return change() if pending is not None else (gr.skip(), gr.skip(), gr.skip())
+    apply.__name__ = change.__name__
+    return apply
+
+
+class Wiring:
+    """Events between components named in `ui`: handlers return updates keyed by name (see by_name)."""
+
+    def __init__(self, ui: dict):
+        self.ui = ui
+        # While this page generates, Generate and the vary button say so and refuse a second click; Stop works.
+        self.buttons = [ui["generate"], ui["vary_button"], ui["stop"]]
+
+    def event(self, trigger, function, inputs: list, outputs: list[str], **options):
+        """`trigger(function)` with `inputs` (components) and `outputs` by name; returns the dependency."""
+        targets = [self.ui[name] for name in outputs]
+        return trigger(by_name(function, self.ui, targets), inputs, targets, **options)
+
+    def guarded(self, triggers: list):
+        """The busy step on `triggers`, then (through the returned `.then`) the generation it guards.
+
+        The busy step runs first and the generation follows it (events on one trigger have no set order).
+        """
+        return gr.on(triggers, busy, None, self.buttons, queue=False, show_progress="hidden", **PRIVATE).then
+
+    def settles(self, *events) -> None:
+        """The page is ready again however each event ends: done or stopped (.then), refused (.failure)."""
+        for event in events:
+            for ends in (event.then, event.failure):
+                ends(ready, None, self.buttons, queue=False, show_progress="hidden", **PRIVATE)
+
+    def shows_cell(self, trigger, function, inputs: list, outputs: list[str]) -> None:
+        """A click on a cell: its updates, then the Selected image panel scrolled into view."""
+        self.event(trigger, function, inputs, outputs, queue=False, **PRIVATE).then(
+            None, js=SHOW_CELL, queue=False, **PRIVATE)
+
+
+PRIVATE = {"api_visibility": "private"}  # the page's own events: not in the API, not MCP tools
