@@ -4,6 +4,7 @@ Set SEEDLAB_SCREENSHOT=1 to save a screenshot of the UI after the run to docs/sc
 """
 
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,13 @@ def test_grid_anchor_and_variations(page):
     captions = page.locator("#variations .thumbnail-item .caption-label").all_inner_texts()
     assert captions == ["base prompt", ", on a blue background", ", on a black background"]
     assert_served_as_png(page, thumbnails(page, "variations"))
+    if os.environ.get("SEEDLAB_SCREENSHOT"):  # the README's picture: the grid, the selected cell, the anchor
+        page.locator("#grid .thumbnail-item").nth(2).click()
+        page.wait_for_function("document.querySelector('#cell-image img') !== null")
+        page.evaluate("window.scrollTo(0, 0)")
+        page.set_viewport_size({"width": 1400, "height": 1400})
+        page.wait_for_timeout(1000)
+        page.screenshot(path=str(SCREENSHOT))
 
 
 def test_a_copied_link_regenerates_exactly_after_a_server_restart(browser, app_server, tmp_path):
