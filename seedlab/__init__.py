@@ -29,6 +29,7 @@ from .generation import (  # noqa: E402
 from .links import decode_link, encode_link  # noqa: E402
 from .metadata import png_info, read_png, save_png  # noqa: E402
 from .models import Model, ModelStore, describe, load_model, resolve_device  # noqa: E402
+from .noise import randn  # noqa: E402
 from .recipe import MAX_SEED, Recipe, join_prompt  # noqa: E402
 from .reproduction import (  # noqa: E402
     Original,
@@ -45,6 +46,6 @@ __all__ = [
     "Verdict", "compare", "configure_process", "decode_link", "describe", "encode_link", "fingerprint",
     "format_seeds", "full_determinism", "generate", "generate_grid", "generate_variations", "grid_recipes",
     "iter_generate", "join_prompt", "load_model", "original_from_link", "original_from_png", "original_from_text",
-    "parse_seeds", "png_info", "random_seeds", "read_png", "resolve_device", "save_png", "stream",
+    "parse_seeds", "png_info", "randn", "random_seeds", "read_png", "resolve_device", "save_png", "stream",
     "variation_recipes",
 ]

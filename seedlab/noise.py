@@ -11,6 +11,9 @@ Sources (`rng`):
   schedulers cannot draw their per-step noise from a numpy generator, so this source only drives
   schedulers that draw nothing while stepping (`check_scheduler` refuses the others) and hands
   the pipeline no generator.
+- "cuda-philox": what torch.randn gives on a CUDA GPU, computed on the CPU (philox.py; A1111's "NV"
+  source) in float32 and cast once to the model's dtype, on any machine. As with numpy-pcg64, only
+  schedulers that draw nothing while stepping can run with it, and the pipeline gets no generator.
 
 Seed fields, with AUTOMATIC1111's meaning (modules/rng.py, ImageRNG.first):
 - variation_seed / variation_strength: the seed's noise and the variation seed's noise are
@@ -18,8 +21,8 @@ Seed fields, with AUTOMATIC1111's meaning (modules/rng.py, ImageRNG.first):
 - seed_resize_from (width, height): the noise is drawn at that size and centred in the target
   size, cropped or padded with the seed's own target-size noise. Variation happens first, at the
   drawn size, as in A1111.
-Both are computed in float32 on the noise source's device (the CPU for "cpu" and "numpy-pcg64",
-so the result does not depend on the hardware) and cast to the model's dtype at the end.
+Both are computed in float32 on the noise source's device (the CPU for "cpu", "numpy-pcg64" and
+"cuda-philox", so the result does not depend on the hardware) and cast to the model's dtype at the end.
 """
 
 from __future__ import annotations
@@ -33,7 +36,12 @@ import numpy as np
 import torch
 from diffusers.utils.torch_utils import randn_tensor
 
+from .philox import cuda_normal
 from .recipe import MAX_SEED, MAX_SIZE, RNG_SOURCES  # torch's manual_seed takes 0..2**64-1; PCG64 any int >= 0
+
+MAX_NOISE_ELEMENTS = 2**26  # 256 MB of float32; the largest latents (16 x 512 x 512) have 2**22
+CPU_SOURCES = ("cpu", "numpy-pcg64", "cuda-philox")  # the sources that draw the same numbers on any machine
+_NO_GENERATOR = ("numpy-pcg64", "cuda-philox")  # sources diffusers' schedulers cannot draw step noise from
 PARALLEL_DOT = 0.9995  # A1111's threshold: above it the noises are nearly parallel and slerp is unstable
 PROBE_STEPS = 4  # enough for multistep and second-order schedulers to reach the steps that draw
 _NUMPY_DTYPES = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64}
@@ -44,7 +52,7 @@ class Noise:
     """A recipe's starting noise, and the generator the scheduler draws later steps from."""
 
     latents: torch.Tensor  # (1, C, h, w) on the model's device and dtype, not scaled by init_noise_sigma
-    generator: torch.Generator | None  # None where nothing may draw (rng numpy-pcg64)
+    generator: torch.Generator | None  # None where nothing may draw (rng numpy-pcg64, cuda-philox)
 
 
 def latent_shape(pipeline, width: int, height: int) -> tuple[int, ...]:
@@ -91,6 +99,9 @@ def make_noise(
     if rng == "numpy-pcg64":
         generator = None
         latents = _numpy_noise(seed, shape, dtype).to(device)
+    elif rng == "cuda-philox":
+        generator = None
+        latents = randn(seed, shape, rng).to(device=device, dtype=dtype)  # float32, as CUDA draws it, cast once
     else:
         generator = torch.Generator(_generator_device(rng, device)).manual_seed(seed)
         latents = randn_tensor(shape, generator=generator, device=device, dtype=dtype)
@@ -105,6 +116,25 @@ def make_noise(
     if source_shape != shape:
         noise = place_centred(noise, _first_noise(rng, seed, shape, device))
     return Noise(noise.to(device=device, dtype=dtype), generator)
+
+
+def randn(seed: int, shape: tuple[int, ...], rng: str = "cpu") -> torch.Tensor:
+    """The float32 CPU tensor of shape `shape` that the `rng` source seeded with `seed` draws first.
+
+    "cpu": torch.randn with a CPU generator; "numpy-pcg64": numpy's PCG64 standard normals (float64,
+    cast to float32); "cuda-philox": torch.randn on a CUDA GPU, for tensors of up to
+    philox.CUDA_CARDS elements. ("device" draws on the model's device, so it has no CPU value here.)
+    """
+    if rng not in CPU_SOURCES:
+        raise ValueError(f"rng must be one of {', '.join(CPU_SOURCES)} (device draws on the model's device, not "
+                         f"here), got {rng!r:.60}")
+    _check_seed("seed", seed)
+    shape = _check_shape(shape)
+    if rng == "numpy-pcg64":
+        return _numpy_noise(seed, shape, torch.float32)
+    if rng == "cuda-philox":
+        return torch.from_numpy(cuda_normal(seed, math.prod(shape)).reshape(shape))
+    return torch.randn(shape, generator=torch.Generator("cpu").manual_seed(seed), dtype=torch.float32)
 
 
 def slerp(strength: float, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
@@ -162,10 +192,11 @@ def draws_noise(scheduler) -> bool:
 def check_scheduler(rng: str, scheduler) -> None:
     """Raise ValueError when noise from `rng` cannot drive `scheduler` faithfully."""
     _check_rng(rng)
-    if rng == "numpy-pcg64" and draws_noise(scheduler):
+    if rng in _NO_GENERATOR and draws_noise(scheduler):
+        also = " (or rng device on a CUDA GPU, whose own generator is Philox)" if rng == "cuda-philox" else ""
         raise ValueError(
-            f"rng numpy-pcg64 cannot drive {type(scheduler).__name__}, which draws noise at every step: "
-            "pick a deterministic scheduler (Euler, DDIM, DPM++ 2M, ...) or rng cpu"
+            f"rng {rng} cannot drive {type(scheduler).__name__}, which draws noise at every step: "
+            f"pick a deterministic scheduler (Euler, DDIM, DPM++ 2M, ...) or rng cpu{also}"
         )
 
 
@@ -188,8 +219,8 @@ def _step_through(scheduler, generator: torch.Generator) -> None:
 
 def _first_noise(rng: str, seed: int, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
     """The first float32 noise of a fresh `rng` source seeded with `seed`, on the source's device."""
-    if rng == "numpy-pcg64":
-        return _numpy_noise(seed, shape, torch.float32)
+    if rng in CPU_SOURCES:
+        return randn(seed, shape, rng)
     generator = torch.Generator(_generator_device(rng, device)).manual_seed(seed)
     return randn_tensor(shape, generator=generator, device=generator.device, dtype=torch.float32)
 
@@ -239,6 +270,19 @@ def _check_rng(rng: str) -> None:
 def _check_seed(field: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
         raise ValueError(f"{field} must be an integer from 0 to {MAX_SEED}, got {value!r}")
+
+
+def _check_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    allowed = f"a tuple of whole numbers from 0 up, with at most {MAX_NOISE_ELEMENTS:,} elements in all"
+    if isinstance(shape, int) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)) or len(shape) > 8:
+        raise ValueError(f"shape must be {allowed}, got {shape!r:.60}")
+    if any(isinstance(side, bool) or not isinstance(side, int) or side < 0 for side in shape):
+        raise ValueError(f"shape must be {allowed}, got {tuple(shape)!r:.60}")
+    if math.prod(shape) > MAX_NOISE_ELEMENTS:
+        raise ValueError(f"shape must be {allowed}, got {tuple(shape)!r:.60} ({math.prod(shape):,} elements)")
+    return tuple(shape)
 
 
 def _check_strength(value: float) -> None:

@@ -22,7 +22,7 @@ MAX_SEED = 2**64 - 1  # what torch's manual_seed accepts; ComfyUI and Fooocus se
 MAX_SAFE_JS_INT = 2**53 - 1  # beyond this a JavaScript number loses digits: seeds travel as text
 DEFAULT_MODEL = "embedded"  # the checkpoint that ships in seedlab/embedded_model (see models.py)
 DEFAULT_SCHEDULER = "default"  # the model's own scheduler; resolved to a class name at generation
-RNG_SOURCES = ("cpu", "device", "numpy-pcg64")
+RNG_SOURCES = ("cpu", "device", "numpy-pcg64", "cuda-philox")
 DTYPES = ("float32", "float16", "bfloat16")
 MAX_PROMPT_CHARS = 2000
 MAX_STEPS = 200
@@ -197,7 +197,8 @@ class Recipe:
                         link="h", cli="--height", a1111="Size", help="image height in pixels")
     rng: str = _spec("cpu", kind="choice", choices=RNG_SOURCES, label="RNG source", link="rng", cli="--rng",
                      a1111="RNG", help="where the noise comes from: cpu (portable, plain diffusers), device "
-                                       "(the GPU's own), numpy-pcg64 (mindone.diffusers on Ascend)")
+                                       "(the GPU's own), numpy-pcg64 (mindone.diffusers on Ascend), "
+                                       "cuda-philox (a CUDA GPU's noise on any machine, A1111's NV)")
     variation_seed: int = _spec(0, kind="seed", high=MAX_SEED, label="Variation seed", link="vseed",
                                 cli="--variation-seed", a1111="Variation seed", a1111_when="variation_strength",
                                 help="a second seed whose noise is blended in (A1111's variation seed)")

@@ -31,7 +31,7 @@ recipes = st.builds(
     guidance_scale=st.floats(0, 50, allow_nan=False) | st.sampled_from([0.0, 7.5, 1e-300, 49.99999999999999]),
     width=st.integers(4, 512).map(lambda n: 8 * n),
     height=st.integers(4, 512).map(lambda n: 8 * n),
-    rng=st.sampled_from(["cpu", "device", "numpy-pcg64"]),
+    rng=st.sampled_from(["cpu", "device", "numpy-pcg64", "cuda-philox"]),
     variation_seed=st.integers(0, MAX_SEED),
     variation_strength=st.floats(0, 1, allow_nan=False),
     seed_resize_from=st.none() | st.tuples(st.integers(4, 512).map(lambda n: 8 * n), st.integers(4, 512).map(lambda n: 8 * n)),

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from seedlab.noise import RNG_SOURCES, check_scheduler, draws_noise, latent_shape, make_noise, slerp
+from seedlab.noise import RNG_SOURCES, check_scheduler, draws_noise, latent_shape, make_noise, randn, slerp
 from tests.tiny import tiny_pipeline
 
 CPU = torch.device("cpu")
@@ -88,7 +88,10 @@ def test_the_largest_seeds_work_for_every_source(pipe, rng):
     made = noise(pipe, BIG_SEED, rng=rng, variation_seed=BIG_SEED - 1, variation_strength=0.5)
     assert torch.isfinite(made.latents).all()
     plain = noise(pipe, BIG_SEED, rng=rng).latents
-    expected = numpy_noise(BIG_SEED, plain.shape) if rng == "numpy-pcg64" else torch_noise(BIG_SEED, plain.shape)
+    if rng in ("cpu", "device"):
+        expected = torch_noise(BIG_SEED, plain.shape)
+    else:
+        expected = numpy_noise(BIG_SEED, plain.shape) if rng == "numpy-pcg64" else randn(BIG_SEED, plain.shape, rng)
     assert np.array_equal(plain.numpy(), np.asarray(expected, dtype=np.float32))
 
 
@@ -145,7 +148,7 @@ def reference_slerp(strength, low, high):
     return out
 
 
-@pytest.mark.parametrize("rng", ["cpu", "numpy-pcg64"])
+@pytest.mark.parametrize("rng", ["cpu", "numpy-pcg64", "cuda-philox"])
 @pytest.mark.parametrize("strength", [0.1, 0.5, 0.9])
 def test_variation_is_the_slerp_of_the_two_seeds_noise(pipe, rng, strength):
     made = noise(pipe, 11, rng=rng, variation_seed=12, variation_strength=strength)
@@ -217,7 +220,7 @@ def reference_place(source, canvas):
     [(96, 80), (40, 48), (76, 52), (36, 100), (4, 4)],
     ids=["crop", "pad", "odd crop and pad", "pad width crop height", "smallest"],
 )
-@pytest.mark.parametrize("rng", ["cpu", "numpy-pcg64"])
+@pytest.mark.parametrize("rng", ["cpu", "numpy-pcg64", "cuda-philox"])
 def test_seed_resize_places_the_noise_centred(pipe, resize_from, rng):
     made = noise(pipe, 31, rng=rng, seed_resize_from=resize_from)
     drawn = noise(pipe, 31, size=resize_from, rng=rng).latents
@@ -282,11 +285,12 @@ def test_draws_noise_and_check_scheduler(pipe, scheduler_class, options, draws):
     assert schedule_state(scheduler) == before  # it stepped a copy
     check_scheduler("cpu", scheduler)
     check_scheduler("device", scheduler)
-    if draws:
-        with pytest.raises(ValueError, match=f"rng numpy-pcg64 cannot drive {scheduler_class.__name__}.*rng cpu"):
-            check_scheduler("numpy-pcg64", scheduler)
-    else:
-        check_scheduler("numpy-pcg64", scheduler)
+    for rng in ("numpy-pcg64", "cuda-philox"):
+        if draws:
+            with pytest.raises(ValueError, match=f"rng {rng} cannot drive {scheduler_class.__name__}.*rng cpu"):
+                check_scheduler(rng, scheduler)
+        else:
+            check_scheduler(rng, scheduler)
 
 
 def test_ddim_draws_only_when_eta_is_positive(pipe):
@@ -323,7 +327,7 @@ def test_latent_shape_refuses_packed_pipelines_by_name():
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"rng": "gpu"}, "rng must be one of cpu, device, numpy-pcg64, got 'gpu'"),
+        ({"rng": "gpu"}, "rng must be one of cpu, device, numpy-pcg64, cuda-philox, got 'gpu'"),
         ({"seed": 2**64}, "seed must be an integer from 0 to 18446744073709551615, got 18446744073709551616"),
         ({"seed": -1}, "seed must be an integer from 0 to"),
         ({"variation_seed": 1.5}, "variation_seed must be an integer from 0 to"),
