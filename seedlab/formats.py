@@ -166,8 +166,8 @@ def read_invokeai(text: str) -> tuple[str, dict[str, Any], list[str]]:
     if "scheduler" in data:
         fields["scheduler"] = sampler_scheduler(data["scheduler"], None, notes)
         used.add("scheduler")
-    if data.get("rand_device") in ("cpu", "cuda"):
-        fields["rng"] = "cpu" if data["rand_device"] == "cpu" else "device"
+    if data.get("rand_device") in ("cpu", "cuda"):  # InvokeAI draws torch.randn on that device
+        fields["rng"] = "cpu" if data["rand_device"] == "cpu" else "cuda-philox"
         used.add("rand_device")
     _leftover("InvokeAI", data, used, notes)
     return "InvokeAI", fields, notes

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from .formats import MAX_TEXT, SAMPLERS, A1111_NAMES, check_text, loads, sampler_scheduler
+from .philox import CUDA_CARDS, cards_matching
 from .recipe import SPECS
 
 # Recipe field -> the A1111 key it is written under, from each field's Spec (recipe.py). Sampler, Size,
@@ -25,7 +26,11 @@ from .recipe import SPECS
 A1111_KEYS = {name: spec.a1111 for name, spec in SPECS.items() if spec.a1111}
 A1111_ORDER = ("Steps", "Sampler", "CFG scale", "Seed", "Size", "Model")  # where A1111 puts them: first, in this order
 SEEDLAB_SCHEDULER_KEY = "Scheduler"  # the exact diffusers class, more precise than A1111's Sampler
-SEEDLAB_RNG_KEY = "SeedLab RNG"  # the exact noise source where A1111 has no word for it (numpy-pcg64)
+SEEDLAB_RNG_KEY = "SeedLab RNG"  # the exact noise source where A1111's word is not exact (device, numpy-pcg64)
+# A1111's RNG setting: GPU (its default, not written) is torch's noise on the card, NV the same computed on
+# the CPU, CPU torch's CPU generator. SeedLab's device source is GPU only on a CUDA GPU: written with SeedLab RNG.
+A1111_RNG = {"cpu": "CPU", "device": "GPU", "cuda-philox": "NV"}
+RNG_OF_A1111 = {"CPU": "cpu", "GPU": "cuda-philox", "NV": "cuda-philox", "cpu": "cpu", "device": "device"}
 # Keys that only say which program wrote the file, or that are read together with another key.
 _SILENT = {"Schedule type", "SeedLab", "Version", "App", "Fingerprint"}
 _KNOWN = {"Steps", "Sampler", "CFG scale", "Seed", "Size", "Model", "Schedule type"}
@@ -61,8 +66,9 @@ def _a1111_values(name: str, key: str, recipe: Any) -> dict[str, Any]:
                 SEEDLAB_SCHEDULER_KEY: value}
     if key == "Size":
         return {key: f"{recipe.width}x{recipe.height}"}
-    if name == "rng":  # A1111 compares CPU and GPU exactly and has no word for the others
-        return {key: {"cpu": "CPU", "device": "GPU"}[value]} if value in ("cpu", "device") else {SEEDLAB_RNG_KEY: value}
+    if name == "rng":  # A1111's word where it has one; SeedLab's own where that word means something else too
+        words = {key: A1111_RNG[value]} if value in A1111_RNG else {}
+        return words if value in ("cpu", "cuda-philox") else {**words, SEEDLAB_RNG_KEY: value}
     if name == "deterministic":
         return {key: "on" if value else "off"}
     if SPECS[name].kind == "float":
@@ -106,10 +112,8 @@ def read_infotext(text: str) -> tuple[dict[str, Any], list[str], str | None]:
     for line in extra:  # Template: ..., Negative Template: ..., Used embeddings: ... (extensions' lines)
         if line.strip():
             notes.append(f"{_short(line.strip())} (a line after the parameters) has no SeedLab equivalent and is ignored")
-    if pairs is not None and not any(key == "RNG" or key == SEEDLAB_RNG_KEY for key, _ in pairs):
-        notes.append("the file does not say where its noise came from (no RNG field): A1111 draws it on the GPU by "
-                     "default, SeedLab on the CPU, so the image can differ; it matches when the file was made with "
-                     "A1111's RNG setting CPU")
+    if pairs is not None:
+        _default_rng(dict(pairs), fields, notes)
     return fields, notes, fingerprint
 
 
@@ -254,11 +258,41 @@ def _read_value(key: str, value: str, kind: str) -> Any:
 def _rng(key: str, value: str, by_key: dict[str, Any], fields: dict[str, Any], notes: list[str]) -> None:
     if key == "RNG" and SEEDLAB_RNG_KEY in by_key:
         return  # SeedLab's exact source wins over the A1111 word
-    rng = {"CPU": "cpu", "GPU": "device", "cpu": "cpu", "device": "device"}.get(value, value)  # old SeedLab: cpu
-    if key == SEEDLAB_RNG_KEY or rng in ("cpu", "device"):
-        fields["rng"] = rng
-    else:  # "NV": A1111's CPU copy of CUDA's Philox noise
-        notes.append(f"RNG {_short(value)} has no SeedLab equivalent: noise is drawn on the CPU, so the image differs")
+    if key == SEEDLAB_RNG_KEY:
+        fields["rng"] = value
+    elif value in RNG_OF_A1111:  # also old SeedLab texts: "cpu", "device"
+        fields["rng"] = RNG_OF_A1111[value]
+    else:
+        notes.append(f"RNG {_short(value)} has no SeedLab equivalent: the noise is drawn on the CPU, so the image "
+                     "differs")
+
+
+def _default_rng(by_key: dict[str, Any], fields: dict[str, Any], notes: list[str]) -> None:
+    """A1111's default GPU noise where no RNG is written, and notes on its GPU and NV noise (read after the size)."""
+    word = by_key.get("RNG")
+    if SEEDLAB_RNG_KEY in by_key or word not in (None, "GPU", "NV"):
+        return
+    if word is None:
+        if str(by_key.get("Version", "")).startswith("ComfyUI"):
+            return  # a ComfyUI saver: ComfyUI draws its noise with torch's CPU generator, SeedLab's default
+        fields["rng"] = "cuda-philox"
+        notes.append("the file does not say where its noise came from (no RNG field): A1111 draws it on the GPU by "
+                     "default, so rng cuda-philox (that noise, computed on any machine) is used; choose rng cpu "
+                     "if the file was made with A1111's RNG setting CPU or on a Mac")
+    width, height = fields.get("width"), fields.get("height")
+    if word != "NV" and isinstance(width, int) and isinstance(height, int):  # NV is computed the same everywhere
+        count = 4 * (width // 8) * (height // 8)  # SD 1.x, 2.x and SDXL latents: 4 channels at 1/8 size
+        if count > min(CUDA_CARDS.values()):
+            matching = cards_matching(count)
+            others = ", ".join(card for card in CUDA_CARDS if card not in matching)
+            which = f"matches cards with enough threads ({', '.join(matching)}), not {others}" if matching \
+                else f"matches none of {others}"
+            notes.append(f"at {width}x{height} the GPU drew {count:,} starting noise values, more than some cards "
+                         f"draw with one thread each, so the noise depended on the card: rng cuda-philox {which}")
+    if "Ancestral" in str(fields.get("scheduler")):
+        notes.append(f"{fields['scheduler']} draws noise at every step, which SeedLab cannot draw from rng "
+                     "cuda-philox: choose rng device on a CUDA GPU (torch's CUDA noise for every step) or a "
+                     "scheduler that draws nothing while stepping")
 
 
 def number(key: str, value: str, kind: type) -> int | float:

@@ -47,7 +47,7 @@ def test_spelling_variants_and_minimal_lines():
         "guidance_scale"] == 8.0
     fields = fields_of("a beautiful landscape\nSteps: 20, Size: 512x768")
     assert fields == {"prompt": "a beautiful landscape", "negative_prompt": "", "num_inference_steps": 20,
-                      "width": 512, "height": 768}
+                      "width": 512, "height": 768, "rng": "cuda-philox"}  # A1111's default GPU noise
     reading = read_chunks({"parameters": "a beautiful landscape\nSteps: 20, Size: 512x768"})
     assert (recipe_from_reading(reading).width, recipe_from_reading(reading).height) == (512, 768)
 
@@ -60,11 +60,43 @@ def test_quoted_values_and_flags_parse_as_a1111_writes_them():
 
 
 def test_a_foreign_file_without_rng_says_a1111_draws_noise_on_the_gpu():
-    _, notes, _ = read_infotext(DUCK)
-    assert any("no RNG field" in note and "GPU" in note for note in notes)
+    fields, notes, _ = read_infotext(DUCK)
+    assert fields["rng"] == "cuda-philox"
+    assert any("no RNG field" in note and "GPU" in note and "cuda-philox" in note for note in notes)
     fields, notes, _ = read_infotext(DUCK + ", RNG: CPU")
     assert fields["rng"] == "cpu" and not any("no RNG" in note for note in notes)
-    assert fields_of(DUCK + ", RNG: GPU")["rng"] == "device"
+    for word in ("GPU", "NV"):
+        fields, notes, _ = read_infotext(DUCK + f", RNG: {word}")
+        assert fields["rng"] == "cuda-philox" and notes == ["Model hash c0d1994c73 is not checked: SeedLab names "
+                                                            "models, it does not hash them"]
+    comfy = read_infotext(DUCK + ", Version: ComfyUI")  # ComfyUI draws on the CPU: SeedLab's default, no note
+    assert "rng" not in comfy[0] and not any("RNG" in note for note in comfy[1])
+
+
+@pytest.mark.parametrize(
+    "size, cards",
+    [((512, 512), None), ((640, 512), None), ((1024, 1024), "matches cards with enough threads (L4, A10G, H100 PCIe), not T4"),
+     ((1280, 1280), "matches cards with enough threads (A10G, H100 PCIe), not T4, L4"),
+     ((1536, 1536), "matches cards with enough threads (H100 PCIe), not T4, L4, A10G"),
+     ((2048, 2048), "matches none of T4, L4, A10G, H100 PCIe")],
+)
+def test_gpu_noise_past_a_cards_threads_is_noted_with_the_cards_it_matches(size, cards):
+    text = DUCK.replace("Size: 512x400", f"Size: {size[0]}x{size[1]}")
+    for rng in ("", ", RNG: GPU", ", RNG: NV"):
+        fields, notes, _ = read_infotext(text + rng)
+        assert fields["rng"] == "cuda-philox"
+        noted = [note for note in notes if "starting noise values" in note]
+        if cards is None or rng == ", RNG: NV":  # NV is computed on the CPU: the same on every card
+            assert noted == []
+        else:
+            assert len(noted) == 1 and noted[0].endswith("rng cuda-philox " + cards)
+
+
+def test_gpu_noise_with_an_ancestral_sampler_says_why_it_cannot_run():
+    fields, notes, _ = read_infotext(DUCK.replace("UniPC", "Euler a") + ", RNG: NV")
+    assert fields["rng"] == "cuda-philox" and fields["scheduler"] == "EulerAncestralDiscreteScheduler"
+    assert any(note.startswith("EulerAncestralDiscreteScheduler draws noise at every step") for note in notes)
+    assert not any("every step" in note for note in read_infotext(DUCK.replace("UniPC", "Euler a") + ", RNG: CPU")[1])
 
 
 def test_the_writer_speaks_a1111_words_from_one_key_table():
@@ -74,7 +106,11 @@ def test_the_writer_speaks_a1111_words_from_one_key_table():
     assert (line["Sampler"], line["Schedule type"], line["RNG"]) == ("DPM++ 2M", "Uniform", "CPU")
     assert "Variation seed" not in line and "Seed resize from" not in line  # written only when used
     assert set(A1111_KEYS.values()) >= {"Steps", "Sampler", "CFG scale", "Seed", "Size", "RNG"}
-    assert dict(parse_pairs(parameters_text(recipe.replace(rng="device")).split("\n")[-1]))["RNG"] == "GPU"
+    for rng, words in [("cpu", {"RNG": "CPU"}), ("device", {"RNG": "GPU", "SeedLab RNG": "device"}),
+                       ("cuda-philox", {"RNG": "NV"}), ("numpy-pcg64", {"SeedLab RNG": "numpy-pcg64"})]:
+        text = parameters_text(recipe.replace(rng=rng))
+        assert {key: value for key, value in parse_pairs(text.split("\n")[-1]) if "RNG" in key} == words
+        assert read_infotext(text)[0]["rng"] == rng and read_infotext(text)[1] == []  # each reads back exactly
     # The seed fields (variation seed, seed resize, numpy noise): written only when used.
     used = recipe.replace(variation_seed=7, variation_strength=0.25, seed_resize_from=(512, 768), rng="numpy-pcg64")
     line = dict(parse_pairs(parameters_text(used).split("\n")[-1]))
@@ -162,3 +198,11 @@ def test_info_prints_the_recipe_as_read_and_exits_0_or_2(tmp_path, capsys):
     (tmp_path / "x.txt").write_text("hello")
     assert main(["info", str(tmp_path / "x.txt")]) == 2
     assert "not a PNG, JPEG or WebP" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("device", "rng"), [("cuda", "cuda-philox"), ("cpu", "cpu")])
+def test_invokeai_noise_device_maps_to_the_source_that_draws_it(device, rng):
+    from seedlab.formats import read_invokeai
+
+    _, fields, notes = read_invokeai(json.dumps({"positive_prompt": "x", "seed": 3, "rand_device": device}))
+    assert fields["rng"] == rng and notes == []

@@ -103,7 +103,7 @@ def test_a1111_texts_restore_prompt_seed_steps_cfg_size_and_sampler(recipe, samp
     }
     restored, print_, notes = read_parameters(a1111_text(recipe.prompt, recipe.negative_prompt, fields))
     expected_scheduler = SAMPLERS[sampler.removesuffix(" Karras")]
-    assert restored == recipe.replace(scheduler=expected_scheduler)
+    assert restored == recipe.replace(scheduler=expected_scheduler, rng="cuda-philox")  # no RNG: A1111's GPU noise
     assert print_ is None
     assert any(note.startswith("Model hash 6ce0161689") for note in notes)
     assert any(note.startswith("Lora hashes: add_detail: 7c6bad76eb54, more") for note in notes)
@@ -135,7 +135,7 @@ def test_a_real_a1111_png_restores_its_recipe_with_notes():
         prompt="masterpiece, a lighthouse on a cliff,\n(stormy sea:1.2), <lora:add_detail:0.5>",
         negative_prompt="lowres, bad anatomy\nworst quality", seed=3839811283, num_inference_steps=28,
         guidance_scale=6.5, width=512, height=768, scheduler="DPMSolverMultistepScheduler",
-        model="v1-5-pruned-emaonly",
+        model="v1-5-pruned-emaonly", rng="cuda-philox",
     )
     assert (print_, environment) == (None, None)
     text = "\n".join(notes)
@@ -222,3 +222,20 @@ def test_inline_lora_and_hypernet_tags_stay_in_the_prompt_with_a_note_naming_the
     assert parameters_text(recipe).startswith(prompt + "\nNegative prompt: <lora:bad_hands:1>\n")  # round trip
     _, _, notes = read_parameters("a castle <b>bold</b> at 3:00\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 5")
     assert not any("extra networks" in note for note in notes)
+
+
+@pytest.mark.parametrize(("word", "rng"), [("NV", "cuda-philox"), ("GPU", "cuda-philox"), ("CPU", "cpu")])
+def test_a1111_rng_words_in_a_png_restore_the_noise_source(word, rng):
+    recipe, _, _, notes = read_png(a1111_png(f"x\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 5, Size: 512x512, "
+                                             f"RNG: {word}"))
+    assert recipe.rng == rng and notes == []
+
+
+def test_seedlabs_device_rng_reads_back_from_the_text_alone():
+    # A1111's GPU is cuda-philox when read; SeedLab's own key keeps a SeedLab PNG's "device" exact.
+    recipe = Recipe(prompt="x", rng="device", scheduler="EulerAncestralDiscreteScheduler")
+    result = Result(recipe, IMAGE, fingerprint(IMAGE), ENV)
+    text = png_info(result).chunks[0][1].decode("utf-8").removeprefix("parameters\0")
+    assert "RNG: GPU, SeedLab RNG: device" in text
+    assert read_png(a1111_png(text))[0] == recipe
+    assert read_png(png_bytes(result))[0] == recipe
