@@ -193,7 +193,11 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, nudges, regenerate, *reproducing]
     ui["stop"].click(app.stop, None, None, cancels=generating, queue=False, **PRIVATE)
     wiring.settles(grid, vary, page_matrix, nudges, regenerate)
-    ui["stop"].click(ready, None, wiring.buttons, queue=False, show_progress="hidden", **PRIVATE)
+    stopped = ui["stop"].click(ready, None, wiring.buttons, queue=False, show_progress="hidden", **PRIVATE)
+    # A stopped grid, variation set, matrix or nudge set keeps its finished cells: they go to History too.
+    stopped.then(by_name(app.history.remember_stopped, ui, [ui[name] for name in kept]),
+                 [ui["history"], ui["anchor"], ui["anchor_fingerprint"], ui["grid_results"], ui["vary_results"],
+                  ui["matrix_results"], ui["nudges_results"]], [ui[name] for name in kept], queue=False, **PRIVATE)
 
 
 def main(argv: list[str] | None = None) -> None:

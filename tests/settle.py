@@ -13,6 +13,9 @@ TIMEOUT_MS = 60_000
 TRACKER = """
 (() => {
     let inflight = 0;
+    const open = new Map();  // what is in flight, by a running number: its address (for a test's message)
+    let serial = 0;
+    window.__seedlabOpen = () => [...open.values()];
     const touch = () => { window.__seedlabLast = performance.now(); };
     // Requests to the app, except the heartbeat: a stream that stays open as long as the page does.
     const app = (url) => String(url).includes("/gradio_api/") && !String(url).includes("/heartbeat");
@@ -23,13 +26,18 @@ TRACKER = """
         const url = resource && resource.url ? resource.url : resource;
         if (!app(url)) return fetch.call(this, resource, options);
         inflight += 1; touch();
+        const number = ++serial;
+        open.set(number, String(url));
         let finished = false;
-        const finish = () => { if (!finished) { finished = true; inflight -= 1; touch(); } };
+        const finish = () => { if (!finished) { finished = true; inflight -= 1; open.delete(number); touch(); } };
         let response;
         try {
             response = await fetch.call(this, resource, options);
         } catch (error) { finish(); throw error; }
-        if (!response.body) { finish(); return response; }
+        // A stream (the queue's events) is in flight until it ends; any other answer once it arrives (its
+        // body may never be read: the page ignores what /cancel and /reset answer).
+        const type = response.headers.get("content-type") || "";
+        if (!response.body || !type.includes("event-stream")) { finish(); return response; }
         const reader = response.body.getReader();
         const body = new ReadableStream({
             async pull(controller) {
@@ -77,9 +85,15 @@ def open_settled(browser, url: str, width: int = 1400, height: int = 900):
 
 def settle(page, timeout_ms: int = TIMEOUT_MS) -> None:
     """Wait until no request to the app has been in flight for QUIET_MS (every chained event done)."""
-    page.wait_for_function(
-        "quiet => window.__seedlabInflight() === 0 && performance.now() - window.__seedlabLast > quiet",
-        arg=QUIET_MS, timeout=timeout_ms, polling=100)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            "quiet => window.__seedlabInflight() === 0 && performance.now() - window.__seedlabLast > quiet",
+            arg=QUIET_MS, timeout=timeout_ms, polling=100)
+    except PlaywrightTimeout:
+        raise AssertionError(f"the page did not settle: still in flight {page.evaluate('window.__seedlabOpen()')}") \
+            from None
 
 
 def value(page, elem_id: str) -> str:

@@ -245,3 +245,21 @@ def test_what_the_user_acts_on_is_in_view(browser, app_server, width, height):  
     settle(page)
     assert value(page, "seeds") == "3" and in_view(page, "seeds")
     page.context.close()
+
+
+def test_a_stopped_grid_keeps_its_finished_cells_in_history(browser, app_server):  # noqa: F811
+    page = open_settled(browser, app_server.url)
+    page.locator("#seeds textarea").fill("70-73")
+    page.locator("#num-inference-steps input").fill("60")
+    page.locator("#generate").click()
+    page.wait_for_function("document.querySelectorAll('#grid .thumbnail-item img').length >= 1")
+    page.locator("#stop").click()
+    settle(page)
+    assert ready(page)
+    shown = thumbnails(page, "grid").count()
+    assert 1 <= shown < 4
+    page.locator("#history-panel").get_by_text("History").first.click()
+    page.locator("#timeline").wait_for()
+    labels = page.locator("#timeline label").all_inner_texts()
+    assert any(f"grid of {shown}:" in label and "seeds 70" in label for label in labels), labels
+    page.context.close()

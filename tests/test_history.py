@@ -247,3 +247,13 @@ def test_restoring_variations_makes_their_anchor_the_anchor_again_and_a_grid_lea
     assert update["anchor_text"].startswith("Anchor seed: 4 · prompt: a circle")
     assert "Its anchor (seed 4) is the anchor again." in update["history_note"].value
     assert "anchor" not in app.history.restore(history, str(history[0]["id"]), None)
+
+
+def test_a_stopped_generation_is_remembered_once_with_its_finished_cells(app):
+    grid = generated(app, "grid", {"prompt": "a circle", "seeds": "3, 4"}, "grid")
+    stopped = grid[:1]  # what the page shows after a Stop: the cells finished so far
+    update = app.history.remember_stopped([], None, "", stopped, [], None, None, None)
+    [entry] = update["history"]
+    assert entry["kind"] == "grid" and [cell["fingerprint"] for cell in entry["cells"]] == [grid[0]["fingerprint"]]
+    assert app.history.remember_stopped(update["history"], None, "", stopped, [], None, None, None) == {}
+    assert app.history.remember_stopped([], None, "", [], [], None, None, None) == {}  # nothing finished

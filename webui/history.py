@@ -61,6 +61,23 @@ def history_panel(ui: dict) -> None:
     ui["restored_entry"] = gr.State(None)  # the entry last restored, for "Regenerate this entry"
 
 
+def with_results(entries: list[Entry], target: str, results, anchor, anchor_fingerprint) -> list[Entry] | None:
+    """The entries with `target`'s results added as a new entry, or None if there is nothing (valid) to add."""
+    try:
+        cells = [Cell.from_json(record) for record in results or []]
+        start = None
+        if KINDS[target] in ("variations", "nudges") and anchor:
+            start = Cell(Recipe.from_dict(anchor), check_fingerprint("fingerprint", anchor_fingerprint), None)
+    except (ValueError, TypeError):
+        return None  # the page sent results it did not get from us: nothing to keep
+    if not cells:
+        return None
+    columns = 1
+    if KINDS[target] == "matrix":  # a row starts where the first cell's prompt comes again
+        columns = next((i for i, c in enumerate(cells) if i and c.recipe.prompt == cells[0].recipe.prompt), len(cells))
+    return add_entry(entries, KINDS[target], cells, start, columns)
+
+
 def timeline(entries: list[Entry]) -> gr.Radio:
     """The timeline's choices, newest first (values are entry ids as text)."""
     numbers = {entry.id for entry in entries}
@@ -94,22 +111,26 @@ class History:
         """A handler that adds the results a generation just showed in `target` to the history."""
         def remember(results, value, anchor, anchor_fingerprint, request: gr.Request) -> dict:
             entries, _ = read_history(value)
-            try:
-                cells = [Cell.from_json(record) for record in results or []]
-                start = None
-                if KINDS[target] in ("variations", "nudges") and anchor:
-                    start = Cell(Recipe.from_dict(anchor), check_fingerprint("fingerprint", anchor_fingerprint), None)
-            except (ValueError, TypeError):
-                return {}  # the page sent results it did not get from us: nothing to keep
-            if not cells:
-                return {}
-            columns = 1
-            if KINDS[target] == "matrix":  # a row starts where the first cell's prompt comes again
-                columns = next((i for i, c in enumerate(cells) if i and c.recipe.prompt == cells[0].recipe.prompt),
-                               len(cells))
-            return self.updates(add_entry(entries, KINDS[target], cells, start, columns), request)
+            added = with_results(entries, target, results, anchor, anchor_fingerprint)
+            return {} if added is None else self.updates(added, request)
         remember.__name__ = f"remember_{target}"
         return remember
+
+    def remember_stopped(self, value, anchor, anchor_fingerprint, grid, vary, matrix, nudges,
+                         request: gr.Request) -> dict:
+        """After Stop: the finished cells of a stopped generation, added like a finished one (once)."""
+        entries, _ = read_history(value)
+        kept = {tuple(cell.fingerprint for cell in entry.cells) for entry in entries}
+        changed = False
+        for target, results in (("grid", grid), ("vary", vary), ("matrix", matrix), ("nudges", nudges)):
+            prints = tuple(record.get("fingerprint") for record in results or [] if isinstance(record, dict))
+            if not prints or prints in kept:  # nothing made, or already in the history
+                continue
+            added = with_results(entries, target, results, anchor, anchor_fingerprint)
+            if added is not None:
+                entries, changed = added, True
+                kept.add(prints)
+        return self.updates(entries, request) if changed else {}
 
     def restore(self, value, choice, request: gr.Request) -> dict:
         """A timeline click: the entry's images from this server's record (not regenerated) and its controls."""
