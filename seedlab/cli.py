@@ -75,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
         add_cpu_isa_option(command)
         command.add_argument("--json", action="store_true", help="print one JSON object per image")
         command.add_argument("--base-url", default=DEFAULT_BASE_URL, help="where links point (the app's address)")
+    for command in (grid, vary):
+        command.add_argument("--stealth", action="store_true",
+                             help="also hide the A1111 text in the PNG's alpha channel (stealth PNG info), for sites "
+                                  "that strip text chunks; the RGB pixels are unchanged")
     reproduce = commands.add_parser("reproduce", help="regenerate a link or a PNG and compare the pixels")
     reproduce.add_argument("source", metavar="LINK_OR_PNG", help="a SeedLab link, or a PNG that carries its recipe")
     reproduce.add_argument("--model", default=None,
@@ -157,9 +161,11 @@ def run(args: argparse.Namespace) -> int:
         suffix = _slug(result.recipe.prompt[len(args.prompt):]) if args.command == "vary" else ""
         path = args.out / f"{index:02d}-seed{result.recipe.seed}{'-' + suffix if suffix else ''}.png"
         try:
-            save_png(result, path)
+            save_png(result, path, stealth=args.stealth)
         except OSError as error:
             raise UsageError(f"--out: {path.name} cannot be written ({error.strerror})") from None
+        except ValueError as error:  # the text does not fit in the image's alpha channel
+            raise UsageError(f"--stealth: {error}") from None
         if args.json:
             line = {
                 "seed": str(result.recipe.seed),

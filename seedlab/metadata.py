@@ -2,11 +2,13 @@
 
 SeedLab's PNGs carry an A1111 `parameters` text chunk (see infotext.py) and a `seedlab` chunk with
 the canonical recipe as JSON. Reading accepts what other tools write: A1111/Forge/SD.Next/Civitai
-text (PNG chunk or EXIF UserComment), ComfyUI graphs, InvokeAI, Fooocus, SwarmUI and NovelAI JSON.
+text (PNG chunk or EXIF UserComment), ComfyUI graphs, InvokeAI, Fooocus, SwarmUI and
+NovelAI JSON, and stealth PNG info hidden in a PNG's pixels (stealth.py) when it has no text chunks.
 
-Files are untrusted: reading never decodes pixels (PNG chunks are walked by hand, JPEG and WebP
-give their EXIF without decoding), every text is size-capped before parsing, and every failure is
-a one-line ValueError naming what was found.
+Files are untrusted: reading decodes no pixels except a PNG's without text chunks, for stealth info,
+and then only up to MAX_PIXELS (PNG chunks are walked by hand, JPEG and WebP give their EXIF without
+decoding); every text is size-capped before parsing, and every failure is a one-line ValueError
+naming what was found.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .generation import Result
 from .infotext import parameters_text, quote, read_infotext  # noqa: F401  (quote: part of this module's API)
 from .links import check_fingerprint
 from .recipe import SPECS, Recipe
+from .stealth import embed, read_stealth
 
 CHUNK_VERSION = 1
 MAX_FILE_BYTES = 64 * 2**20  # an upload is at most a few MB; a file larger than this is not read
@@ -61,11 +64,29 @@ class Reading:
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
-def save_png(result: Result, path: str | Path) -> Path:
-    """Write `result` as a PNG that carries its recipe (both chunks); returns the path."""
+def save_png(result: Result, path: str | Path, stealth: bool = False) -> Path:
+    """Write `result` as a PNG that carries its recipe (both chunks); returns the path.
+
+    `stealth` also hides the A1111 text in the alpha channel (stealth_pnginfo, or gzipped as
+    stealth_pngcomp where the image is too small for the plain text), for sites that strip text
+    chunks: the PNG becomes RGBA, its RGB pixels (and so its fingerprint) unchanged.
+    """
     path = Path(path)
-    result.image.save(path, format="PNG", pnginfo=png_info(result))
+    image = stealth_image(result) if stealth else result.image
+    image.save(path, format="PNG", pnginfo=png_info(result))
     return path
+
+
+def stealth_image(result: Result) -> Image.Image:
+    """The result's image with its A1111 text hidden in the alpha channel; ValueError if it does not fit."""
+    from . import __version__
+
+    text = parameters_text(result.recipe, result.fingerprint, __version__)
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    try:
+        return embed(result.image, text, "stealth_pnginfo")
+    except ValueError:
+        return embed(result.image, text, "stealth_pngcomp")  # the message says how many bits it needs
 
 
 def png_info(result: Result) -> PngInfo:
@@ -119,10 +140,30 @@ def read_metadata(path_or_file: str | Path | IO[bytes] | bytes) -> Reading:
     data = path_or_file if isinstance(path_or_file, bytes) else read_bytes(path_or_file)
     kind = image_kind(data)
     chunks = png_chunks(data) if kind == "PNG" else exif_chunks(data)
+    hidden = read_stealth(data, MAX_PIXELS) if kind == "PNG" and not chunks else None
+    if hidden is not None:
+        chunks = stealth_chunks(*hidden)
     reading = read_chunks(chunks)
+    name = reading.format if hidden is None else _stealth_name(reading.format, hidden[0])
     lossy = kind != "PNG"
-    return Reading(reading.format, reading.fields, reading.notes, reading.fingerprint, reading.environment,
-                   lossy, kind)
+    return Reading(name, reading.fields, reading.notes, reading.fingerprint, reading.environment, lossy, kind)
+
+
+def stealth_chunks(signature: str, text: str) -> dict[str, str]:
+    """Stealth info as text chunks: A1111's text is `parameters`; NovelAI's JSON holds its chunks by name."""
+    chunks: dict[str, str] = {}
+    stripped = text.strip("\0 \n")
+    if stripped.startswith("{"):
+        data = formats.loads(stripped, signature)
+        if isinstance(data, dict) and isinstance(data.get("Comment"), dict):  # some writers nest it as an object
+            stripped = json.dumps({**data, "Comment": json.dumps(data["Comment"])})
+    _sort_comment(stripped, chunks)
+    return chunks
+
+
+def _stealth_name(name: str, signature: str) -> str:
+    """"A1111" -> "A1111 (stealth_pnginfo)", "A1111 (Forge)" -> "A1111 (Forge, stealth_pnginfo)"."""
+    return f"{name[:-1]}, {signature})" if name.endswith(")") else f"{name} ({signature})"
 
 
 def png_chunks(data: bytes) -> dict[str, str]:
