@@ -4,6 +4,11 @@ The graph maps node ids to {"class_type", "inputs"}; an input is a value or a li
 From the saved image we walk upstream to the first sampling pass (KSampler, KSamplerAdvanced,
 SamplerCustom(Advanced)), then follow its links through reroutes, primitives, conditioning and LoRA
 nodes to the seed, steps, cfg, sampler, scheduler, size, model and the positive and negative text.
+
+A file with only the `workflow` chunk (the UI graph: a "nodes" list, each with its linked "inputs" and
+its "widgets_values" in order, and a "links" list of [id, from node, from slot, to node, to slot,
+type]) is first turned into the same node map: links by id, widget values named in the order of the
+node type's widgets (WIDGETS, for the common nodes), reroutes and primitive nodes resolved.
 """
 
 from __future__ import annotations
@@ -19,6 +24,18 @@ _HANDLED = {"KSampler", "KSamplerAdvanced", "SamplerCustom", "SamplerCustomAdvan
             "EmptyLatentImage", "CheckpointLoaderSimple", "CheckpointLoader", "VAEDecode", "SaveImage",
             "PreviewImage", "Reroute", "KSamplerSelect", "BasicScheduler", "RandomNoise", "CFGGuider",
             "UNETLoader", "VAELoader", "CLIPLoader", "PrimitiveNode"}
+# The UI graph's widget values in order, by node type. None: the "control after generate" value the UI
+# stores after a seed ("randomize", "fixed", ...), when present.
+WIDGETS = {
+    "KSampler": ("seed", None, "steps", "cfg", "sampler_name", "scheduler", "denoise"),
+    "KSamplerAdvanced": ("add_noise", "noise_seed", None, "steps", "cfg", "sampler_name", "scheduler",
+                         "start_at_step", "end_at_step", "return_with_leftover_noise"),
+    "CheckpointLoaderSimple": ("ckpt_name",),
+    "CLIPTextEncode": ("text",),
+    "EmptyLatentImage": ("width", "height", "batch_size"),
+}
+_CONTROL_VALUES = ("fixed", "increment", "decrement", "randomize")
+_MAX_LINKS = 50_000
 
 
 def read_comfyui(text: str) -> tuple[str, dict[str, Any], list[str]]:
@@ -26,7 +43,92 @@ def read_comfyui(text: str) -> tuple[str, dict[str, Any], list[str]]:
     graph = loads(text, "prompt")
     if not isinstance(graph, dict) or not any(_is_node(node) for node in graph.values()):
         raise ValueError("prompt holds JSON that is not a ComfyUI graph (no nodes with a class_type)")
-    graph = {str(key): node for key, node in graph.items() if _is_node(node)}
+    return _read_graph({str(key): node for key, node in graph.items() if _is_node(node)}, [])
+
+
+def read_comfyui_workflow(text: str) -> tuple[str, dict[str, Any], list[str]]:
+    """The recipe fields of a ComfyUI UI workflow (no API graph in the file), turned into an API-style graph."""
+    workflow = loads(text, "workflow")
+    if not isinstance(workflow, dict) or not isinstance(workflow.get("nodes"), list):
+        raise ValueError("workflow holds JSON that is not a ComfyUI workflow (no nodes list)")
+    graph, notes = workflow_graph(workflow)
+    _, fields, notes = _read_graph(graph, notes)
+    return "ComfyUI (workflow)", fields, notes
+
+
+def workflow_graph(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The UI graph as {node id: {"class_type", "inputs"}}: widget values by name, links as [node id, slot]."""
+    nodes = [node for node in workflow["nodes"] if isinstance(node, dict) and isinstance(node.get("type"), str)
+             and isinstance(node.get("id"), (int, str))]
+    links = workflow.get("links") if isinstance(workflow.get("links"), list) else []
+    if len(nodes) > _MAX_NODES or len(links) > _MAX_LINKS:
+        raise ValueError(f"the ComfyUI workflow has {len(nodes)} nodes and {len(links)} links; at most "
+                         f"{_MAX_NODES} and {_MAX_LINKS} are read")
+    by_id = {str(node["id"]): node for node in nodes}
+    origins = {}  # link id -> (node id, output slot): [id, from node, from slot, to node, to slot, type]
+    for link in links:
+        if isinstance(link, list) and len(link) >= 5 and all(isinstance(part, (int, str)) for part in link[:3]):
+            origins[str(link[0])] = (str(link[1]), link[2])
+    notes: list[str] = []
+    graph: dict[str, Any] = {}
+    for key, node in by_id.items():
+        if node["type"] in ("Note", "MarkdownNote"):
+            continue  # text boxes on the canvas: not part of the graph
+        inputs = _widget_inputs(node)
+        for slot in node.get("inputs") or []:
+            if isinstance(slot, dict) and isinstance(slot.get("name"), str) and slot.get("link") is not None:
+                origin = _resolve(by_id, origins, str(slot["link"]))
+                if origin is not None:
+                    inputs[slot["name"]] = origin
+        graph[key] = {"class_type": node["type"], "inputs": inputs}
+    return graph, notes
+
+
+def _widget_inputs(node: dict[str, Any]) -> dict[str, Any]:
+    """A node's widget values by name, in the order of its type's widgets (WIDGETS)."""
+    values = node.get("widgets_values")
+    if isinstance(values, dict):  # some nodes store their widgets by name already
+        return {str(name): value for name, value in values.items()}
+    names = WIDGETS.get(node["type"])
+    if not isinstance(values, list) or names is None:
+        return {}
+    inputs: dict[str, Any] = {}
+    position = 0
+    for name in names:
+        if position >= len(values):
+            break
+        if name is None:  # "control after generate": skipped where the UI wrote it
+            position += values[position] in _CONTROL_VALUES
+            continue
+        inputs[name] = values[position]
+        position += 1
+    return inputs
+
+
+def _resolve(by_id: dict[str, Any], origins: dict[str, Any], link: str) -> Any:
+    """Where a link comes from, past reroutes; a primitive node's value inlined. None if it leads nowhere."""
+    for _ in range(_MAX_HOPS):
+        if link not in origins:
+            return None
+        node_id, slot = origins[link]
+        node = by_id.get(node_id)
+        if node is None:
+            return None
+        if node["type"] == "Reroute":
+            inputs = [item for item in node.get("inputs") or [] if isinstance(item, dict)]
+            if not inputs or inputs[0].get("link") is None:
+                return None
+            link = str(inputs[0]["link"])
+            continue
+        values = node.get("widgets_values")
+        if node["type"] == "PrimitiveNode" and isinstance(values, list) and values:
+            return values[0]  # its value, as the API graph holds it
+        return [node_id, slot]
+    return None
+
+
+def _read_graph(graph: dict[str, Any], notes: list[str]) -> tuple[str, dict[str, Any], list[str]]:
+    """The recipe fields of an API-style node map, from its first sampling pass."""
     samplers = [key for key, node in graph.items() if _is_sampler(node)]
     if len(graph) > _MAX_NODES or len(samplers) > _MAX_SAMPLERS:  # the walk costs samplers x nodes
         raise ValueError(f"the ComfyUI graph has {len(graph)} nodes and {len(samplers)} samplers; at most "
@@ -35,7 +137,6 @@ def read_comfyui(text: str) -> tuple[str, dict[str, Any], list[str]]:
         types = ", ".join(sorted({node["class_type"] for node in graph.values()})[:8])
         raise ValueError(f"the ComfyUI graph has no sampler node SeedLab knows (it has {types})")
     first = _first_pass(graph, samplers)
-    notes: list[str] = []
     if len(samplers) > 1:
         notes.append(f"the graph has {len(samplers)} sampling passes (hires fix, refiner or more): the first pass "
                      f"(node {first}, {graph[first]['class_type']}) is restored, the later passes are not")

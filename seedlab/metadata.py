@@ -2,7 +2,7 @@
 
 SeedLab's PNGs carry an A1111 `parameters` text chunk (see infotext.py) and a `seedlab` chunk with
 the canonical recipe as JSON. Reading accepts what other tools write: A1111/Forge/SD.Next/Civitai
-text (PNG chunk or EXIF UserComment), ComfyUI graphs, InvokeAI, Fooocus, SwarmUI and
+text (PNG chunk or EXIF UserComment), ComfyUI graphs (API or UI), InvokeAI, Fooocus, SwarmUI and
 NovelAI JSON, and stealth PNG info hidden in a PNG's pixels (stealth.py) when it has no text chunks.
 
 Files are untrusted: reading decodes no pixels except a PNG's without text chunks, for stealth info,
@@ -25,7 +25,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from . import formats
-from .comfyui import read_comfyui
+from .comfyui import read_comfyui, read_comfyui_workflow
 from .environment import Environment
 from .generation import Result
 from .infotext import parameters_text, quote, read_infotext  # noqa: F401  (quote: part of this module's API)
@@ -290,7 +290,7 @@ def read_chunks(chunks: dict[str, str]) -> Reading:
     elif "prompt" in chunks:
         name, fields, notes = read_comfyui(chunks["prompt"])
     elif "workflow" in chunks:
-        raise ValueError("file has a ComfyUI workflow but not its prompt graph, which is what SeedLab reads")
+        name, fields, notes = read_comfyui_workflow(chunks["workflow"])
     else:
         found = ", ".join(sorted(chunks)[:8]) or "none"
         raise ValueError(f"file has no recipe: no SeedLab, A1111, ComfyUI, InvokeAI, Fooocus, SwarmUI or NovelAI "

@@ -1,0 +1,142 @@
+"""ComfyUI's UI workflow (nodes and links, no API prompt graph): read as the API graph it stands for.
+
+The workflows here are written by hand in ComfyUI's documented workflow format: "nodes" with "inputs"
+(each with the id of the link into it), "outputs" and "widgets_values" in widget order; "links" as
+[link id, from node, from slot, to node, to slot, type]. The first is ComfyUI's default text-to-image graph.
+"""
+
+import io
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+from PIL.PngImagePlugin import PngInfo
+
+from seedlab.comfyui import read_comfyui, read_comfyui_workflow
+from seedlab.metadata import read_metadata, recipe_from_reading
+
+POSITIVE = "beautiful scenery nature glass bottle landscape, , purple galaxy bottle,"
+
+
+def node(node_id, kind, widgets=None, inputs=(), outputs=()):
+    return {"id": node_id, "type": kind, "pos": [0, 0], "size": [300, 100], "flags": {}, "order": 0, "mode": 0,
+            "inputs": [{"name": name, "type": kind_, "link": link} for name, kind_, link in inputs],
+            "outputs": [{"name": name, "type": name, "links": links, "slot_index": 0} for name, links in outputs],
+            "properties": {"Node name for S&R": kind}, "widgets_values": widgets if widgets is not None else []}
+
+
+DEFAULT = {
+    "last_node_id": 9, "last_link_id": 9, "version": 0.4, "groups": [], "config": {}, "extra": {},
+    "nodes": [
+        node(3, "KSampler", [156680208700286, "randomize", 20, 8, "euler", "normal", 1],
+             [("model", "MODEL", 1), ("positive", "CONDITIONING", 4), ("negative", "CONDITIONING", 6),
+              ("latent_image", "LATENT", 2)], [("LATENT", [7])]),
+        node(4, "CheckpointLoaderSimple", ["v1-5-pruned-emaonly.safetensors"], (),
+             [("MODEL", [1]), ("CLIP", [3, 5]), ("VAE", [8])]),
+        node(5, "EmptyLatentImage", [512, 768, 1], (), [("LATENT", [2])]),
+        node(6, "CLIPTextEncode", [POSITIVE], [("clip", "CLIP", 3)], [("CONDITIONING", [4])]),
+        node(7, "CLIPTextEncode", ["text, watermark"], [("clip", "CLIP", 5)], [("CONDITIONING", [6])]),
+        node(8, "VAEDecode", [], [("samples", "LATENT", 7), ("vae", "VAE", 8)], [("IMAGE", [9])]),
+        node(9, "SaveImage", ["ComfyUI"], [("images", "IMAGE", 9)]),
+    ],
+    "links": [[1, 4, 0, 3, 0, "MODEL"], [2, 5, 0, 3, 3, "LATENT"], [3, 4, 1, 6, 0, "CLIP"],
+              [4, 6, 0, 3, 1, "CONDITIONING"], [5, 4, 1, 7, 0, "CLIP"], [6, 7, 0, 3, 2, "CONDITIONING"],
+              [7, 3, 0, 8, 0, "LATENT"], [8, 4, 2, 8, 1, "VAE"], [9, 8, 0, 9, 0, "IMAGE"]],
+}
+# The same graph as ComfyUI's API format (the `prompt` chunk) writes it.
+DEFAULT_API = {
+    "3": {"class_type": "KSampler", "inputs": {"seed": 156680208700286, "steps": 20, "cfg": 8, "sampler_name": "euler",
+                                               "scheduler": "normal", "denoise": 1, "model": ["4", 0],
+                                               "positive": ["6", 0], "negative": ["7", 0], "latent_image": ["5", 0]}},
+    "4": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "v1-5-pruned-emaonly.safetensors"}},
+    "5": {"class_type": "EmptyLatentImage", "inputs": {"width": 512, "height": 768, "batch_size": 1}},
+    "6": {"class_type": "CLIPTextEncode", "inputs": {"text": POSITIVE, "clip": ["4", 1]}},
+    "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "text, watermark", "clip": ["4", 1]}},
+    "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["4", 2]}},
+    "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "ComfyUI", "images": ["8", 0]}},
+}
+EXPECTED = {"seed": 156680208700286, "num_inference_steps": 20, "guidance_scale": 8,
+            "scheduler": "EulerDiscreteScheduler", "prompt": POSITIVE, "negative_prompt": "text, watermark",
+            "width": 512, "height": 768, "model": "v1-5-pruned-emaonly"}
+
+
+def png_with(**chunks) -> bytes:
+    info = PngInfo()
+    for key, value in chunks.items():
+        info.add_text(key, json.dumps(value))
+    buffer = io.BytesIO()
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(buffer, format="PNG", pnginfo=info)
+    return buffer.getvalue()
+
+
+def test_the_default_workflow_reads_as_its_api_graph_does():
+    name, fields, notes = read_comfyui_workflow(json.dumps(DEFAULT))
+    assert (name, fields, notes) == ("ComfyUI (workflow)", EXPECTED, [])
+    assert read_comfyui(json.dumps(DEFAULT_API)) == ("ComfyUI", fields, notes)
+
+
+def test_a_png_with_only_a_workflow_is_read_and_a_prompt_graph_wins_over_it():
+    reading = read_metadata(png_with(workflow=DEFAULT))
+    assert reading.format == "ComfyUI (workflow)" and reading.fields == EXPECTED
+    recipe = recipe_from_reading(reading)
+    assert (recipe.seed, recipe.width, recipe.height, recipe.rng) == (156680208700286, 512, 768, "cpu")
+    other = json.loads(json.dumps(DEFAULT_API))
+    other["3"]["inputs"]["seed"] = 5
+    both = read_metadata(png_with(prompt=other, workflow=DEFAULT))
+    assert both.format == "ComfyUI" and both.fields["seed"] == 5
+
+
+def test_advanced_sampler_primitive_seed_reroutes_and_notes():
+    # KSamplerAdvanced whose noise_seed widget was turned into an input fed by a primitive node; the model and
+    # the latent pass through reroutes; no "control after generate" value (older workflows); a note on the canvas.
+    workflow = {
+        "nodes": [
+            node(10, "KSamplerAdvanced", ["enable", 1, 30, 6.5, "dpmpp_2m", "karras", 0, 10000, "disable"],
+                 [("model", "MODEL", 21), ("positive", "CONDITIONING", 14), ("negative", "CONDITIONING", 15),
+                  ("latent_image", "LATENT", 22), ("noise_seed", "INT", 16)]),
+            node(11, "CheckpointLoaderSimple", ["sdxl/juggernaut.safetensors"]),
+            node(12, "CLIPTextEncode", ["a lighthouse"], [("clip", "CLIP", 17)]),
+            node(13, "CLIPTextEncode", ["blurry"], [("clip", "CLIP", 18)]),
+            node(20, "PrimitiveNode", [987654321, "fixed"]),
+            node(30, "Reroute", [], [("", "*", 19)]),
+            node(31, "Reroute", [], [("", "*", 20)]),
+            node(32, "EmptyLatentImage", [1024, 1024, 1]),
+            node(33, "Note", ["remember to upscale"]),
+            node(34, "SaveImage", ["x"], [("images", "IMAGE", 23)]),
+            node(35, "VAEDecode", [], [("samples", "LATENT", 24)]),
+        ],
+        "links": [[14, 12, 0, 10, 1, "CONDITIONING"], [15, 13, 0, 10, 2, "CONDITIONING"], [16, 20, 0, 10, 4, "INT"],
+                  [17, 11, 1, 12, 0, "CLIP"], [18, 11, 1, 13, 0, "CLIP"], [19, 11, 0, 30, 0, "MODEL"],
+                  [20, 32, 0, 31, 0, "LATENT"], [21, 30, 0, 10, 0, "MODEL"], [22, 31, 0, 10, 3, "LATENT"],
+                  [23, 35, 0, 34, 0, "IMAGE"], [24, 10, 0, 35, 0, "LATENT"]],
+    }
+    _, fields, notes = read_comfyui_workflow(json.dumps(workflow))
+    assert fields == {"seed": 987654321, "num_inference_steps": 30, "guidance_scale": 6.5,
+                      "scheduler": "DPMSolverMultistepScheduler", "prompt": "a lighthouse", "negative_prompt": "blurry",
+                      "width": 1024, "height": 1024, "model": "sdxl/juggernaut"}
+    assert any("Schedule type karras" in note for note in notes)
+    assert not any("Note" in note or "Reroute" in note for note in notes)
+
+
+@pytest.mark.parametrize(
+    ("workflow", "message"),
+    [
+        ({"nodes": "x"}, "not a ComfyUI workflow"),
+        ({"nodes": [node(1, "CheckpointLoaderSimple", ["m.safetensors"])], "links": []}, "no sampler node"),
+        ({"nodes": [node(i, "Reroute") for i in range(5001)], "links": []}, "at most 5000 and 50000 are read"),
+    ],
+)
+def test_bad_workflows_are_refused_with_one_line(workflow, message):
+    with pytest.raises(ValueError, match=message):
+        read_comfyui_workflow(json.dumps(workflow))
+
+
+def test_cyclic_reroutes_and_dangling_links_end():
+    workflow = json.loads(json.dumps(DEFAULT))
+    workflow["nodes"] += [node(40, "Reroute", [], [("", "*", 41)]), node(41, "Reroute", [], [("", "*", 40)])]
+    workflow["links"] += [[40, 40, 0, 41, 0, "*"], [41, 41, 0, 40, 0, "*"]]
+    workflow["nodes"][0]["inputs"][0]["link"] = 40  # the model through a reroute loop
+    workflow["nodes"][0]["inputs"][3]["link"] = 999  # the latent through a link that is not there
+    _, fields, _ = read_comfyui_workflow(json.dumps(workflow))
+    assert "model" not in fields and "width" not in fields and fields["seed"] == 156680208700286
