@@ -8,10 +8,11 @@ words of that counter's block (curand_normal4's x). This is AUTOMATIC1111's "NV"
 
 The Box-Muller step uses curand's constants (2**-32 and 2**-32 * float32(2 pi)) but, as A1111's
 "NV" source does, computes in float64 and rounds once to float32: the same steps as A1111's, so
-images made with its NV source start from the same noise. The GPU itself computes in float32 with a fast sine
-(__sincosf), so real CUDA noise differs from this by up to about 1e-6 (a few float32 steps).
-Rounding float64 once also keeps the result off the CPU's kernels: a libm that is an ulp off in
-float64 moves a float32 value only when it lies that close to a rounding boundary.
+images made with its NV source start from the same noise. The GPU itself computes in float32 with
+a fast sine (__sincosf), so real CUDA noise differs from this in the last bits of its values (a few
+float32 steps; published values agree to 4 to 6 decimals, see tests/test_philox.py). Rounding once
+also keeps the result off the CPU's kernels: a libm that is an ulp off in float64 moves a float32
+value only when it lies that close to a rounding boundary.
 
 The layout holds while every element gets its own GPU thread: up to 256 x SMs x (max threads per SM
 / 256) elements (CUDA_CARDS). A larger tensor is spread over the card's threads, so real CUDA noise

@@ -75,7 +75,8 @@ def test_a_foreign_file_without_rng_says_a1111_draws_noise_on_the_gpu():
 
 @pytest.mark.parametrize(
     "size, cards",
-    [((512, 512), None), ((640, 512), None), ((1024, 1024), "matches cards with enough threads (L4, A10G, H100 PCIe), not T4"),
+    [((512, 512), None), ((640, 512), None),
+     ((1024, 1024), "matches cards with enough threads (L4, A10G, H100 PCIe), not T4"),
      ((1280, 1280), "matches cards with enough threads (A10G, H100 PCIe), not T4, L4"),
      ((1536, 1536), "matches cards with enough threads (H100 PCIe), not T4, L4, A10G"),
      ((2048, 2048), "matches none of T4, L4, A10G, H100 PCIe")],
