@@ -84,6 +84,8 @@ def refused(page, message: str) -> None:
     settle(page)
     assert ready(page), "a refused request left the page busy"
     assert thumbnails(page, "grid").count() == 2
+    badges = page.evaluate("() => [...document.querySelectorAll('.block .error')].map(e => e.closest('.block').id)")
+    assert badges == [], f"outputs marked Error: {badges}"  # the refusal is said once, in its message
 
 
 def test_refused_requests_leave_the_page_ready_and_everything_else_as_it_was(browser, app_server):  # noqa: F811

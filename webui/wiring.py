@@ -99,6 +99,13 @@ def ready() -> tuple:
     return gr.Button(GENERATE, interactive=True), gr.Button(interactive=True), gr.Button(interactive=False)
 
 
+def refused(count: int):
+    """After a refusal: the buttons ready, and `count` outputs left as they are (see Wiring.settles)."""
+    def ready_again() -> tuple:
+        return (*ready(), *(gr.skip() for _ in range(count)))
+    return ready_again
+
+
 def only_if_pending(change):
     """`change` (busy or ready) when the page opened a link it regenerates; otherwise the buttons stay."""
     def apply(pending):
@@ -114,11 +121,14 @@ class Wiring:
         self.ui = ui
         # While this page generates, Generate and the vary button say so and refuse a second click; Stop works.
         self.buttons = [ui["generate"], ui["vary_button"], ui["stop"]]
+        self.outputs: dict[int, list] = {}  # an event's output components, by its dependency id
 
     def event(self, trigger, function, inputs: list, outputs: list[str], **options):
         """`trigger(function)` with `inputs` (components) and `outputs` by name; returns the dependency."""
         targets = [self.ui[name] for name in outputs]
-        return trigger(by_name(function, self.ui, targets), inputs, targets, **options)
+        dependency = trigger(by_name(function, self.ui, targets), inputs, targets, **options)
+        self.outputs[dependency["id"]] = targets
+        return dependency
 
     def guarded(self, triggers: list):
         """The busy step on `triggers`, then (through the returned `.then`) the generation it guards.
@@ -128,10 +138,16 @@ class Wiring:
         return gr.on(triggers, busy, None, self.buttons, queue=False, show_progress="hidden", **PRIVATE).then
 
     def settles(self, *events) -> None:
-        """The page is ready again however each event ends: done or stopped (.then), refused (.failure)."""
+        """The page is ready again however each event ends: done or stopped (.then), refused (.failure).
+
+        A refusal is said once, in its message: the refused event's outputs, which Gradio marks with an
+        "Error" badge, are touched (left as they are) by the .failure step, whose success clears the badge.
+        """
         for event in events:
-            for ends in (event.then, event.failure):
-                ends(ready, None, self.buttons, queue=False, show_progress="hidden", **PRIVATE)
+            event.then(ready, None, self.buttons, queue=False, show_progress="hidden", **PRIVATE)
+            touched = self.outputs.get(event["id"], [])
+            event.failure(refused(len(touched)), None, [*self.buttons, *touched], queue=False,
+                          show_progress="hidden", **PRIVATE)
 
     def shows_cell(self, trigger, function, inputs: list, outputs: list[str]) -> None:
         """A click on a cell: its updates, then the Selected image panel scrolled into view."""
