@@ -172,6 +172,16 @@ class Admission:
         if recipe.scheduler != DEFAULT_SCHEDULER and recipe.scheduler not in offered:
             notes.append(f"scheduler {recipe.scheduler} is not offered by this model: its default is used")
             recipe = recipe.replace(scheduler=DEFAULT_SCHEDULER)
+        if recipe.rng != "cpu":  # A1111's GPU noise (cuda-philox) cannot drive a sampler that draws while stepping
+            try:
+                check_scheduler(recipe.rng, self.store.info(recipe.model).make_scheduler(recipe.scheduler))
+            except FieldError:
+                pass  # an unknown scheduler: refused later, with its own message
+            except ValueError:
+                notes.append(f"its sampler draws noise at every step, which rng {recipe.rng} cannot drive here: rng "
+                             "cpu is used, so the composition differs from the original (a sampler that draws "
+                             "nothing while stepping keeps the original's starting noise)")
+                recipe = recipe.replace(rng="cpu")
         return Original(recipe, original.fingerprint, original.environment, original.pixels, tuple(notes))
 
     def price(self, recipe: Recipe) -> None:

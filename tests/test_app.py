@@ -504,3 +504,18 @@ def test_a_nudged_anchor_and_selected_image_name_their_variation_seed_and_streng
     assert anchor_updates(record)["anchor_text"] == "Anchor seed: 4 · variation seed 77 at strength 0.15 · prompt: p"
     plain = {**record, "recipe": Recipe(prompt="p", seed=4).to_json()}
     assert anchor_updates(plain)["anchor_text"] == "Anchor seed: 4 · prompt: p"
+
+
+def test_an_a1111_png_with_an_ancestral_sampler_and_gpu_noise_still_regenerates_with_a_note(seedlab_app, tmp_path):
+    info = PngInfo()  # no RNG field: A1111's default, its GPU noise (cuda-philox), with Euler a
+    info.add_text("parameters", "a red circle\nSteps: 3, Sampler: Euler a, CFG scale: 7, Seed: 9, Size: 64x64")
+    Image.new("RGB", (64, 64)).save(tmp_path / "euler-a.png", pnginfo=info)
+    update = seedlab_app.reproduction.open_png(str(tmp_path / "euler-a.png"))
+    values = restored(update)
+    assert values["rng"] == "cpu" and values["scheduler"] == "EulerAncestralDiscreteScheduler"
+    assert "draws noise at every step, which rng cuda-philox cannot drive here: rng cpu is used" in update["png_notes"]
+    assert update["regenerate_png"].interactive and update["pending"] is not None
+    info = PngInfo()  # a sampler that draws nothing while stepping keeps A1111's GPU noise
+    info.add_text("parameters", "a red circle\nSteps: 3, Sampler: Euler, CFG scale: 7, Seed: 9, Size: 64x64, RNG: NV")
+    Image.new("RGB", (64, 64)).save(tmp_path / "euler.png", pnginfo=info)
+    assert restored(seedlab_app.reproduction.open_png(str(tmp_path / "euler.png")))["rng"] == "cuda-philox"
