@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import queue
+import re
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -156,18 +157,27 @@ class _Steps:
 class _Embeddings:
     """A request's prompt embeddings, encoded once per (prompt, negative prompt, guidance on/off).
 
-    Only for pipelines whose `encode_prompt` returns (prompt_embeds, negative_prompt_embeds) and
-    whose call takes both (SD 1.x/2.x and their kin); others encode inside the call as before.
+    With the pipeline's own `encode_prompt`, called as its `__call__` calls it: SD 1.x/2.x return
+    (prompt_embeds, negative_prompt_embeds); SDXL and SD3 also return the pooled pair, and take further
+    prompts (prompt_2, prompt_3: None means "the prompt", as in their call). A pipeline whose encoder
+    needs anything else, or whose call does not take the embeddings back, encodes inside the call.
     """
 
     PARAMETERS = {"prompt", "device", "num_images_per_prompt", "do_classifier_free_guidance", "negative_prompt"}
+    NAMES = ("prompt_embeds", "negative_prompt_embeds", "pooled_prompt_embeds", "negative_pooled_prompt_embeds")
 
     def __init__(self, model: Model):
         pipe = model.pipeline
         encode = getattr(pipe, "encode_prompt", None)
+        parameters = inspect.signature(encode).parameters if encode is not None else {}
+        required = {name for name, parameter in parameters.items() if parameter.default is parameter.empty
+                    and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)}
+        # The further prompts of multi-encoder pipelines (SD3's prompt_2, prompt_3): None, as their call passes.
+        self.further = {name: None for name in required - self.PARAMETERS if _FURTHER_PROMPT.fullmatch(name)}
         self.usable = (
             encode is not None
-            and self.PARAMETERS <= set(inspect.signature(encode).parameters)
+            and self.PARAMETERS <= set(parameters)
+            and required <= self.PARAMETERS | set(self.further)
             and {"prompt_embeds", "negative_prompt_embeds"} <= model.call_parameters
         )
         self.model = model
@@ -184,12 +194,16 @@ class _Embeddings:
             with torch.no_grad():  # the pipeline's __call__ runs the text encoder under no_grad too
                 encoded = self.model.pipeline.encode_prompt(
                     prompt=recipe.prompt, device=self.model.device, num_images_per_prompt=1,
-                    do_classifier_free_guidance=guided, negative_prompt=recipe.negative_prompt or None)
-            if not (isinstance(encoded, tuple) and len(encoded) == 2):
+                    do_classifier_free_guidance=guided, negative_prompt=recipe.negative_prompt or None, **self.further)
+            names = self.NAMES[:len(encoded)] if isinstance(encoded, tuple) and len(encoded) in (2, 4) else ()
+            if not names or not set(names) <= self.model.call_parameters:
                 self.usable = False
                 return texts
-            self._cache[key] = {"prompt_embeds": encoded[0], "negative_prompt_embeds": encoded[1]}
+            self._cache[key] = dict(zip(names, encoded))
         return self._cache[key]
+
+
+_FURTHER_PROMPT = re.compile(r"(negative_)?prompt_[2-9]")
 
 
 def _generate_chunk(model: Model, chunk: list[Recipe], embeddings: _Embeddings, steps: _Steps,

@@ -1,0 +1,77 @@
+"""Tiny SDXL and SD3 pipelines built from configs in code (after diffusers' own fast-test components).
+
+Random fixed weights, tokenizers written locally, saved as hub-style folders and loaded with `--model DIR`
+exactly as a user's checkpoint folder. SD3's T5 is a tiny T5 encoder; its tokenizer is a locally written
+CLIP tokenizer (SD3 only asks it for ids padded to a length), so nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from diffusers import (AutoencoderKL, EulerDiscreteScheduler, FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel,
+                       StableDiffusion3Pipeline, StableDiffusionXLPipeline, UNet2DConditionModel)
+from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, T5Config, T5EncoderModel
+
+from training.tokenizer import write_clip_tokenizer
+
+WORDS = ["a", "red", "blue", "circle", "square"]
+
+
+def _clip_config(tokenizer, hidden: int, projection: int | None = None) -> CLIPTextConfig:
+    extra = {"projection_dim": projection} if projection else {}
+    return CLIPTextConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
+                          num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=16,
+                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                          pad_token_id=tokenizer.pad_token_id, hidden_act="gelu", **extra)
+
+
+def _vae(**config) -> AutoencoderKL:
+    return AutoencoderKL(in_channels=3, out_channels=3, block_out_channels=(8, 16), latent_channels=4,
+                         down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
+                         norm_num_groups=8, layers_per_block=1, mid_block_add_attention=False, sample_size=32, **config)
+
+
+def save_tiny_sdxl(folder: str | Path, seed: int = 0) -> Path:
+    """A tiny SDXL pipeline (two CLIP encoders, a text_time UNet): 32x32 images."""
+    folder = Path(folder)
+    torch.manual_seed(seed)  # only the random weights; generation draws from each recipe's own generator
+    tokenizer = write_clip_tokenizer(folder / "tokenizer_src", WORDS, max_length=16)
+    tokenizer_2 = write_clip_tokenizer(folder / "tokenizer_2_src", WORDS, max_length=16)
+    unet = UNet2DConditionModel(
+        sample_size=16, in_channels=4, out_channels=4, block_out_channels=(16, 32), layers_per_block=1,
+        norm_num_groups=8, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), attention_head_dim=(2, 4), use_linear_projection=True,
+        addition_embed_type="text_time", addition_time_embed_dim=8, transformer_layers_per_block=(1, 1),
+        projection_class_embeddings_input_dim=6 * 8 + 16, cross_attention_dim=32)
+    pipe = StableDiffusionXLPipeline(
+        vae=_vae().eval(), unet=unet.eval(), tokenizer=tokenizer, tokenizer_2=tokenizer_2,
+        text_encoder=CLIPTextModel(_clip_config(tokenizer, 16)).eval(),
+        text_encoder_2=CLIPTextModelWithProjection(_clip_config(tokenizer_2, 16, 16)).eval(),
+        scheduler=EulerDiscreteScheduler(beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012,
+                                         steps_offset=1, timestep_spacing="leading"),
+        force_zeros_for_empty_prompt=True)
+    pipe.save_pretrained(folder)
+    return folder
+
+
+def save_tiny_sd3(folder: str | Path, seed: int = 0) -> Path:
+    """A tiny SD3 pipeline (two CLIP encoders with projections, a T5 encoder, an MMDiT transformer): 32x32 images."""
+    folder = Path(folder)
+    torch.manual_seed(seed)
+    tokenizer = write_clip_tokenizer(folder / "tokenizer_src", WORDS, max_length=16)
+    tokenizer_2 = write_clip_tokenizer(folder / "tokenizer_2_src", WORDS, max_length=16)
+    tokenizer_3 = write_clip_tokenizer(folder / "tokenizer_3_src", WORDS, max_length=32)
+    t5 = T5EncoderModel(T5Config(vocab_size=len(tokenizer_3), d_model=32, d_kv=8, d_ff=37, num_layers=1, num_heads=4,
+                                 relative_attention_num_buckets=8, pad_token_id=tokenizer_3.pad_token_id))
+    transformer = SD3Transformer2DModel(
+        sample_size=16, patch_size=1, in_channels=4, num_layers=1, attention_head_dim=8, num_attention_heads=4,
+        caption_projection_dim=32, joint_attention_dim=32, pooled_projection_dim=32, out_channels=4)
+    pipe = StableDiffusion3Pipeline(
+        transformer=transformer.eval(), vae=_vae(scaling_factor=1.5305, shift_factor=0.0609).eval(), scheduler=FlowMatchEulerDiscreteScheduler(),
+        text_encoder=CLIPTextModelWithProjection(_clip_config(tokenizer, 16, 16)).eval(), tokenizer=tokenizer,
+        text_encoder_2=CLIPTextModelWithProjection(_clip_config(tokenizer_2, 16, 16)).eval(), tokenizer_2=tokenizer_2,
+        text_encoder_3=t5.eval(), tokenizer_3=tokenizer_3)
+    pipe.save_pretrained(folder)
+    return folder
