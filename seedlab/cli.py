@@ -277,3 +277,12 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError) as error:
         print(f"seedlab: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:  # noqa: BLE001 - a failure inside a pipeline: one line, not a traceback
+        if os.environ.get("SEEDLAB_DEBUG"):
+            raise
+        text = " ".join(str(error).split())[:300]
+        print(f"seedlab: error: the generation failed ({type(error).__name__}: {text}); the model may be of a kind "
+              "SeedLab does not support yet. SEEDLAB_DEBUG=1 shows the traceback", file=sys.stderr)
+        return 1

@@ -1,6 +1,7 @@
 """The CLI as other tools script it: a real subprocess, real files, JSON lines, exit codes."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -251,3 +252,15 @@ def test_reproduce_refuses_an_out_that_is_a_folder_before_generating(tiny_dir, t
     assert main(["reproduce", link, "--model", str(tiny_dir), "--out", str(tmp_path)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "--out must be a PNG file name" in lines[0], lines
+
+
+def test_a_failure_inside_a_pipeline_is_one_line_not_a_traceback(tiny_dir, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_dir, broken)
+    config = json.loads((broken / "vae" / "config.json").read_text())
+    (broken / "vae" / "config.json").write_text(json.dumps({**config, "scaling_factor": None}))  # decoding fails
+    done = cli("grid", "--model", str(broken), "--prompt", "a red circle", "--seeds", "1", "--steps", "1",
+                   "--out", str(tmp_path / "out"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-1500:]
+    assert done.stderr.startswith("seedlab: error: the generation failed (TypeError:")
+    assert done.stderr.count("\n") == 1
