@@ -1,0 +1,49 @@
+"""The page with a non-SD1 family: the whole loop on a small SDXL folder served by `python app.py --model DIR`."""
+
+import pytest
+
+from tests.conftest import AppServer
+from tests.settle import open_settled, ready, settle, value
+from tests.test_browser import CHROMIUM, browser, thumbnails, wait_for_images  # noqa: F401 - browser is a fixture
+from tests.tiny_families import save_tiny_sdxl
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
+
+
+@pytest.fixture(scope="module")
+def sdxl_server(tmp_path_factory):
+    folder = save_tiny_sdxl(tmp_path_factory.mktemp("sdxl") / "model")
+    server = AppServer(str(folder), tmp_path_factory.mktemp("sdxl-app"))
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_grid_anchor_variations_and_a_link_on_an_sdxl_folder(browser, sdxl_server):  # noqa: F811
+    page = open_settled(browser, sdxl_server.url)
+    assert value(page, "width") == "32" and value(page, "height") == "32"  # the folder's native size
+    page.locator("#prompt textarea").fill("a red circle")
+    page.locator("#seeds textarea").fill("0-2")
+    page.locator("#num-inference-steps input").fill("2")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 3)
+    settle(page)
+    page.locator("#grid .thumbnail-item").nth(1).click()
+    settle(page)
+    assert value(page, "anchor").startswith("Anchor seed: 1")
+    link = value(page, "grid-link")
+    page.locator("#variations-box textarea").fill(", blue")
+    page.locator("#vary").click()
+    wait_for_images(page, "variations", 2)
+    settle(page)
+    assert ready(page)
+    page.context.close()
+
+    visitor = open_settled(browser, link)  # a fresh browser opens the cell's link: exact, and it stays
+    verdict = value(visitor, "verdict")
+    assert "Exact match" in verdict, verdict
+    visitor.locator("#reverify").click()
+    settle(visitor)
+    assert "Exact match: the regenerated image is identical to the original (pixel for pixel)" in value(
+        visitor, "verdict")
+    visitor.context.close()
