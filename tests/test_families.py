@@ -1,4 +1,4 @@
-"""Other diffusers families, loaded with `--model DIR` as a user's folder: SDXL and SD3 (with its T5).
+"""Other diffusers families, loaded with `--model DIR` as a user's folder: SDXL, SD3 (with its T5), SD 2.x v-prediction.
 
 For each: the CLI's grid equals plain diffusers at the same thread count, a grid cell equals its solo image,
 a variation seed runs (and changes the image), and a PNG the CLI wrote reproduces exactly.
@@ -15,9 +15,9 @@ from diffusers import DiffusionPipeline
 
 from seedlab import Recipe, fingerprint, generate, load_model
 from tests.helpers import torch_threads
-from tests.tiny_families import save_tiny_sd3, save_tiny_sdxl
+from tests.tiny_families import save_tiny_sd2_vpred, save_tiny_sd3, save_tiny_sdxl
 
-BUILDERS = {"sdxl": save_tiny_sdxl, "sd3": save_tiny_sd3}
+BUILDERS = {"sdxl": save_tiny_sdxl, "sd3": save_tiny_sd3, "sd2-v": save_tiny_sd2_vpred}
 SETTINGS = {"prompt": "a red circle", "steps": 2, "guidance": 3.0, "width": 32, "height": 32}
 
 
@@ -68,8 +68,9 @@ def test_the_prompt_is_encoded_once_with_the_familys_own_encoder(family):
     """SDXL and SD3 return pooled embeddings too, and SD3 asks for prompt_2 and prompt_3: reused, same pixels."""
     from seedlab.generation import _Embeddings
 
-    _, folder = family
+    name, folder = family
     model = load_model(str(folder), torch.device("cpu"))
     embeddings = _Embeddings(model)
     arguments = embeddings.arguments(recipe(folder, 0))
-    assert embeddings.usable and {"prompt_embeds", "pooled_prompt_embeds"} <= set(arguments)
+    pooled = {"sdxl": True, "sd3": True, "sd2-v": False}[name]  # SD 1.x/2.x encoders return no pooled pair
+    assert embeddings.usable and "prompt_embeds" in arguments and ("pooled_prompt_embeds" in arguments) == pooled

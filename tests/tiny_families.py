@@ -7,6 +7,7 @@ CLIP tokenizer (SD3 only asks it for ids padded to a length), so nothing is down
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -74,4 +75,15 @@ def save_tiny_sd3(folder: str | Path, seed: int = 0) -> Path:
         text_encoder_2=CLIPTextModelWithProjection(_clip_config(tokenizer_2, 16, 16)).eval(), tokenizer_2=tokenizer_2,
         text_encoder_3=t5.eval(), tokenizer_3=tokenizer_3)
     pipe.save_pretrained(folder)
+    return folder
+
+
+def save_tiny_sd2_vpred(folder: str | Path, seed: int = 0) -> Path:
+    """A tiny SD 2.x-style pipeline whose scheduler predicts v (v-prediction), as SD 2.x 768 checkpoints do."""
+    from tests.tiny import save_tiny_pipeline
+
+    folder = save_tiny_pipeline(Path(folder), seed)
+    config_path = folder / "scheduler" / "scheduler_config.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "prediction_type": "v_prediction", "rescale_betas_zero_snr": False}))
     return folder
