@@ -18,7 +18,9 @@ import sys
 from pathlib import Path
 
 from . import cpu, determinism, generation, models
+from . import plot as plot_command
 from . import sweep as sweep_command
+from . import travel as travel_command
 from .admission import Admission
 from .info import run_info
 from .limits import Limits
@@ -64,7 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     vary.add_argument("--variation", action="append", required=True, help="appended to the prompt; repeatable")
     sweep = commands.add_parser("sweep", help="thousands of seeds to PNGs and a manifest, resumable, local or on Ray")
     sweep_command.add_arguments(sweep)
-    for command in (grid, vary, sweep):
+    plot = commands.add_parser("plot", help="an X/Y/Z plot over any recipe fields: cell PNGs, sheets, an HTML viewer")
+    plot_command.add_arguments(plot)
+    travel = commands.add_parser("travel", help="seed travel: frames from seed to seed, an animated WebP and GIF")
+    travel_command.add_arguments(travel)
+    plot_command.add_worker_arguments(travel)
+    for command in (grid, vary, sweep, plot, travel):
         command.add_argument(SPECS["prompt"].cli, dest="prompt", required=True, help=SPECS["prompt"].help)
         command.add_argument("--out", required=True, type=Path, help="folder for the PNG files")
         add_recipe_options(command)
@@ -139,6 +146,9 @@ def run(args: argparse.Namespace) -> int:
     if args.command != "sweep":
         admission.store.lanes = models.default_lanes(admission.store.device, threads or 1)
     values = {name: getattr(args, name) for name in ("prompt", *RECIPE_OPTIONS)}
+    if args.command in ("plot", "travel"):  # their own axes or seeds; the recipe options as grid's
+        command = plot_command if args.command == "plot" else travel_command
+        return command.run(args, admission, values, threads)
     try:
         if args.command == "sweep":  # the sweep's own seed ranges and variations; the recipe as grid's
             return sweep_command.run(args, admission.recipe({**values, "seed": 0}))

@@ -15,23 +15,32 @@ BACKGROUND, INK, MISSING = (255, 255, 255), (20, 20, 20), (200, 200, 200)
 Cell = tuple[Path | None, str]  # (image file, caption); no file: a grey box
 
 
-def contact_sheet(rows: list[list[Cell]], headers: list[str] | None = None) -> Image.Image:
-    """A page of captioned thumbnails, row by row, with optional column headers."""
+def contact_sheet(rows: list[list[Cell]], headers: list[str] | None = None, *,
+                  row_headers: list[str] | None = None, title: str | None = None) -> Image.Image:
+    """A page of captioned thumbnails, row by row, with optional column headers, row headers and a title."""
     if not rows or not any(rows):
         raise ValueError("a contact sheet needs at least one cell")
     thumbs = [[_thumbnail(path) for path, _ in row] for row in rows]
     sizes = [thumb.size for row in thumbs for thumb in row if thumb is not None] or [(THUMBNAIL, THUMBNAIL)]
     width, height = max(w for w, _ in sizes), max(h for _, h in sizes)
     columns = max(len(row) for row in rows)
-    top = CAPTION if headers else 0
+    above = CAPTION if title else 0
+    top = above + (CAPTION if headers else 0)
+    left = THUMBNAIL + GAP if row_headers else 0
     cell_w, cell_h = width + GAP, height + CAPTION + GAP
-    sheet = Image.new("RGB", (GAP + columns * cell_w, GAP + top + len(rows) * cell_h), BACKGROUND)
+    sheet = Image.new("RGB", (GAP + left + max(columns * cell_w, THUMBNAIL if title else 0),
+                              GAP + top + len(rows) * cell_h), BACKGROUND)
     draw, font = ImageDraw.Draw(sheet), ImageFont.load_default()
+    if title:
+        draw.text((GAP, GAP), _fit(draw, font, title, sheet.width - 2 * GAP), fill=INK, font=font)
     for column, header in enumerate(headers or []):
-        draw.text((GAP + column * cell_w, GAP), _fit(draw, font, header, width), fill=INK, font=font)
+        draw.text((GAP + left + column * cell_w, GAP + above), _fit(draw, font, header, width), fill=INK, font=font)
+    for r, header in enumerate(row_headers or []):
+        draw.text((GAP, GAP + top + r * cell_h + height // 2), _fit(draw, font, header, THUMBNAIL), fill=INK,
+                  font=font)
     for r, (row, row_thumbs) in enumerate(zip(rows, thumbs)):
         for c, ((_, caption), thumb) in enumerate(zip(row, row_thumbs)):
-            x, y = GAP + c * cell_w, GAP + top + r * cell_h
+            x, y = GAP + left + c * cell_w, GAP + top + r * cell_h
             if thumb is None:
                 draw.rectangle((x, y, x + width - 1, y + height - 1), fill=MISSING)
             else:
@@ -81,4 +90,26 @@ def save_matrix_sheet(records: list[dict], paths: list[Path | None], columns: li
     info.add_text(SHEET_KEY, json.dumps({"rows": [row[0][1].removeprefix("seed ") for row in rows],
                                          "columns": columns, "cells": cells}))
     contact_sheet(rows, headers=columns).save(out, format="PNG", pnginfo=info)
+    return out
+
+
+PLOT_KEY = "seedlab-plot"  # the PNG text chunk that lists a plot sheet's cells
+
+
+def save_plot_sheet(cells: list[dict], paths: list[Path | None], columns: list[str], rows: list[str],
+                    title: str, out: Path) -> Path:
+    """One Z value of an X/Y/Z plot as a labelled PNG: a column per X value, a row per Y value (headed
+    "axis: value"), each cell captioned by its fingerprint's start, and every cell's record (axis values,
+    recipe, fingerprint, link) in a `seedlab-plot` text chunk."""
+    from PIL.PngImagePlugin import PngInfo
+
+    width = len(columns)
+    if width == 0 or len(cells) != width * max(1, len(rows)) or len(paths) != len(cells):
+        raise ValueError(f"a plot sheet needs a full grid: {len(cells)} cells for {width} x {len(rows)}")
+    grid = [[(paths[r * width + c], cells[r * width + c]["fingerprint"][:12]) for c in range(width)]
+            for r in range(len(cells) // width)]
+    info = PngInfo()
+    info.add_text(PLOT_KEY, json.dumps({"title": title, "columns": columns, "rows": rows, "cells": cells},
+                                       ensure_ascii=True))
+    contact_sheet(grid, headers=columns, row_headers=rows or None, title=title).save(out, format="PNG", pnginfo=info)
     return out
