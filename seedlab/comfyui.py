@@ -33,6 +33,7 @@ WIDGETS = {
     "CheckpointLoaderSimple": ("ckpt_name",),
     "CLIPTextEncode": ("text",),
     "EmptyLatentImage": ("width", "height", "batch_size"),
+    "EmptySD3LatentImage": ("width", "height", "batch_size"),
 }
 _CONTROL_VALUES = ("fixed", "increment", "decrement", "randomize")
 _MAX_LINKS = 50_000
@@ -239,7 +240,9 @@ def _sampler_fields(graph: dict[str, Any], key: str, notes: list[str]) -> dict[s
     if isinstance(sampler, str):
         fields["scheduler"] = sampler_scheduler(sampler, schedule, notes)
     for field, name in (("prompt", "positive"), ("negative_prompt", "negative")):
-        text = _text(graph, inputs.get(name, guider.get(name)), notes)
+        # BasicGuider (Flux's usual graph) has no positive/negative, only the one conditioning it guides with
+        fallback = guider.get("conditioning") if name == "positive" else None
+        text = _text(graph, inputs.get(name, guider.get(name, fallback)), notes)
         if text is not None:
             fields[field] = text
     _latent_size(graph, inputs.get("latent_image"), fields, notes)

@@ -140,3 +140,33 @@ def test_cyclic_reroutes_and_dangling_links_end():
     workflow["nodes"][0]["inputs"][3]["link"] = 999  # the latent through a link that is not there
     _, fields, _ = read_comfyui_workflow(json.dumps(workflow))
     assert "model" not in fields and "width" not in fields and fields["seed"] == 156680208700286
+
+
+def test_a_basic_guider_passes_its_conditioning_as_the_prompt():
+    # Flux's usual graph: SamplerCustomAdvanced guided by BasicGuider(conditioning) through FluxGuidance.
+    graph = {
+        "6": {"class_type": "CLIPTextEncode", "inputs": {"text": POSITIVE, "clip": ["11", 0]}},
+        "13": {"class_type": "SamplerCustomAdvanced", "inputs": {"noise": ["25", 0], "guider": ["22", 0],
+                                                                 "sampler": ["16", 0], "sigmas": ["17", 0],
+                                                                 "latent_image": ["27", 0]}},
+        "16": {"class_type": "KSamplerSelect", "inputs": {"sampler_name": "euler"}},
+        "17": {"class_type": "BasicScheduler", "inputs": {"scheduler": "simple", "steps": 20, "denoise": 1.0,
+                                                          "model": ["12", 0]}},
+        "22": {"class_type": "BasicGuider", "inputs": {"model": ["12", 0], "conditioning": ["26", 0]}},
+        "25": {"class_type": "RandomNoise", "inputs": {"noise_seed": 219670278747233}},
+        "26": {"class_type": "FluxGuidance", "inputs": {"guidance": 3.5, "conditioning": ["6", 0]}},
+        "27": {"class_type": "EmptySD3LatentImage", "inputs": {"width": 1024, "height": 768, "batch_size": 1}},
+        "8": {"class_type": "VAEDecode", "inputs": {"samples": ["13", 0], "vae": ["10", 0]}},
+        "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "ComfyUI", "images": ["8", 0]}},
+    }
+    _, fields, _ = read_comfyui(json.dumps(graph))
+    assert fields["prompt"] == POSITIVE and "negative_prompt" not in fields and "guidance_scale" not in fields
+    assert (fields["seed"], fields["num_inference_steps"], fields["width"], fields["height"]) == (219670278747233, 20,
+                                                                                                   1024, 768)
+
+
+def test_an_sd3_empty_latent_in_a_workflow_gives_the_size():
+    workflow = json.loads(json.dumps(DEFAULT))
+    workflow["nodes"][2] = node(5, "EmptySD3LatentImage", [1024, 1024, 1], (), [("LATENT", [2])])
+    _, fields, _ = read_comfyui_workflow(json.dumps(workflow))
+    assert (fields["width"], fields["height"]) == (1024, 1024)
