@@ -36,6 +36,21 @@ NAI_OLD_UC = ", ".join(["lowres, bad anatomy, bad hands, text, error, missing fi
 NAI_CURATED = "1girl, solo, hatsune miku, #テスト, very aesthetic, masterpiece, no text, -0.8::feet::, rating:general"
 NAI_3CHAR = "2girls, 1boy, dancing, #テスト\nwhite background, , very aesthetic, masterpiece, no text"
 DUCK = ("photo of a duck", "monochrome")
+CAT = ("wide shot, photo of a cat with mixed black and white fur, sitting in the middle of an open roadway, holding a "
+       "cardboard sign that says \"Meow I'm a Cat\". In the distance behind is a green road sign that says \"Model "
+       "Testing Street\".")
+GIRL = ("masterpiece best quality girl", "bad hands")
+TW = "text, watermark"
+SUNSET = "evening sunset scenery blue sky nature, glass bottle with a galaxy in it"
+MIKU = ("1girl, solo, hatsune miku, vocaloid, white dress, cowboy shot, wind, floating hair, looking at viewer, smile, "
+        "beach, sunset, sky, cloud, (safe)")
+COUPLE = ("masterpiece, best quality, high quality, screencap, anime screenshot,\n2girls, blonde twintails, cyan eyes, "
+          "white serafuku, standing, waving, looking at viewer, smile,\n2girls, black long hair, red eyes, dark school "
+          "uniform, crossed arms, looking away")
+COUPLE_UC = "(signature), worst quality, bad quality, low quality, simple background, text, name, watermark, loli"
+CG = "comfyanonymous-ComfyUI_examples/"
+SW = "mcmonkeyprojects-SwarmUI/"
+SIWM = "nkchocoai-ComfyUI-SaveImageWithMetaData/"
 
 # file: (format, seed, steps, cfg, (width, height), scheduler, prompt, negative prompt)
 EXPECTED = {
@@ -147,6 +162,117 @@ EXPECTED = {
                                             "(waifu, anime, exceptional, best aesthetic, new, newest, best quality, "
                                             "masterpiece, extremely detailed:1.2)",
                                             "lowres, (bad anatomy), (bad hands), text, missing finger…"),
+    # Ten more repositories (SOURCES.md): ComfyUI's own examples, custom nodes', A1111/Forge extensions' and
+    # SwarmUI's documentation images, and two PNG-info tools' fixtures.
+    CG + "aura_flow_0.2_example.png": ("ComfyUI", 274576428651941, 20, 3.48, SQ, E, "a glass filled with glowing "
+                                       "fizzy rainbow drink and a small red toy car on top of a table beside a juicy "
+                                       "burger in the middle of a dark forest at night with a bear in the shadows in "
+                                       "the background with the full moon", "ugly jpeg"),
+    CG + "controlnet_example.png": ("ComfyUI", 1002496614778823, 16, 6, (512, 512), UNI, "(solo) girl (flat chest:0.9), "
+                                    "(fennec ears:1.1)\u00a0 (fox ears:1.1), (blonde hair:1.0), messy hair, sky clouds, "
+                                    "standing in a grass field, (chibi), blue eyes",
+                                    "(hands), text, error, cropped, (worst quality:1.2)…"),
+    CG + "embedding_example.png": ("ComfyUI", 193694018275622, 20, 8, (768, 768), UNI, "photograph in the style of "
+                                   "embedding:SDA768.pt girl with blonde hair\nlandscape scenery view", "bad hands"),
+    CG + "flux_dev_example.png": ("ComfyUI", 219670278747233, 20, None, SQ, E, "cute anime girl with massive fluffy "
+                                  "fennec ears and a big fluffy tail blonde messy long hair blue eyes wearing a maid…",
+                                  None),
+    CG + "flux_schnell_example.png": ("ComfyUI", 112298569477003, 4, None, SQ, E, "a bottle with a beautiful rainbow "
+                                      "galaxy inside it on top of a wooden table in the middle of a modern kitchen "
+                                      "beside a plate of vegetables and mushrooms and a wine glasse that contains a "
+                                      "planet earth with a plate with a half eaten apple pie on it", None),
+    CG + "hiresfix_latent_workflow.png": ("ComfyUI", 89848141647836, 12, 8, (768, 768), DEFAULT, "masterpiece HDR "
+                                          "victorian portrait painting of woman, blonde hair, mountain nature, blue sky",
+                                          "bad hands, text, watermark"),
+    CG + "hunyuan_dit_1.2_example.png": ("ComfyUI", 137656229034231, 30, 6, SQ, E, "a bottle with a 彩虹星系 inside it "
+                                         "on top of a wooden table on a snowy mountain top with the ocean and clouds in "
+                                         "the background", ""),
+    CG + "hypernetwork_example_output.png": ("ComfyUI", 572636856966402, 20, 8, (512, 512), UNI, "woman (fennec ears "
+                                             "fox ears:1.1), marble statue, museum", TW),
+    CG + "inpaint_example.png": ("ComfyUI", 1040111309094545, 20, 8, None, UNI, "closeup photograph of maine coon "
+                                 "(cat:1.2) in the yosemite national park mountains nature", "watermark, text"),
+    CG + "lcm_basic_example.png": ("ComfyUI", 167055194337639, 5, 1.8, SQ, LCM, SUNSET, TW),
+    CG + "lora.png": ("ComfyUI", 851616030078638, 20, 8, (512, 512), E, *GIRL),
+    CG + "lora_multiple.png": ("ComfyUI", 513173432917412, 20, 8, (512, 512), E, *GIRL),
+    CG + "model_merging_basic.png": ("ComfyUI", 156680208700286, 20, 8, (512, 512), E, "beautiful scenery nature glass "
+                                     "bottle landscape, , purple galaxy bottle,", TW),
+    CG + "sd3.5_simple_example.png": ("ComfyUI", 585483408983215, 20, 4.01, SQ, E, "a bottle with a pink and red galaxy "
+                                      "inside it on top of a wooden table on a table in the middle of a modern kitchen "
+                                      "with a window to the outdoors mountain range bright sun clouds forest", ""),
+    # Base and refiner share one 25-step schedule, the base stopping at step 20: no single step count says it.
+    CG + "sdxl_refiner_prompt_example.png": ("ComfyUI", 6767725640732, None, 8, SQ, E, "daytime sky nature dark blue "
+                                             "galaxy bottle", TW),
+    CG + "sdxl_simple_example.png": ("ComfyUI", 721897303308196, None, 8, SQ, E, SUNSET, TW),
+    CG + "sdxlturbo_example.png": ("ComfyUI", 0, 1, 1, (512, 512), EA, "beautiful landscape scenery glass bottle with a "
+                                   "galaxy inside cute fennec fox snow HDR sunset", TW),
+    CG + "stable_cascade__text_to_image.png": ("ComfyUI", 314307448448003, 20, 4, SQ, EA, "evening sunset scenery blue "
+                                               "sky nature, glass bottle with a fizzy ice cold freezing rainbow liquid "
+                                               "in it", TW),
+    # An SDXL image made first, then animated by SVD: the text-to-image pass is the one with a prompt.
+    CG + "txt_to_image_to_video.webp": ("ComfyUI", 144698910769133, 15, 8, (1024, 576), UNI, "photograph beautiful "
+                                        "scenery nature mountains alps river rapids snow sky cumulus clouds", TW),
+    CG + "z_image_turbo_example.png": ("ComfyUI", 47447417949230, 9, 1, SQ, E, "cute anime style girl with massive "
+                                       "fluffy fennec ears and a big fluffy tail…", "blurry ugly bad"),
+    # Cutoff splits the prompt into regions: no single prompt says it.
+    "BlenderNeko-ComfyUI_Cutoff/ComfyUI_00671_.png": ("ComfyUI", 0, 35, 10, (512, 512), DPM, None,
+                                                      "(low quality, worst quality:1.4)"),
+    "Haoming02-comfyui-diffusion-cg/on.png": ("ComfyUI", 1337, 32, 6, (512, 512), DPM, "high quality, a photo of a woman "
+                                              "in white dress, standing at the beach, facing away, wind, sunset, "
+                                              "twilight, sky, cloud, lens flare", "low quality, worst quality"),
+    "Haoming02-comfyui-resharpen/0.5.png": ("ComfyUI", 1337, 32, 6, (512, 512), E, "high quality, a photo of a man in "
+                                            "suit, standing in front of a brick wall, looking at viewer, smile",
+                                            "low quality, worst quality"),
+    # Workflow chunk only. Where "Anything Everywhere" nodes carry the prompts, the graph has no link to follow.
+    SIWM + "extra_metadata.png": ("ComfyUI (workflow)", 0, 20, 8, (832, 1216), EA, "1girl, hatsune miku, vocaloid, "
+                                  "aqua hair, aqua eyes, twintails, aqua necktie, cyan shirt, sleeveless, detached "
+                                  "sleeves, black sleeves, upper body, smile, looking at viewer, waving, masterpiece, "
+                                  "best quality, very aesthetic, absurdres", "lowres, (bad), text, error, fewer, extra, "
+                                  "missing, worst quality, jpeg artifacts, low quality, watermark, unfinished, "
+                                  "displeasing, oldest, early, chromatic aberration, signature, extra digits, artistic "
+                                  "error, username, scan, [abstract]"),
+    SIWM + "sd3.png": ("ComfyUI (workflow)", 0, 28, 4.5, SQ, DPM, "Chibi figure of a wizard girl with a big wand. She "
+                       "wears a wizard's hat and a blue robe. The wand is based on a clock. A magic circle is deployed "
+                       "on the underside.", None),
+    SIWM + "filename_format.png": ("ComfyUI (workflow)", 123, 20, 8, (512, 768), DPM, None, None),
+    SIWM + "lora_embedding_vae.png": ("ComfyUI (workflow)", 123, 20, 8, (512, 768), DPM, None, None),
+    SIWM + "everywhere_prompt_utilities.png": ("ComfyUI (workflow)", 12345, 20, 8, (832, 1216), EA, None, None),
+    SW + "auraflow-02.jpg": ("SwarmUI", 1, 20, 3.5, SQ, None, CAT, None),
+    SW + "cascade.jpg": ("SwarmUI", 1, 20, 3.5, SQ, None, CAT, None),
+    SW + "flux-dev.jpg": ("SwarmUI", 1, 20, 1, SQ, None, CAT, None),
+    SW + "flux-schnell.jpg": ("SwarmUI", 1, 4, 1, SQ, None, CAT, None),
+    SW + "pixart-sigma-xl-2.jpg": ("SwarmUI", 1, 20, 3.5, SQ, None, CAT, None),
+    SW + "sd15.jpg": ("SwarmUI", 1, 20, 4.5, (512, 512), None, CAT, None),
+    SW + "sd35l.jpg": ("SwarmUI", 1, 20, 4.5, SQ, None, CAT, None),
+    SW + "sd35m.jpg": ("SwarmUI", 1, 20, 4.5, SQ, None, CAT, None),
+    SW + "sd3m.jpg": ("SwarmUI", 1, 20, 4.5, SQ, None, CAT, None),
+    SW + "sdxl.jpg": ("SwarmUI", 1, 20, 4.5, SQ, None, CAT, None),
+    # <setvar>, <random> and <break> are SwarmUI prompt syntax: the prompt that ran is not written down.
+    SW + "setmacro-cat.jpg": ("SwarmUI", 1974039850, 30, 7, (512, 512), EA, None, None),
+    "shenjinti-pnginfo/00002-2416382472.png": ("A1111", 2416382472, 40, 7, SQ, DPM, "draw a beautiful woman swimming "
+                                               "in the water,", None),
+    "bluelovers-auto1111-pnginfo/tmp46c8k1iv.png": ("A1111 (Forge)", 557152045, 20, 7, (512, 512), DPM, "highly "
+                                                    "insanely detailed, masterpiece, top quality, best quality, "
+                                                    "highres, 4k, 8k, RAW photo, (very aesthetic, beautiful and "
+                                                    "aesthetic), 1girl, solo", "EasyNegative, (normal quality, low "
+                                                    "quality, worst quality:1.4), jpeg artifacts…"),
+    "Haoming02-sd-webui-diffusion-cg/off.webp": ("A1111 (Forge)", 1234, 20, 4.5, (896, 1152), EA, MIKU,
+                                                 "old, oldest, text, glitch, deformed, mutated, ugly, disfigured…"),
+    "Haoming02-sd-webui-diffusion-cg/on.webp": ("A1111 (Forge)", 1234, 20, 4.5, (896, 1152), EA, MIKU,
+                                                "old, oldest, text, glitch, deformed, mutated, ugly, disfigured…"),
+    "Haoming02-All-in-One-Stable-Diffusion-Guide/fc_off.webp": ("A1111 (Forge)", 5678, 24, 6, SQ, EA, COUPLE,
+                                                                COUPLE_UC),
+    # Forge Couple on: each line of the prompt is a region of the image.
+    "Haoming02-All-in-One-Stable-Diffusion-Guide/fc_on.webp": ("A1111 (Forge)", 5678, 24, 6, SQ, EA, None, COUPLE_UC),
+}
+# Files SeedLab does not yet read as they say: what is missing, checked to stay missing (strict xfail).
+PRESET = "the size is a preset string of a custom node (EmptyLatentImageFromPresets*), whose widgets are not named"
+GAPS = {
+    CG + "stable_cascade__text_to_image.png": "Stable Cascade: stage B's sampler starts from the same empty latent as "
+                                              "stage C's and is restored instead of it (seed, steps, cfg of stage B)",
+    SIWM + "everywhere_prompt_utilities.png": PRESET,
+    SIWM + "extra_metadata.png": PRESET,
+    SIWM + "filename_format.png": PRESET,
+    SIWM + "lora_embedding_vae.png": PRESET,
 }
 REFUSED = {"sd-metadata/civitai-upscale.jpg": "no sampler", "sd-metadata/empty.png": "no recipe"}
 FIELDS = ("seed", "num_inference_steps", "guidance_scale", "size", "scheduler", "prompt", "negative_prompt")
@@ -185,7 +311,8 @@ def test_the_corpus_has_at_least_40_files_from_other_tools():
     assert all(Path(name).name in sources for name in files)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(reason=GAPS[name], strict=True))
+                                  if name in GAPS else name for name in sorted(EXPECTED)])
 def test_every_field_is_restored_as_the_file_says(name):
     results = field_results(name)
     assert all(results.values()), {field: ok for field, ok in results.items() if not ok}
@@ -214,3 +341,19 @@ def test_several_sampling_passes_restore_the_first_and_say_so():
     assert any("2 sampling passes" in note and "first pass (node Sampler" in note for note in notes)
     notes = read_metadata(CORPUS / "sd-parsers/noisy_latents_3_subjects_cropped.png").notes
     assert any("sampling passes" in note for note in notes)
+
+
+def pass_rates() -> dict[str, tuple[int, int]]:
+    """Per format (the name before any parenthesis): files with every field restored, files."""
+    rates: dict[str, tuple[int, int]] = {}
+    for name in sorted(EXPECTED):
+        tool = EXPECTED[name][0].split(" (")[0]
+        good, count = rates.get(tool, (0, 0))
+        rates[tool] = (good + all(field_results(name).values()), count + 1)
+    return rates
+
+
+if __name__ == "__main__":  # the table at the end of SOURCES.md: python -m tests.test_corpus
+    print("| format | files read correctly | files |\n| --- | --- | --- |")
+    for tool, (good, count) in sorted(pass_rates().items(), key=lambda item: -item[1][1]):
+        print(f"| {tool} | {good} ({100 * good / count:.0f}%) | {count} |")
