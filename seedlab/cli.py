@@ -3,6 +3,8 @@
     python -m seedlab grid --prompt "a red circle" --seeds 0-7 --out out/ --json
     python -m seedlab vary --prompt "a red circle" --seed 3 --variation ", on a blue background" --out out/
     python -m seedlab reproduce "http://127.0.0.1:7860/?v=1&prompt=a+red+circle&..."   # or a PNG
+    python -m seedlab plot --prompt "a red circle" --x "seed: 1-5" --y "Steps: 10, 20" --out plot/
+    python -m seedlab travel --prompt "a red circle" --seeds 3,7 --frames 9 --out travel/
 
 Bad arguments exit with status 2 and one line naming the option and what is allowed. `reproduce`
 exits 0 when the pixels match the original exactly, 1 when they differ.
