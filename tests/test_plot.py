@@ -282,3 +282,13 @@ def test_viewer_keeps_recipe_text_out_of_the_markup(admission, tmp_path):
     assert "</script><img" not in page and "onerror=\"alert" not in page
     data = page.split('id="plot-data">')[1].split("</script>")[0]
     assert json.loads(data)["cells"][0]["recipe"]["prompt"] == prompt
+
+
+def test_cli_plot_on_worker_processes_makes_the_same_cells(plot_run, tiny_model_dir, tmp_path):
+    lines, _ = plot_run
+    run = cli("plot", "--prompt", "a red circle", "--x", "seed: 1-5 (+2)", "--y", "num_inference_steps: 2, 3",
+              "--model", str(tiny_model_dir), "--out", str(tmp_path), "--json", "--workers", "2")
+    assert run.returncode == 0, run.stderr
+    pooled = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [line["fingerprint"] for line in pooled] == [line["fingerprint"] for line in lines]
+    assert [line["recipe"] for line in pooled] == [line["recipe"] for line in lines]
