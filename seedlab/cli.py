@@ -72,7 +72,6 @@ def build_parser() -> argparse.ArgumentParser:
     plot_command.add_arguments(plot)
     travel = commands.add_parser("travel", help="seed travel: frames from seed to seed, an animated WebP and GIF")
     travel_command.add_arguments(travel)
-    plot_command.add_worker_arguments(travel)
     for command in (grid, vary, sweep, plot, travel):
         command.add_argument(SPECS["prompt"].cli, dest="prompt", required=True, help=SPECS["prompt"].help)
         command.add_argument("--out", required=True, type=Path, help="folder for the PNG files")

@@ -33,7 +33,7 @@ from .formats import SAMPLERS
 from .generation import Result
 from .links import encode_link
 from .recipe import SPECS, FieldError, Recipe, RecipeError
-from .render import Workers, render
+from .render import Where, render
 from .seeds import random_seeds
 from .sheets import save_plot_sheet
 from .viewer import write_viewer
@@ -318,10 +318,10 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run on Ray: alone, a local instance; with an address, that cluster")
 
 
-def workers_from(args: argparse.Namespace) -> Workers:
+def workers_from(args: argparse.Namespace) -> Where:
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be a positive integer, got {args.workers}")
-    return Workers(args.workers, args.ray, args.device or "auto")
+    return Where(args.workers, args.ray, args.device or "auto")
 
 
 def run(args: argparse.Namespace, admission: Admission, values: dict[str, Any], threads: int | None) -> int:
@@ -339,7 +339,7 @@ def run(args: argparse.Namespace, admission: Admission, values: dict[str, Any], 
                         options=("--x", "--y", "--z"))
     admission.charge(plot.recipes, None)
     workers = workers_from(args)
-    _make_folder(args.out)
+    make_folder(args.out)
 
     # 2. Every cell alone, expensive changes least often; JSON lines in x/y/z order as soon as they can be.
     paths = [args.out / CELLS / f"x{cell.x}-y{cell.y}-z{cell.z}.png" for cell in plot.cells]
@@ -395,7 +395,7 @@ def write_sheets(plot: Plot, records: list[dict], folder: Path, prompt: str) -> 
     return written
 
 
-def _make_folder(folder: Path) -> None:
+def make_folder(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:

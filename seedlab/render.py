@@ -26,7 +26,7 @@ from .recipe import Recipe
 
 
 @dataclass(frozen=True)
-class Workers:
+class Where:
     """Where images are made: this process (count None), a process pool, or Ray (`ray`: "local" or an address)."""
 
     count: int | None = None
@@ -35,7 +35,7 @@ class Workers:
 
 
 def render(store: ModelStore, recipes: list[Recipe], paths: list[Path], *, threads: int,
-           order: list[int] | None = None, workers: Workers = Workers(),
+           order: list[int] | None = None, workers: Where = Where(),
            progress: bool = True) -> Iterator[tuple[int, Result | str, bool]]:
     """Make every recipe into its path, yielding (number, Result or the error's line, made now) as each is ready.
 
@@ -63,7 +63,7 @@ def render(store: ModelStore, recipes: list[Recipe], paths: list[Path], *, threa
 
 
 def _make(store: ModelStore, model: str, recipes: list[Recipe], numbers: list[int], threads: int,
-          workers: Workers) -> Iterator[tuple[int, Result | str]]:
+          workers: Where) -> Iterator[tuple[int, Result | str]]:
     """One model's images, each as a solo generation: (number, Result or the error's line)."""
     if workers.count is None and workers.ray is None:
         loaded = store.get(model)

@@ -28,6 +28,7 @@ from PIL import Image
 from .admission import Admission
 from .links import encode_link
 from .noise import draws_noise
+from .plot import add_worker_arguments, make_folder, workers_from
 from .recipe import Recipe
 from .render import render
 from .seeds import parse_seeds
@@ -116,6 +117,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=int, default=100, help="milliseconds per frame in the animation")
     parser.add_argument("--allow-ancestral", action="store_true",
                         help="run a scheduler that draws noise while stepping (the animation jumps at each seed)")
+    add_worker_arguments(parser)
 
 
 def run(args: argparse.Namespace, admission: Admission, values: dict[str, Any], threads: int | None) -> int:
@@ -123,8 +125,6 @@ def run(args: argparse.Namespace, admission: Admission, values: dict[str, Any], 
     import torch
 
     threads = threads or torch.get_num_threads()  # None: torch's own count (a GPU), recorded with each image
-    from .plot import _make_folder, workers_from
-
     # 1. Frames, all checked before a model loads.
     try:
         seeds = parse_seeds(args.seeds, max_count=MAX_CLI_FRAMES)
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace, admission: Admission, values: dict[str, Any], 
         print(f"seedlab: note: {note}", file=sys.stderr)
     admission.charge(recipes, None)
     workers = workers_from(args)
-    _make_folder(args.out)
+    make_folder(args.out)
 
     # 2. Every frame alone, then the animation.
     paths = [args.out / FRAMES / f"frame-{number:04d}.png" for number in range(len(recipes))]
