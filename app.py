@@ -29,6 +29,7 @@ from seedlab.models import default_lanes
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
 from seedlab.workers import Workers
 from webui.cells import ANCHOR, CELL, cell_panel, nudge_panel
+from webui.compare import compare_panel
 from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, RESTORED, control, with_fields
 from webui.handlers import NO_ANCHOR, WebApp, final_only
 from webui.history import history_panel
@@ -104,6 +105,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 ui["vary_api"] = gr.Button(visible=False)  # the public /vary: a seed and the controls, no anchor
                 ui["grid_api"] = gr.Button(visible=False)  # the public /grid (the page's Generate streams its cells)
                 ui["matrix_api"] = gr.Button(visible=False)  # the public /matrix (its images at the end)
+                ui["plot_api"] = gr.Button(visible=False)  # the public /plot (its images at the end)
                 ui["vary"] = gr.Gallery(label="Variations", columns=4, object_fit="contain", format="png",
                                         type="filepath", interactive=False, height="auto", elem_id="variations",
                                         elem_classes=["pixelated", "cells"])
@@ -111,6 +113,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                                                   interactive=False, elem_id="variation-link")
                 nudge_panel(ui, strength=0.1)
                 matrix_panel(ui)
+                compare_panel(ui)
                 history_panel(ui)
                 with gr.Accordion("Results (JSON)", open=False):
                     ui["grid_results"] = gr.JSON(label="Grid results")
@@ -166,6 +169,13 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
                         ["matrix", "matrix_results", "matrix_sheet"], api_name="page_matrix",
                         concurrency_id="generation", show_progress="minimal", **PRIVATE)
     shows_cell(ui["matrix"].select, app.select_matrix, [ui["matrix_results"]], list(CELL))
+    axes = [ui["prompt"], ui["plot_x"], ui["plot_y"], ui["plot_z"], *fields]
+    page_plot = event(guarded([ui["make_plot"].click]), with_fields(app.plot, ("prompt", "x", "y", "z")), axes,
+                      ["plot", "plot_results", "plot_sheet"], api_name="page_plot", concurrency_id="generation",
+                      show_progress="minimal", **PRIVATE)
+    plot_api = event(ui["plot_api"].click, with_fields(final_only(app.plot), ("prompt", "x", "y", "z")), axes,
+                     ["plot", "plot_results"], api_name="plot", concurrency_id="generation")
+    shows_cell(ui["plot"].select, app.select_plot, [ui["plot_results"]], list(CELL))
     nudges = event(guarded([ui["make_nudges"].click]), app.nudge, [ui["anchor"], ui["nudge_count"],
                                                                   ui["nudge_strength"]],
                    ["nudges", "nudges_results"], concurrency_id="generation", show_progress="minimal", **PRIVATE)
@@ -190,9 +200,10 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     # Links, recipes and dropped images (the panel at the top).
     reproducing = wire_reproduction(wiring, demo, app.reproduction)
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
-    generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, nudges, regenerate, *reproducing]
+    generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, page_plot, plot_api, nudges, regenerate,
+                  *reproducing]
     ui["stop"].click(app.stop, None, None, cancels=generating, queue=False, **PRIVATE)
-    wiring.settles(grid, vary, page_matrix, nudges, regenerate)
+    wiring.settles(grid, vary, page_matrix, page_plot, nudges, regenerate)
     stopped = ui["stop"].click(ready, None, wiring.buttons, queue=False, show_progress="hidden", **PRIVATE)
     # A stopped grid, variation set, matrix or nudge set keeps its finished cells: they go to History too.
     stopped.then(by_name(app.history.remember_stopped, ui, [ui[name] for name in kept]),

@@ -89,6 +89,9 @@ LEADING = {
     "seeds": 'the seeds: "42", a range "0-7" or a list "3, 17, 99"; each 0 to 18446744073709551615',
     "seed": "the seed every variation is made from (0 to 18446744073709551615, as text or a number)",
     "variations": 'prompt variations, one per line (", highly realistic"): each appended to the prompt',
+    "x": 'the X axis, "NAME: VALUES" over any recipe field or prompt_sr, with A1111\'s value syntax ("seed: 1-5 (+2)")',
+    "y": 'the Y axis (optional), as the X axis ("num_inference_steps: 10, 20")',
+    "z": 'the Z axis (optional): a sheet per value ("guidance_scale: 2, 3")',
 }
 
 

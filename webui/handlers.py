@@ -23,6 +23,7 @@ from seedlab.seeds import format_seeds, parse_seeds, random_seeds
 from seedlab.workers import Workers
 from webui.cells import ANCHOR, anchor_updates, cell_record, checked, picked, show_cell
 from webui.fields import FIELDS, user_errors
+from webui.compare import plot as compare_plot
 from webui.files import CancelRegistry, PngStore, ResultRecord
 from webui.gpu import stream_on_gpu
 from webui.history import History
@@ -170,6 +171,14 @@ class WebApp:
     def select_history(self, results: list | None, evt: gr.SelectData) -> dict:
         """A click in a restored history entry: the cell shown large with its actions."""
         return show_cell(picked(results, evt.index, "history entry"), self.record)
+
+    def plot(self, values: dict, request: gr.Request | None = None, progress=None):
+        """An X/Y/Z plot over any recipe field ("seed: 1-5 (+2)", "Steps: 10, 20"): every cell made alone."""
+        yield from compare_plot(self, values, request, progress)
+
+    def select_plot(self, results: list | None, evt: gr.SelectData) -> dict:
+        """A plot cell's click: shown large with its actions."""
+        return show_cell(picked(results, evt.index, "plot"), self.record)
 
     def matrix_page(self, values: dict, request: gr.Request | None = None, progress=None):
         """The page's matrix: cells as they finish, then the labelled sheet PNG to download."""

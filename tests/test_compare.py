@@ -1,0 +1,69 @@
+"""The Compare panel and /plot: an X/Y/Z plot over any recipe field, every cell its own exact, linkable image."""
+
+import json
+
+import gradio as gr
+import pytest
+from PIL import Image
+
+from seedlab import Recipe, generate
+from tests.settle import open_settled, ready, settle, value
+from tests.test_app import PROMPT, last, reference_model, seedlab_app  # noqa: F401
+from tests.test_browser import CHROMIUM, browser, wait_for_images  # noqa: F401 - browser is a fixture
+
+
+def plot(app, **values):
+    return app.plot({"prompt": PROMPT, "y": None, "z": None, **values}, None, lambda *a, **k: None)
+
+
+def test_a_plot_makes_each_cell_as_its_solo_image_and_a_sheet_listing_every_cell(seedlab_app, reference_model):  # noqa: F811
+    final = last(plot(seedlab_app, x="seed: 1-5 (+2)", y="num_inference_steps: 1, 2"))
+    records = final["plot_results"]
+    assert [(r["x"], r["y"]) for r in records] == [("1", "1"), ("3", "1"), ("5", "1"), ("1", "2"), ("3", "2"),
+                                                    ("5", "2")]
+    for record in records:  # made alone, in this process as the app's handler was
+        solo = generate(reference_model, Recipe.from_dict(record["recipe"]))
+        assert solo.fingerprint == record["fingerprint"], record["recipe"]
+    sheet = Image.open(final["plot_sheet"].value["path"])
+    listed = json.loads(sheet.text["seedlab-plot"])
+    assert [cell["fingerprint"] for cell in listed["cells"]] == [r["fingerprint"] for r in records]
+    assert listed["columns"] == ["Seed: 1", "Seed: 3", "Seed: 5"] and listed["rows"] == ["Steps: 1", "Steps: 2"]
+
+
+def test_prompt_sr_replaces_the_first_value_in_the_prompt(seedlab_app):  # noqa: F811
+    records = last(plot(seedlab_app, prompt="a red circle", x="prompt_sr: red, blue", num_inference_steps=1))
+    assert [r["recipe"]["prompt"] for r in records["plot_results"]] == ["a red circle", "a blue circle"]
+
+
+@pytest.mark.parametrize("axes, message", [
+    ({"x": ""}, "X axis is missing"),
+    ({"x": "seed: 1-3", "y": "Steps: 0"}, "Y axis: Steps value '0' must be"),
+    ({"x": "colour: red"}, "X axis"),
+])
+def test_a_bad_axis_is_refused_naming_it(seedlab_app, axes, message):  # noqa: F811
+    with pytest.raises(gr.Error, match=message):
+        last(plot(seedlab_app, **axes))
+
+
+def test_plot_over_http_and_on_the_page(app_server, browser):  # noqa: F811
+    from gradio_client import Client
+
+    _, results = Client(app_server.url, verbose=False).predict(prompt="a red circle", x="seed: 1-2",
+                                                               y="guidance_scale: 2, 3", num_inference_steps=1,
+                                                               api_name="/plot")
+    assert len(results) == 4 and {r["y"] for r in results} == {"2", "3"}
+    page = open_settled(browser, app_server.url)
+    page.get_by_text("Compare (X/Y/Z plot over any recipe field)").click()
+    page.locator("#prompt textarea").fill("a red circle")
+    page.locator("#num-inference-steps input").fill("1")
+    page.locator("#plot-x input").fill("seed: 1-2")
+    page.locator("#plot-y input").fill("guidance_scale: 2, 3")
+    page.locator("#make-plot").click()
+    wait_for_images(page, "plot", 4)
+    settle(page)
+    assert ready(page) and page.locator("#plot-sheet").is_enabled()
+    page.locator("#plot .thumbnail-item").nth(3).click()
+    settle(page)
+    assert value(page, "cell-title").startswith("Seed 2") and value(page, "cell-link").startswith("http")
+    assert value(page, "cell-link") == results[3]["link"]  # the same exact image as /plot made
+    page.context.close()
