@@ -29,7 +29,7 @@ from seedlab.models import default_lanes
 from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
 from seedlab.workers import Workers
 from webui.cells import ANCHOR, CELL, cell_panel, nudge_panel
-from webui.compare import compare_panel
+from webui.compare import compare_panel, travel_panel
 from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, RESTORED, control, with_fields
 from webui.handlers import NO_ANCHOR, WebApp, final_only
 from webui.history import history_panel
@@ -106,6 +106,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 ui["grid_api"] = gr.Button(visible=False)  # the public /grid (the page's Generate streams its cells)
                 ui["matrix_api"] = gr.Button(visible=False)  # the public /matrix (its images at the end)
                 ui["plot_api"] = gr.Button(visible=False)  # the public /plot (its images at the end)
+                ui["travel_api"] = gr.Button(visible=False)  # the public /travel (its frames at the end)
                 ui["vary"] = gr.Gallery(label="Variations", columns=4, object_fit="contain", format="png",
                                         type="filepath", interactive=False, height="auto", elem_id="variations",
                                         elem_classes=["pixelated", "cells"])
@@ -114,6 +115,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 nudge_panel(ui, strength=0.1)
                 matrix_panel(ui)
                 compare_panel(ui)
+                travel_panel(ui)
                 history_panel(ui)
                 with gr.Accordion("Results (JSON)", open=False):
                     ui["grid_results"] = gr.JSON(label="Grid results")
@@ -176,6 +178,15 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     plot_api = event(ui["plot_api"].click, with_fields(final_only(app.plot), ("prompt", "x", "y", "z")), axes,
                      ["plot", "plot_results"], api_name="plot", concurrency_id="generation")
     shows_cell(ui["plot"].select, app.select_plot, [ui["plot_results"]], list(CELL))
+    journey = [ui["prompt"], ui["travel_seeds"], ui["travel_frames"], ui["travel_curve"], *fields]
+    page_travel = event(guarded([ui["make_travel"].click]), with_fields(app.travel, ("prompt", "seeds", "frames",
+                                                                                      "curve")),
+                        journey, ["travel", "travel_results", "travel_animation"], api_name="page_travel",
+                        concurrency_id="generation", show_progress="minimal", **PRIVATE)
+    travel_api = event(ui["travel_api"].click, with_fields(final_only(app.travel), ("prompt", "seeds", "frames",
+                                                                                     "curve")),
+                       journey, ["travel", "travel_results"], api_name="travel", concurrency_id="generation")
+    shows_cell(ui["travel"].select, app.select_travel, [ui["travel_results"]], list(CELL))
     nudges = event(guarded([ui["make_nudges"].click]), app.nudge, [ui["anchor"], ui["nudge_count"],
                                                                   ui["nudge_strength"]],
                    ["nudges", "nudges_results"], concurrency_id="generation", show_progress="minimal", **PRIVATE)
@@ -200,10 +211,10 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     # Links, recipes and dropped images (the panel at the top).
     reproducing = wire_reproduction(wiring, demo, app.reproduction)
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
-    generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, page_plot, plot_api, nudges, regenerate,
-                  *reproducing]
+    generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, page_plot, plot_api, page_travel, travel_api,
+                  nudges, regenerate, *reproducing]
     ui["stop"].click(app.stop, None, None, cancels=generating, queue=False, **PRIVATE)
-    wiring.settles(grid, vary, page_matrix, page_plot, nudges, regenerate)
+    wiring.settles(grid, vary, page_matrix, page_plot, page_travel, nudges, regenerate)
     stopped = ui["stop"].click(ready, None, wiring.buttons, queue=False, show_progress="hidden", **PRIVATE)
     # A stopped grid, variation set, matrix or nudge set keeps its finished cells: they go to History too.
     stopped.then(by_name(app.history.remember_stopped, ui, [ui[name] for name in kept]),

@@ -126,7 +126,7 @@ def test_bad_input_is_a_clear_error_and_the_server_keeps_serving(client, api_nam
 
 def test_only_grid_vary_matrix_reproduce_and_reverify_are_public(client):
     info = client.view_api(return_format="dict", print_info=False)
-    assert set(info["named_endpoints"]) == {"/grid", "/vary", "/matrix", "/plot", "/reproduce", "/reverify"}
+    assert set(info["named_endpoints"]) == {"/grid", "/vary", "/matrix", "/plot", "/travel", "/reproduce", "/reverify"}
     assert not info["unnamed_endpoints"]
     recipe_fields = ["negative_prompt", "model", "scheduler", "num_inference_steps", "guidance_scale", "width",
                      "height", "rng", "variation_seed", "variation_strength", "seed_resize_from", "deterministic",
@@ -302,11 +302,12 @@ def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
     # Gradio wires `cancels=` as a second listener on the same trigger.
     (canceller,) = [fn for fn in demo.fns.values() if fn.is_cancel_function and fn.targets == stop.targets]
     generating = {index for index, name in named.items()
-                  if name in ("grid", "vary", "vary_anchor", "matrix", "matrix_page", "plot", "nudge", "reproduce",
-                              "reverify", "reproduce_pending", "reproduce_linked", "regenerate")}
-    # the page's grid, /grid, /vary, the vary button, /matrix, the page's matrix, /plot, the page's plot, the
-    # nudges, /reproduce, /reverify, a link's and a PNG's regeneration, a history entry's regeneration
-    assert len(generating) == 14
+                  if name in ("grid", "vary", "vary_anchor", "matrix", "matrix_page", "plot", "travel", "nudge",
+                              "reproduce", "reverify", "reproduce_pending", "reproduce_linked", "regenerate")}
+    # the page's grid, /grid, /vary, the vary button, /matrix, the page's matrix, /plot and the page's plot,
+    # /travel and the page's travel, the nudges, /reproduce, /reverify, a link's and a PNG's regeneration, a
+    # history entry's regeneration
+    assert len(generating) == 16
     assert set(canceller.cancels) == generating
 
 

@@ -66,4 +66,51 @@ def test_plot_over_http_and_on_the_page(app_server, browser):  # noqa: F811
     settle(page)
     assert value(page, "cell-title").startswith("Seed 2") and value(page, "cell-link").startswith("http")
     assert value(page, "cell-link") == results[3]["link"]  # the same exact image as /plot made
+    page.get_by_text("Seed travel").first.click()
+    page.locator("#make-travel").click()
+    wait_for_images(page, "travel", 5)
+    settle(page)
+    assert ready(page) and page.locator("#travel-animation").is_enabled()
     page.context.close()
+
+
+def travel(app, **values):
+    return app.travel({"prompt": PROMPT, "seeds": "3, 7", "frames": 5, "curve": "linear", "num_inference_steps": 2,
+                       "variation_seed": "0", "variation_strength": 0.0, **values}, None, lambda *a, **k: None)
+
+
+def test_travel_frames_start_and_end_on_the_seeds_own_images_and_make_an_animation(seedlab_app, reference_model):  # noqa: F811
+    final: dict = {}
+    for update in travel(seedlab_app):
+        final.update(update)
+    records = final["travel_results"]
+    # The ends are the seeds' own recipes; between them, the first seed with the next one as variation seed.
+    assert [(r["recipe"]["seed"], r["recipe"]["variation_strength"]) for r in records] == [
+        ("3", 0), ("3", 0.25), ("3", 0.5), ("3", 0.75), ("7", 0)]
+    assert records[2]["recipe"]["variation_seed"] == "7"
+    for frame in (records[0], records[-1]):  # each end is that seed's solo image, exactly
+        alone = generate(reference_model, Recipe.from_dict(frame["recipe"]))
+        assert alone.fingerprint == frame["fingerprint"]
+    animation = Image.open(final["travel_animation"].value["path"])
+    assert animation.format == "WEBP" and animation.n_frames == 5
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"seeds": "3"}, "at least two seeds"),
+    ({"frames": 1}, "Frames per segment must be a whole number from 2 to 100"),
+    ({"curve": "bounce"}, "Curve must be one of linear"),
+    ({"scheduler": "EulerAncestralDiscreteScheduler"}, "draws noise at every step"),
+])
+def test_a_bad_travel_is_refused_naming_the_field(seedlab_app, values, message):  # noqa: F811
+    with pytest.raises(gr.Error, match=message):
+        last(travel(seedlab_app, **values))
+
+
+def test_travel_over_http(app_server):
+    from gradio_client import Client
+
+    _, results = Client(app_server.url, verbose=False).predict(prompt="a red circle", seeds="3, 7", frames=3,
+                                                               num_inference_steps=1, api_name="/travel")
+    assert [(r["recipe"]["seed"], r["recipe"]["variation_strength"]) for r in results] == [("3", 0), ("3", 0.5),
+                                                                                            ("7", 0)]
+    assert all(r["link"].startswith("http") for r in results)

@@ -1,7 +1,8 @@
-"""The "Compare" panel: an X/Y/Z plot over any recipe field (seedlab/plot.py), on the page and as /plot.
+"""Compare and travel: an X/Y/Z plot over any recipe field (seedlab/plot.py) and seed travel (seedlab/travel.py),
+on the page and as /plot and /travel.
 
-Every cell is its own exact, linkable image (made alone, as a grid cell is); the labelled sheet of each
-Z value lists every cell's recipe, fingerprint and link in its `seedlab-plot` chunk.
+Every cell and every frame is its own exact, linkable image (made alone, as a grid cell is); the labelled
+sheet of a plot lists every cell's recipe, fingerprint and link in its `seedlab-plot` chunk.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import gradio as gr
 
 from seedlab import Recipe
 from seedlab.plot import parse_axis, plot_recipes
+from seedlab.seeds import parse_seeds
 from seedlab.sheets import save_plot_sheet
+from seedlab.travel import CURVES, save_animation, steps_draw_noise, travel_recipes
 from webui.fields import user_errors
 from webui.requests import visitor
 
@@ -40,6 +43,63 @@ def compare_panel(ui: dict) -> None:
                                 elem_classes=["pixelated", "cells"])
         with gr.Accordion("Plot results (JSON)", open=False):
             ui["plot_results"] = gr.JSON(label="Plot results")
+
+
+def travel_panel(ui: dict) -> None:
+    """The seed travel accordion: frames from one seed to the next through the variation strength."""
+    with gr.Accordion("Seed travel", open=False, elem_id="travel-panel"):
+        gr.Markdown("Frames from each seed to the next: frame k is the first seed with the next one as its "
+                    "variation seed at a rising strength, so the first frame is the seed's own image and the last "
+                    "the next seed's. Every frame is exact and linkable; the animation is a lossless WebP.")
+        with gr.Row():
+            ui["travel_seeds"] = gr.Textbox(label="Seeds to travel through", value="3, 7", max_lines=1,
+                                            elem_id="travel-seeds")
+            ui["travel_frames"] = gr.Number(label="Frames per segment", value=5, precision=0, elem_id="travel-frames")
+            ui["travel_curve"] = gr.Dropdown(list(CURVES), value="linear", label="Curve", elem_id="travel-curve")
+        with gr.Row():
+            ui["make_travel"] = gr.Button("Travel", elem_id="make-travel")
+            ui["travel_animation"] = gr.DownloadButton("Download animation (WebP)", interactive=False,
+                                                       elem_id="travel-animation")
+        ui["travel"] = gr.Gallery(label="Frames", columns=5, object_fit="contain", format="png", type="filepath",
+                                  interactive=False, allow_preview=False, height="auto", elem_id="travel",
+                                  elem_classes=["pixelated", "cells"])
+        with gr.Accordion("Travel results (JSON)", open=False):
+            ui["travel_results"] = gr.JSON(label="Travel results")
+
+
+def travel(app, values: dict, request=None, progress=None):
+    """Seed travel: every frame made alone and streamed, then the animation (WebP) to download."""
+    values = {name: value for name, value in values.items() if name not in ("variation_seed", "variation_strength")}
+    with user_errors():
+        seeds = parse_seeds(str(values.pop("seeds", None) or ""))
+        frames, curve = values.pop("frames", None), values.pop("curve", None) or "linear"
+        frames = int(frames) if isinstance(frames, float) and frames.is_integer() else frames
+        if isinstance(frames, bool) or not isinstance(frames, int) or not 2 <= frames <= 100:
+            raise ValueError(f"Frames per segment must be a whole number from 2 to 100, got {str(frames)[:20]!r}")
+        if curve not in CURVES:
+            raise ValueError(f"Curve must be one of {', '.join(CURVES)}, got {str(curve)[:40]!r}")
+        recipes = travel_recipes(app.admission, values, seeds, frames, curve)
+        if steps_draw_noise(app.admission, recipes[0]):
+            raise ValueError(f"Scheduler {recipes[0].scheduler} draws noise at every step, so the animation would "
+                             "jump between frames: pick a scheduler that draws nothing while stepping (Euler, DPM++ "
+                             "2M, DDIM, UniPC)")
+        app.admission.charge(recipes, visitor(request))
+    captions = [f"frame {k} · seed {r.seed} → {r.variation_seed} at {r.variation_strength:.3g}"
+                for k, r in enumerate(recipes)]
+    last: dict = {}
+    for update in app.run(recipes, captions, request, progress, "travel"):
+        last = {**last, **update}
+        yield update
+    records = last.get("travel_results") or []
+    if len(records) != len(recipes):
+        return  # stopped part way: the frames shown are exact, but no animation of a partial travel
+    paths = [Path(app.record.find(Recipe.from_dict(record["recipe"]))[1].path) for record in records]
+    name = hashlib.sha256("".join(r["fingerprint"] for r in records).encode()).hexdigest()[:16]
+    folder = app.pngs.folder / f"travel-{name}"
+    folder.mkdir(exist_ok=True)
+    animation = save_animation(paths, folder, duration=200)["webp"]
+    app.pngs.added(animation)
+    yield {"travel_animation": gr.DownloadButton(value=str(animation), interactive=True)}
 
 
 def axes_of(values: dict):

@@ -92,6 +92,9 @@ LEADING = {
     "x": 'the X axis, "NAME: VALUES" over any recipe field or prompt_sr, with A1111\'s value syntax ("seed: 1-5 (+2)")',
     "y": 'the Y axis (optional), as the X axis ("num_inference_steps: 10, 20")',
     "z": 'the Z axis (optional): a sheet per value ("guidance_scale: 2, 3")',
+    "frames": "seed travel: frames per segment, 2 to 100 (the first is the seed's own image, the last the next's)",
+    "curve": "seed travel: how the variation strength rises from frame to frame: linear, ease-in, ease-out or "
+             "ease-in-out",
 }
 
 

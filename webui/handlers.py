@@ -9,6 +9,7 @@ components, never as Markdown or HTML.
 from __future__ import annotations
 
 import functools
+import math
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from seedlab.workers import Workers
 from webui.cells import ANCHOR, anchor_updates, cell_record, checked, picked, show_cell
 from webui.fields import FIELDS, user_errors
 from webui.compare import plot as compare_plot
+from webui.compare import travel as compare_travel
 from webui.files import CancelRegistry, PngStore, ResultRecord
 from webui.gpu import stream_on_gpu
 from webui.history import History
@@ -176,6 +178,14 @@ class WebApp:
         """An X/Y/Z plot over any recipe field ("seed: 1-5 (+2)", "Steps: 10, 20"): every cell made alone."""
         yield from compare_plot(self, values, request, progress)
 
+    def travel(self, values: dict, request: gr.Request | None = None, progress=None):
+        """Seed travel through the seeds ("3, 7"): every frame made alone, then the animation."""
+        yield from compare_travel(self, values, request, progress)
+
+    def select_travel(self, results: list | None, evt: gr.SelectData) -> dict:
+        """A travel frame's click: shown large with its actions."""
+        return show_cell(picked(results, evt.index, "travel"), self.record)
+
     def select_plot(self, results: list | None, evt: gr.SelectData) -> dict:
         """A plot cell's click: shown large with its actions."""
         return show_cell(picked(results, evt.index, "plot"), self.record)
@@ -272,9 +282,9 @@ class WebApp:
         yield {target: gallery, f"{target}_results": results}  # clear the previous images at once
         with user_errors():
             model = self.store.get(recipes[0].model)
-            sent_at, unsent = 0.0, False
+            sent_at, unsent = -math.inf, False  # the first cell goes at once (monotonic may be small)
             try:
-                shown_at = 0.0
+                shown_at = -math.inf
                 if self.workers is not None and self.workers.serves(recipes):
                     events = self.workers.stream(recipes, cancel=cancel)
                 else:
