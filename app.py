@@ -60,8 +60,11 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
         reproduction_panel(ui)  # at the top: what a link opens is the first thing a visitor sees
         with gr.Row():
             with gr.Column(scale=2):
-                ui["prompt"] = gr.Textbox(label="Prompt", value="a red circle on a blue background", lines=2,
-                                          info="Ctrl+Enter generates", elem_id="prompt")
+                unconditional = store.info(store.default).unconditional  # DDIM, DDPM: no prompt at all
+                ui["prompt"] = gr.Textbox(
+                    label="Prompt", value="" if unconditional else "a red circle on a blue background", lines=2,
+                    info="this model is unconditional: leave it empty (Ctrl+Enter generates)" if unconditional
+                    else "Ctrl+Enter generates", elem_id="prompt")
                 with gr.Row(equal_height=True):
                     ui["seeds"] = gr.Textbox(label="Seeds", value="0-3", scale=4, elem_id="seeds",
                                              info='"42", "0-7" or "3, 17, 99" (0 to 18446744073709551615)')

@@ -15,7 +15,7 @@ from typing import Any
 from .budget import Ledger, Speed, measure
 from .generation import generate, grid_recipes, variation_recipes
 from .limits import Limits
-from .models import Model, ModelStore
+from .models import Model, ModelStore, check_unconditional
 from .noise import check_scheduler
 from .recipe import DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
 from .reproduction import Original
@@ -37,8 +37,10 @@ def measure_speed(model: Model, repeats: int = 3) -> Speed:
         return min(times)
 
     def step_seconds(width: int, height: int) -> float:
-        recipe = Recipe(prompt="a", model=model.name, num_inference_steps=1, width=width, height=height,
-                        guidance_scale=model.default_guidance, dtype=model.dtype)
+        if model.info.unconditional:  # it makes its native size only, whatever the size asked for
+            width, height = model.native_size
+        recipe = Recipe(prompt="" if model.info.unconditional else "a", model=model.name, num_inference_steps=1,
+                        width=width, height=height, guidance_scale=model.default_guidance, dtype=model.dtype)
         one, five = fastest(recipe), fastest(recipe.replace(num_inference_steps=5))
         return max((five - one) / 4, five / 10)  # the floor: noise cannot make a step look free
 
@@ -60,7 +62,7 @@ class Admission:
         width, height = info.native_size
         values = {name: getattr(Recipe, name) for name in SPECS if hasattr(Recipe, name)}
         return {**values, "prompt": "", "model": info.name, "guidance_scale": info.default_guidance,
-                "width": width, "height": height, "dtype": self.store.dtype}
+                "num_inference_steps": info.default_steps, "width": width, "height": height, "dtype": self.store.dtype}
 
     def recipe(self, values: Mapping[str, Any]) -> Recipe:
         """A validated Recipe from untrusted values keyed by field name; None or "" (but for text) means unset."""
@@ -99,8 +101,10 @@ class Admission:
             self.store.check_dtype(recipe.dtype)
         except FieldError as error:
             errors.append(error)
+        info = self.store.info(recipe.model)
+        errors += check_unconditional(info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
         try:
-            scheduler = self.store.info(recipe.model).make_scheduler(recipe.scheduler)
+            scheduler = info.make_scheduler(recipe.scheduler)
         except FieldError as error:
             return errors + [error]
         try:
@@ -108,7 +112,8 @@ class Admission:
         except ValueError as error:  # the noise source cannot drive this scheduler
             errors.append(FieldError("rng", f"cannot be used here: {error}"))
         try:  # some schedulers cannot make a schedule this short (PNDM's warm-up steps): say so, not numpy's words
-            scheduler.set_timesteps(recipe.num_inference_steps)
+            shift = {"mu": 1.0} if scheduler.config.get("use_dynamic_shifting") else {}  # Flux's resolution shift
+            scheduler.set_timesteps(recipe.num_inference_steps, **shift)
         except Exception:  # noqa: BLE001 - any failure here would fail the generation the same way
             errors.append(FieldError("num_inference_steps", f"cannot be {recipe.num_inference_steps} with "
                                                             f"{type(scheduler).__name__}: use more steps or another "

@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     travel = commands.add_parser("travel", help="seed travel: frames from seed to seed, an animated WebP and GIF")
     travel_command.add_arguments(travel)
     for command in (grid, vary, sweep, plot, travel):
-        command.add_argument(SPECS["prompt"].cli, dest="prompt", required=True, help=SPECS["prompt"].help)
+        command.add_argument(SPECS["prompt"].cli, dest="prompt", default=None,
+                             help=f"{SPECS['prompt'].help} (required, but for unconditional models: DDIM, DDPM)")
         command.add_argument("--out", required=True, type=Path, help="folder for the PNG files")
         add_recipe_options(command)
         command.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
@@ -140,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.base_url.startswith(("http://", "https://")):
         raise UsageError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
     admission = _admission(args)
+    if args.prompt is None:  # only a pipeline without a prompt may go without one
+        if not admission.store.info(admission.store.default).unconditional:
+            raise UsageError(f"the following arguments are required: {SPECS['prompt'].cli}")
+        args.prompt = ""
     threads = args.threads
     if args.command != "sweep" and threads is None and admission.store.device.type == "cpu":
         threads = 1  # as the app: images side by side at one thread each, the same pixels as the app's

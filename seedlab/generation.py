@@ -38,8 +38,8 @@ from PIL import Image
 
 from .determinism import current_environment, full_determinism
 from .environment import Environment
-from .models import Model
-from .noise import check_scheduler, make_noise
+from .models import Model, check_unconditional
+from .noise import UnsupportedPipeline, check_scheduler, make_noise
 from .recipe import Recipe, join_prompt
 
 ProgressFn = Callable[[int, int], None]  # (steps done, steps in all)
@@ -159,48 +159,77 @@ class _Embeddings:
 
     With the pipeline's own `encode_prompt`, called as its `__call__` calls it: SD 1.x/2.x return
     (prompt_embeds, negative_prompt_embeds); SDXL and SD3 also return the pooled pair, and take further
-    prompts (prompt_2, prompt_3: None means "the prompt", as in their call). A pipeline whose encoder
-    needs anything else, or whose call does not take the embeddings back, encodes inside the call.
+    prompts (prompt_2, prompt_3: None means "the prompt", as in their call); PixArt returns attention
+    masks beside the embeddings; Flux encodes the prompt alone (no classifier-free guidance) and returns
+    position ids its call rebuilds. Encoder options the call also has (max_sequence_length,
+    clean_caption, clip_skip) get the call's own defaults, which is what the call passes. A pipeline whose
+    encoder needs anything else, or whose call does not take the embeddings back, encodes inside the call.
     """
 
-    PARAMETERS = {"prompt", "device", "num_images_per_prompt", "do_classifier_free_guidance", "negative_prompt"}
+    PARAMETERS = {"prompt", "device", "num_images_per_prompt"}
+    GUIDED = {"do_classifier_free_guidance", "negative_prompt"}  # encoders that encode the negative prompt too
     NAMES = ("prompt_embeds", "negative_prompt_embeds", "pooled_prompt_embeds", "negative_pooled_prompt_embeds")
+    MASKED = ("prompt_embeds", "prompt_attention_mask", "negative_prompt_embeds", "negative_prompt_attention_mask")
+    UNGUIDED = ("prompt_embeds", "pooled_prompt_embeds", None)  # None: Flux's text ids, rebuilt by its call
 
     def __init__(self, model: Model):
         pipe = model.pipeline
         encode = getattr(pipe, "encode_prompt", None)
         parameters = inspect.signature(encode).parameters if encode is not None else {}
+        call = inspect.signature(pipe.__call__).parameters
         required = {name for name, parameter in parameters.items() if parameter.default is parameter.empty
                     and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)}
         # The further prompts of multi-encoder pipelines (SD3's prompt_2, prompt_3): None, as their call passes.
-        self.further = {name: None for name in required - self.PARAMETERS if _FURTHER_PROMPT.fullmatch(name)}
+        self.further = {name: None for name in parameters if _FURTHER_PROMPT.fullmatch(name)}
+        self.guided = self.GUIDED <= set(parameters)
+        ours = self.PARAMETERS | (self.GUIDED if self.guided else set()) | set(self.further)
+        self.options = {name: call[name].default for name in _OPTIONS & set(parameters) & set(call)
+                        if call[name].default is not call[name].empty and name not in ours}
+        # An empty negative prompt is what the call passes by default: None for SD, "" for PixArt.
+        self.no_negative = call["negative_prompt"].default if "negative_prompt" in call else None
         self.usable = (
             encode is not None
             and self.PARAMETERS <= set(parameters)
-            and required <= self.PARAMETERS | set(self.further)
-            and {"prompt_embeds", "negative_prompt_embeds"} <= model.call_parameters
+            and required <= ours
+            and "prompt_embeds" in model.call_parameters
         )
         self.model = model
         self._cache: dict[tuple, dict] = {}
 
     def arguments(self, recipe: Recipe) -> dict:
         """Call arguments for `recipe`'s prompt: the embeddings, or the texts when they cannot be reused."""
-        texts = {"prompt": recipe.prompt, "negative_prompt": recipe.negative_prompt or None}
-        if not self.usable:
+        texts = {"prompt": recipe.prompt, "negative_prompt": recipe.negative_prompt or self.no_negative}
+        if not self.usable or (recipe.negative_prompt and not self.guided):
             return texts
         guided = recipe.guidance_scale > 1  # what the pipeline's do_classifier_free_guidance checks first
         key = (recipe.prompt, recipe.negative_prompt, guided)
         if key not in self._cache:
+            negative = {"do_classifier_free_guidance": guided, "negative_prompt": texts["negative_prompt"]}
             with torch.no_grad():  # the pipeline's __call__ runs the text encoder under no_grad too
                 encoded = self.model.pipeline.encode_prompt(
                     prompt=recipe.prompt, device=self.model.device, num_images_per_prompt=1,
-                    do_classifier_free_guidance=guided, negative_prompt=recipe.negative_prompt or None, **self.further)
-            names = self.NAMES[:len(encoded)] if isinstance(encoded, tuple) and len(encoded) in (2, 4) else ()
-            if not names or not set(names) <= self.model.call_parameters:
+                    **(negative if self.guided else {}), **self.further, **self.options)
+            names = self._names(encoded)
+            if not names or not {name for name in names if name} <= self.model.call_parameters:
                 self.usable = False
                 return texts
-            self._cache[key] = dict(zip(names, encoded))
+            self._cache[key] = {name: value for name, value in zip(names, encoded) if name}
+            if "negative_prompt" in self.model.call_parameters:  # PixArt's call defaults it to "": not with embeddings
+                self._cache[key]["negative_prompt"] = None
         return self._cache[key]
+
+    def _names(self, encoded) -> tuple:
+        """What each tensor `encode_prompt` returned is called in the pipeline's call; () when unknown."""
+        if not isinstance(encoded, tuple):
+            return ()
+        if not self.guided:
+            return self.UNGUIDED if len(encoded) == 3 else ()
+        if len(encoded) == 4 and "prompt_attention_mask" in self.model.call_parameters:
+            return self.MASKED
+        return self.NAMES[:len(encoded)] if len(encoded) in (2, 4) else ()
+
+
+_OPTIONS = {"max_sequence_length", "clean_caption", "clip_skip"}  # encoder options the call passes on as given
 
 
 _FURTHER_PROMPT = re.compile(r"(negative_)?prompt_[2-9]")
@@ -233,10 +262,10 @@ def _noise_arguments(model: Model, recipe: Recipe) -> dict:
                            device=model.device, dtype=model.pipeline.dtype, rng=recipe.rng,
                            variation_seed=recipe.variation_seed, variation_strength=recipe.variation_strength,
                            seed_resize_from=recipe.seed_resize_from)
-    except ValueError:
+    except UnsupportedPipeline:
         if not (recipe.noise_is_plain and recipe.rng in ("cpu", "device")):
             raise
-        # Latents noise.py cannot shape (packed ones: Flux): diffusers draws them from the same generator itself.
+        # Latents noise.py cannot shape (video): diffusers draws them from the same generator itself.
         where = torch.device("cpu") if recipe.rng == "cpu" else model.device
         return {"generator": torch.Generator(where).manual_seed(recipe.seed)}
     return {"latents": noise.latents, "generator": noise.generator}
@@ -291,8 +320,14 @@ def _prepare(model: Model, recipe: Recipe, embeddings: _Embeddings) -> tuple[Rec
         raise ValueError(f"dtype {recipe.dtype} was asked for, but this model is loaded in {model.dtype}")
     scheduler = model.make_scheduler(recipe.scheduler)
     recipe = recipe.replace(model=model.name, scheduler=type(scheduler).__name__)
+    unconditional = check_unconditional(model.info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
+    if unconditional:
+        raise unconditional[0]
     if recipe.negative_prompt and "negative_prompt" not in model.call_parameters:
         raise ValueError(f"negative_prompt is not supported by {type(model.pipeline).__name__}; leave it empty")
+    if recipe.negative_prompt and "true_cfg_scale" in model.call_parameters:  # Flux: ignored unless true CFG is on
+        raise ValueError(f"negative_prompt has no effect on {type(model.pipeline).__name__} (guidance is distilled "
+                         "into the model; it needs true CFG, which SeedLab does not run); leave it empty")
     check_scheduler(recipe.rng, scheduler)
     # The names are diffusers' own, so this is what a user would type.
     arguments = {
@@ -303,6 +338,10 @@ def _prepare(model: Model, recipe: Recipe, embeddings: _Embeddings) -> tuple[Rec
         "height": recipe.height,
         "output_type": "pil",
     }
+    if "use_resolution_binning" in model.call_parameters:
+        # PixArt and Sana would make the image at the nearest trained aspect ratio and resize it to the size
+        # asked for: SeedLab's noise is drawn at the recipe's size, so the image is made at that size.
+        arguments["use_resolution_binning"] = False
     arguments = {k: v for k, v in arguments.items() if k in model.call_parameters}
     return recipe, scheduler, arguments
 
@@ -319,6 +358,17 @@ def _run(model: Model, pipe, recipe: Recipe, scheduler, arguments: dict, switche
 
     if "callback_on_step_end" in model.call_parameters:
         arguments = {**arguments, "callback_on_step_end": on_step_end}
+    else:  # DDIMPipeline, DDPMPipeline: no step callback, so progress and Stop ride on this scheduler's steps
+        step = scheduler.step
+
+        def counted_step(*args, **kwargs):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("generation cancelled")
+            output = step(*args, **kwargs)
+            steps.advance()
+            return output
+
+        scheduler.step = counted_step  # this run's own scheduler instance: nothing else sees it
     pipe.scheduler = scheduler
     # inference_mode: no autograd bookkeeping at all (the pipeline's own no_grad still keeps some); the
     # kernels and so the pixels are the same, and a small model's Python-bound steps run ~4% faster.

@@ -30,6 +30,9 @@ from .tracing import TracedUNet
 EMBEDDED_MODEL_DIR = Path(__file__).parent / "embedded_model"
 EMBEDDED_GUIDANCE = 2.5  # where the embedded model meets its quality targets (training/evaluate.py, README)
 STANDARD_GUIDANCE = 7.5  # StableDiffusionPipeline's own default, a fair start for real checkpoints
+EXPLORING_STEPS = 20  # the recipe's default: enough for a grid to show compositions, fewer than most pipelines' own
+FEW_STEP_WORDS = ("turbo", "lightning", "hyper", "lcm", "schnell")  # model names of step-distilled checkpoints
+FEW_STEP_SCHEDULERS = ("LCMScheduler", "TCDScheduler")
 _TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -67,6 +70,8 @@ class ModelInfo:
     default_scheduler: str
     schedulers: dict[str, type] = field(repr=False)  # compatible scheduler classes by class name
     scheduler_config: dict = field(repr=False)  # the checkpoint's own scheduler config
+    default_steps: int = EXPLORING_STEPS
+    unconditional: bool = False  # a pipeline without a prompt (DDIM, DDPM): it makes its native size only
 
     def make_scheduler(self, name: str):
         """A fresh scheduler instance (no state shared between runs) from the checkpoint's config."""
@@ -78,9 +83,32 @@ class ModelInfo:
         return self.schedulers[name].from_config(self.scheduler_config)
 
 
-def default_guidance(name: str) -> float:
-    """The guidance scale a recipe starts from: the embedded model's measured best, else SD's usual 7.5."""
-    return EMBEDDED_GUIDANCE if name == DEFAULT_MODEL else STANDARD_GUIDANCE
+def model_defaults(name: str, pipeline_class: type | None, scheduler_name: str, scheduler_config: dict) -> tuple[int, float]:
+    """(steps, guidance) a recipe for this model starts from, read from what the checkpoint says of itself.
+
+    - the embedded model: 20 steps at its measured best guidance (2.5);
+    - any other: its pipeline's own guidance default (SD 1.x/2.x 7.5, SDXL 5, SD3 7, Flux 3.5, PixArt 4.5)
+      and the fewer of 20 and its pipeline's own step default (an LCM pipeline's 4);
+    - a step-distilled checkpoint (turbo, lightning, LCM, TCD): its scheduler is LCM or TCD, its name
+      says so (turbo, lightning, hyper, lcm, schnell), or its scheduler spaces timesteps "trailing"
+      without zero terminal SNR (how sd-turbo and sdxl-turbo ship): 4 steps (1 for a turbo, as its card
+      says) and guidance 0 (no classifier-free guidance; an LCM pipeline keeps its own guidance embedding).
+    """
+    if name == DEFAULT_MODEL:
+        return EXPLORING_STEPS, EMBEDDED_GUIDANCE
+    call = inspect.signature(pipeline_class.__call__).parameters if pipeline_class is not None else {}
+    guidance, steps = STANDARD_GUIDANCE, EXPLORING_STEPS
+    if "guidance_scale" in call and isinstance(call["guidance_scale"].default, (int, float)):
+        guidance = float(call["guidance_scale"].default)
+    if "num_inference_steps" in call and isinstance(call["num_inference_steps"].default, int):
+        steps = max(1, min(steps, call["num_inference_steps"].default))
+    words = [name.lower().replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]]  # a hub id's name, or a folder's
+    named = any(word in part for part in words for word in FEW_STEP_WORDS)
+    trailing = scheduler_config.get("timestep_spacing") == "trailing" and not scheduler_config.get("rescale_betas_zero_snr")
+    if scheduler_name in FEW_STEP_SCHEDULERS or named or trailing:
+        steps = 1 if any("turbo" in part for part in words) else min(steps, 4)
+        guidance = guidance if "negative_prompt" not in call else 0.0  # LCM's pipeline embeds its guidance
+    return steps, guidance
 
 
 def read_info(name: str) -> ModelInfo:
@@ -94,15 +122,38 @@ def read_info(name: str) -> ModelInfo:
         scheduler_config = dict(scheduler_class.load_config(source, subfolder="scheduler"))
         denoiser = "unet" if "unet" in index else "transformer"
         denoiser_config = getattr(diffusers, index[denoiser][1]).load_config(source, subfolder=denoiser)
-        vae_config = getattr(diffusers, index["vae"][1]).load_config(source, subfolder="vae")
+        # Pixel-space pipelines (DDIM, DDPM) have no VAE: the denoiser's sample size is the image's.
+        vae_config = getattr(diffusers, index["vae"][1]).load_config(source, subfolder="vae") if "vae" in index else {}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise FieldError("model", f"{name[:200]!r} could not be read: {_first_line(error)}") from None
-    sample = denoiser_config.get("sample_size", 64)
+    pipeline_class = getattr(diffusers, str(index.get("_class_name")), None)
+    # A transformer config without a sample size: Flux, whose pipeline defaults to 128 latent pixels.
+    sample = denoiser_config.get("sample_size", 64 if denoiser == "unet" else 128)
     sample = sample[0] if isinstance(sample, (list, tuple)) else sample
-    scale = 2 ** (len(vae_config.get("block_out_channels", [0] * 4)) - 1)
-    size = int(sample) * scale
-    return ModelInfo(name, (size, size), default_guidance(name), scheduler_class.__name__,
-                     compatible_schedulers(scheduler_class, scheduler_config), scheduler_config)
+    scale = 2 ** (len(vae_config["block_out_channels"]) - 1) if "block_out_channels" in vae_config else 8
+    size = int(sample) * (scale if "vae" in index else 1)
+    steps, guidance = model_defaults(name, pipeline_class, scheduler_class.__name__, scheduler_config)
+    return ModelInfo(name, (size, size), guidance, scheduler_class.__name__,
+                     compatible_schedulers(scheduler_class, scheduler_config), scheduler_config, steps,
+                     unconditional=pipeline_class is not None and not takes_prompt(pipeline_class))
+
+
+def takes_prompt(pipeline_class: type) -> bool:
+    """Does this pipeline take a prompt? Unconditional ones (DDIMPipeline, DDPMPipeline) do not."""
+    return "prompt" in inspect.signature(pipeline_class.__call__).parameters
+
+
+def check_unconditional(info: ModelInfo, prompt: str, negative_prompt: str, width: int, height: int) -> list[FieldError]:
+    """What an unconditional pipeline cannot take: a prompt, a negative prompt, a size other than its own."""
+    if not info.unconditional:
+        return []
+    errors = [FieldError(name, f"must be empty for model {info.name}: it is unconditional (it takes no prompt)")
+              for name, text in (("prompt", prompt), ("negative_prompt", negative_prompt)) if text]
+    native = dict(zip(("width", "height"), info.native_size))
+    errors += [FieldError(name, f"must be {native[name]} for model {info.name}: an unconditional pipeline makes "
+                                f"its native size only, got {value}")
+               for name, value in (("width", width), ("height", height)) if value != native[name]]
+    return errors
 
 
 def compatible_schedulers(scheduler_class: type, config: dict) -> dict[str, type]:
@@ -156,6 +207,10 @@ class Model:
     @property
     def default_scheduler(self) -> str:
         return self.info.default_scheduler
+
+    @property
+    def default_steps(self) -> int:
+        return self.info.default_steps
 
     @property
     def schedulers(self) -> dict[str, type]:
@@ -216,9 +271,12 @@ def describe(name: str, pipeline: DiffusionPipeline, device: torch.device, dtype
     denoiser = getattr(pipeline, "unet", None) or getattr(pipeline, "transformer", None)
     sample = getattr(pipeline, "default_sample_size", None) or getattr(denoiser.config, "sample_size", 64)
     sample = sample[0] if isinstance(sample, (list, tuple)) else sample
-    size = int(sample) * int(getattr(pipeline, "vae_scale_factor", 8))
-    info = ModelInfo(name, (size, size), default_guidance(name), type(pipeline.scheduler).__name__,
-                     compatible_schedulers(type(pipeline.scheduler), config), config)
+    pixel_space = getattr(pipeline, "vae", None) is None  # DDIM, DDPM: the denoiser's sample is the image
+    size = int(sample) * (1 if pixel_space else int(getattr(pipeline, "vae_scale_factor", 8)))
+    steps, guidance = model_defaults(name, type(pipeline), type(pipeline.scheduler).__name__, config)
+    info = ModelInfo(name, (size, size), guidance, type(pipeline.scheduler).__name__,
+                     compatible_schedulers(type(pipeline.scheduler), config), config, steps,
+                     unconditional=not takes_prompt(type(pipeline)))
     traced = device.type == "cpu" and isinstance(getattr(pipeline, "unet", None), diffusers.UNet2DConditionModel)
     return Model(name=name, pipeline=pipeline, device=device, dtype=dtype, info=info,
                  call_parameters=frozenset(inspect.signature(pipeline.__call__).parameters), traced=traced)

@@ -1,4 +1,5 @@
-"""Tiny SDXL and SD3 pipelines built from configs in code (after diffusers' own fast-test components).
+"""Tiny pipelines of other families, built from configs in code (after diffusers' own fast-test components):
+SDXL, SD3, Flux, PixArt-Sigma, SD 2.x v-prediction, a turbo-style config and unconditional DDIM/DDPM.
 
 Random fixed weights, tokenizers written locally, saved as hub-style folders and loaded with `--model DIR`
 exactly as a user's checkpoint folder. SD3's T5 is a tiny T5 encoder; its tokenizer is a locally written
@@ -11,8 +12,10 @@ import json
 from pathlib import Path
 
 import torch
-from diffusers import (AutoencoderKL, EulerDiscreteScheduler, FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel,
-                       StableDiffusion3Pipeline, StableDiffusionXLPipeline, UNet2DConditionModel)
+from diffusers import (AutoencoderKL, DDIMScheduler, DDPMScheduler, DPMSolverMultistepScheduler, EulerDiscreteScheduler,
+                       FlowMatchEulerDiscreteScheduler, FluxPipeline, FluxTransformer2DModel, PixArtSigmaPipeline,
+                       PixArtTransformer2DModel, SD3Transformer2DModel, StableDiffusion3Pipeline,
+                       StableDiffusionXLPipeline, UNet2DConditionModel, UNet2DModel)
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, T5Config, T5EncoderModel
 
 from training.tokenizer import write_clip_tokenizer
@@ -28,8 +31,8 @@ def _clip_config(tokenizer, hidden: int, projection: int | None = None) -> CLIPT
                           pad_token_id=tokenizer.pad_token_id, hidden_act="gelu", **extra)
 
 
-def _vae(**config) -> AutoencoderKL:
-    return AutoencoderKL(in_channels=3, out_channels=3, block_out_channels=(8, 16), latent_channels=4,
+def _vae(latent_channels: int = 4, **config) -> AutoencoderKL:
+    return AutoencoderKL(in_channels=3, out_channels=3, block_out_channels=(8, 16), latent_channels=latent_channels,
                          down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
                          norm_num_groups=8, layers_per_block=1, mid_block_add_attention=False, sample_size=32, **config)
 
@@ -86,4 +89,72 @@ def save_tiny_sd2_vpred(folder: str | Path, seed: int = 0) -> Path:
     config_path = folder / "scheduler" / "scheduler_config.json"
     config = json.loads(config_path.read_text())
     config_path.write_text(json.dumps({**config, "prediction_type": "v_prediction", "rescale_betas_zero_snr": False}))
+    return folder
+
+
+def save_tiny_flux(folder: str | Path, seed: int = 0) -> Path:
+    """A tiny Flux pipeline (CLIP for the pooled prompt, a T5 for the tokens, packed latents): 32x32 images.
+
+    The VAE's 4 latent channels become 16 per token (2x2 patches), as Flux packs its 16 into 64.
+    """
+    folder = Path(folder)
+    torch.manual_seed(seed)
+    tokenizer = write_clip_tokenizer(folder / "tokenizer_src", WORDS, max_length=16)
+    tokenizer_2 = write_clip_tokenizer(folder / "tokenizer_2_src", WORDS, max_length=32)
+    t5 = T5EncoderModel(T5Config(vocab_size=len(tokenizer_2), d_model=32, d_kv=8, d_ff=37, num_layers=1, num_heads=4,
+                                 relative_attention_num_buckets=8, pad_token_id=tokenizer_2.pad_token_id))
+    transformer = FluxTransformer2DModel(
+        patch_size=1, in_channels=16, num_layers=1, num_single_layers=1, attention_head_dim=16, num_attention_heads=2,
+        joint_attention_dim=32, pooled_projection_dim=32, guidance_embeds=True, axes_dims_rope=(4, 4, 8))
+    scheduler = FlowMatchEulerDiscreteScheduler(shift=3.0, use_dynamic_shifting=True, base_image_seq_len=256,
+                                                max_image_seq_len=4096, base_shift=0.5, max_shift=1.15)
+    pipe = FluxPipeline(
+        transformer=transformer.eval(), scheduler=scheduler,
+        vae=_vae(scaling_factor=0.3611, shift_factor=0.1159, use_quant_conv=False, use_post_quant_conv=False).eval(),
+        text_encoder=CLIPTextModel(_clip_config(tokenizer, 32)).eval(), tokenizer=tokenizer,
+        text_encoder_2=t5.eval(), tokenizer_2=tokenizer_2)
+    pipe.save_pretrained(folder)
+    return folder
+
+
+def save_tiny_pixart_sigma(folder: str | Path, seed: int = 0) -> Path:
+    """A tiny PixArt-Sigma pipeline (a T5 encoder with attention masks, a DiT that learns its variance): 32x32 images."""
+    folder = Path(folder)
+    torch.manual_seed(seed)
+    tokenizer = write_clip_tokenizer(folder / "tokenizer_src", WORDS, max_length=32)
+    t5 = T5EncoderModel(T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=37, num_layers=1, num_heads=4,
+                                 relative_attention_num_buckets=8, pad_token_id=tokenizer.pad_token_id))
+    transformer = PixArtTransformer2DModel(
+        sample_size=16, num_layers=1, patch_size=2, attention_head_dim=8, num_attention_heads=3, caption_channels=32,
+        in_channels=4, cross_attention_dim=24, out_channels=8, attention_bias=True, activation_fn="gelu-approximate",
+        num_embeds_ada_norm=1000, norm_type="ada_norm_single", norm_elementwise_affine=False, norm_eps=1e-6)
+    scheduler = DPMSolverMultistepScheduler(beta_schedule="linear", beta_start=0.0001, beta_end=0.02)
+    pipe = PixArtSigmaPipeline(tokenizer=tokenizer, text_encoder=t5.eval(), vae=_vae().eval(),
+                               transformer=transformer.eval(), scheduler=scheduler)
+    pipe.save_pretrained(folder)
+    return folder
+
+
+def save_tiny_turbo(folder: str | Path, seed: int = 0) -> Path:
+    """A tiny SD pipeline configured as sd-turbo ships: Euler with "trailing" timesteps (1-4 steps, guidance 0)."""
+    from tests.tiny import save_tiny_pipeline
+
+    folder = save_tiny_pipeline(Path(folder), seed)
+    config_path = folder / "scheduler" / "scheduler_config.json"
+    config_path.write_text(json.dumps({**json.loads(config_path.read_text()), "timestep_spacing": "trailing"}))
+    return folder
+
+
+def save_tiny_ddim(folder: str | Path, seed: int = 0, pipeline: str = "DDIMPipeline") -> Path:
+    """A tiny unconditional pixel-space pipeline, as in diffusers' reproducibility guide (google/ddpm-cifar10-32):
+    a UNet2DModel and no prompt, 32x32 images. `pipeline` "DDPMPipeline" gives DDPM's (its steps draw noise)."""
+    import diffusers
+
+    folder = Path(folder)
+    torch.manual_seed(seed)
+    unet = UNet2DModel(sample_size=32, in_channels=3, out_channels=3, block_out_channels=(8, 16), layers_per_block=1,
+                       norm_num_groups=8, down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+                       up_block_types=("AttnUpBlock2D", "UpBlock2D"), attention_head_dim=8)
+    scheduler = DDIMScheduler() if pipeline == "DDIMPipeline" else DDPMScheduler()
+    getattr(diffusers, pipeline)(unet=unet.eval(), scheduler=scheduler).save_pretrained(folder)
     return folder
