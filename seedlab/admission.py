@@ -101,9 +101,9 @@ class Admission:
             self.store.check_dtype(recipe.dtype)
         except FieldError as error:
             errors.append(error)
-        info = self.store.info(recipe.model)
-        errors += check_unconditional(info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
         try:
+            info = self.store.info(recipe.model)
+            errors += check_unconditional(info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
             scheduler = info.make_scheduler(recipe.scheduler)
         except FieldError as error:
             return errors + [error]
