@@ -102,11 +102,10 @@ def model_defaults(name: str, pipeline_class: type | None, scheduler_name: str, 
         guidance = float(call["guidance_scale"].default)
     if "num_inference_steps" in call and isinstance(call["num_inference_steps"].default, int):
         steps = max(1, min(steps, call["num_inference_steps"].default))
-    words = [name.lower().replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]]  # a hub id's name, or a folder's
-    named = any(word in part for part in words for word in FEW_STEP_WORDS)
+    base = name.lower().replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]  # a hub id's name, or a folder's
     trailing = scheduler_config.get("timestep_spacing") == "trailing" and not scheduler_config.get("rescale_betas_zero_snr")
-    if scheduler_name in FEW_STEP_SCHEDULERS or named or trailing:
-        steps = 1 if any("turbo" in part for part in words) else min(steps, 4)
+    if scheduler_name in FEW_STEP_SCHEDULERS or any(word in base for word in FEW_STEP_WORDS) or trailing:
+        steps = 1 if "turbo" in base else min(steps, 4)
         guidance = guidance if "negative_prompt" not in call else 0.0  # LCM's pipeline embeds its guidance
     return steps, guidance
 
