@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import generation
+from . import cpu, generation
 from .generation import Result
 from .metadata import read_png, save_png
 from .models import ModelStore
@@ -92,7 +92,8 @@ def _make(store: ModelStore, model: str, recipes: list[Recipe], numbers: list[in
 
 
 def _kept(recipe: Recipe, path: Path, threads: int) -> Result | None:
-    """The image already in `path` if it is this recipe's, made at `threads`, with pixels as recorded."""
+    """The image already in `path` if it is this recipe's, made at `threads` and this run's CPU baseline, with
+    pixels as recorded (kernels and thread counts change low bits: a resumed plot must not mix them)."""
     if not path.is_file():
         return None
     try:
@@ -104,6 +105,8 @@ def _kept(recipe: Recipe, path: Path, threads: int) -> Result | None:
     except (ValueError, OSError):
         return None
     if recorded != recipe or environment is None or environment.threads != threads:
+        return None
+    if environment.cpu_isa != cpu.in_force():
         return None
     if generation.fingerprint(image) != fingerprint:
         return None

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from . import cpu
 from .manifest import PARTIAL, Manifest
 from .pool import Failed, Pool, one_line
 from .recipe import MAX_SEED, Recipe, join_prompt
@@ -276,7 +277,9 @@ def _parameters(args: argparse.Namespace, base: Recipe, plan: Plan, threads: int
     """What decides the sweep's pixels: a later run in the same folder must ask for exactly this."""
     fields = base.to_json()  # complete: admission filled the model's size and guidance where none was given
     del fields["seed"]
-    return {**fields, "seeds": str(plan.seeds), "variations": list(args.variation), "threads": threads}
+    # The CPU baseline too: its kernels change low bits as the thread count does (a resumed sweep must not mix them).
+    return {**fields, "seeds": str(plan.seeds), "variations": list(args.variation), "threads": threads,
+            "cpu_isa": cpu.in_force()}
 
 
 def _start_pool(args: argparse.Namespace, base: Recipe, workers: int, threads: int, device):

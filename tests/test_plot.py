@@ -190,6 +190,21 @@ def test_every_cell_is_its_recipe_made_solo(admission, model, tmp_path):
             assert seedlab.fingerprint(Image.open(paths[number])) == solo.fingerprint
 
 
+def test_a_plot_made_again_keeps_its_cells_unless_the_cpu_baseline_changed(admission, tmp_path, monkeypatch):
+    """Kernels change low bits as thread counts do: a cell made under another baseline is made again."""
+    plot = plot_recipes(admission, {"prompt": "a red circle", "num_inference_steps": 1}, parse_axis("seed: 1, 2"))
+    paths = [tmp_path / f"{number}.png" for number in range(len(plot.cells))]
+
+    def made_now() -> list[bool]:
+        with torch_threads(1):
+            return [now for _, _, now in render(admission.store, plot.recipes, paths, threads=1, progress=False)]
+
+    assert made_now() == [True, True]
+    assert made_now() == [False, False]  # kept: same recipe, threads and baseline, pixels as recorded
+    monkeypatch.setattr(seedlab.cpu, "in_force", lambda: "native:avx512")
+    assert made_now() == [True, True]
+
+
 # The command line.
 
 
