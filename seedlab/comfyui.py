@@ -13,6 +13,8 @@ node type's widgets (WIDGETS, for the common nodes), reroutes and primitive node
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from .formats import loads, sampler_scheduler
@@ -34,7 +36,12 @@ WIDGETS = {
     "CLIPTextEncode": ("text",),
     "EmptyLatentImage": ("width", "height", "batch_size"),
     "EmptySD3LatentImage": ("width", "height", "batch_size"),
+    # Size presets of custom nodes ("832 x 1216"): Inspire Pack's and Essentials' (then its overrides).
+    "EmptyLatentImageFromPresetsSDXL": ("preset", "batch_size"),
+    "EmptyLatentImageFromPresetsSD15": ("preset", "batch_size"),
+    "SDXLEmptyLatentSizePicker+": ("resolution", "batch_size", "width_override", "height_override"),
 }
+_PRESET_SIZE = re.compile(r"\s*(\d{1,5})\s*[x×]\s*(\d{1,5})\b")  # "1024 x 1024  (square)", " 832 x 1216", "1024x1024 (1.0)"
 _CONTROL_VALUES = ("fixed", "increment", "decrement", "randomize")
 _MAX_LINKS = 50_000
 
@@ -289,10 +296,17 @@ def _latent_size(graph: dict[str, Any], value: Any, fields: dict[str, Any], note
             if width is not None and height is not None:
                 fields["width"], fields["height"] = width, height
             return
-        if isinstance(inputs.get("dimensions"), str):  # rgthree's SDXL Empty Latent Image: "1024 x 1024  (square)"
-            parts = inputs["dimensions"].split("(")[0].replace("x", " ").split()
-            if len(parts) == 2 and all(part.isdigit() and len(part) <= 5 for part in parts):
-                fields["width"], fields["height"] = int(parts[0]), int(parts[1])
+        # A size preset (rgthree's "dimensions", Inspire's "preset", Essentials' "resolution"): "W x H (...)"
+        preset = next((inputs[key] for key in ("dimensions", "preset", "resolution") if isinstance(inputs.get(key), str)),
+                      None)
+        if preset is not None:
+            match = _PRESET_SIZE.match(preset)
+            if match:
+                fields["width"], fields["height"] = int(match.group(1)), int(match.group(2))
+                overrides = [_follow(graph, inputs.get(key), ("value", "int"), ()) for key in ("width_override",
+                                                                                               "height_override")]
+                if all(isinstance(value, int) and value > 0 for value in overrides):  # Essentials: 0 means the preset
+                    fields["width"], fields["height"] = overrides
             return
         if "pixels" in inputs or "image" in inputs:
             notes.append("the first pass starts from an input image (img2img): SeedLab starts from noise")

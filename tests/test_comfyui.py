@@ -170,3 +170,28 @@ def test_an_sd3_empty_latent_in_a_workflow_gives_the_size():
     workflow["nodes"][2] = node(5, "EmptySD3LatentImage", [1024, 1024, 1], (), [("LATENT", [2])])
     _, fields, _ = read_comfyui_workflow(json.dumps(workflow))
     assert (fields["width"], fields["height"]) == (1024, 1024)
+
+
+@pytest.mark.parametrize("kind, widgets, size", [
+    ("EmptyLatentImageFromPresetsSDXL", [" 832 x 1216", 1], (832, 1216)),  # Inspire Pack
+    ("EmptyLatentImageFromPresetsSD15", ["512 x 768", 1], (512, 768)),
+    ("SDXLEmptyLatentSizePicker+", ["1024x1024 (1.0)", 1, 0, 0], (1024, 1024)),  # Essentials: 0 keeps the preset
+    ("SDXLEmptyLatentSizePicker+", ["1024x1024 (1.0)", 1, 640, 896], (640, 896)),  # ... its overrides win
+])
+def test_a_size_preset_node_gives_the_size(kind, widgets, size):
+    workflow = json.loads(json.dumps(DEFAULT))
+    workflow["nodes"][2] = node(5, kind, widgets, (), [("LATENT", [2])])
+    _, fields, _ = read_comfyui_workflow(json.dumps(workflow))
+    assert (fields["width"], fields["height"]) == size
+    graph = json.loads(json.dumps(DEFAULT_API))  # the API graph names the preset input
+    graph["5"] = {"class_type": kind, "inputs": {"preset": widgets[0], "batch_size": 1}}
+    _, fields, _ = read_comfyui(json.dumps(graph))
+    assert (fields["width"], fields["height"]) == (size if kind != "SDXLEmptyLatentSizePicker+" or not widgets[2]
+                                                   else (1024, 1024))
+
+
+def test_a_preset_that_is_not_a_size_gives_none():
+    graph = json.loads(json.dumps(DEFAULT_API))
+    graph["5"] = {"class_type": "EmptyLatentImageFromPresetsSDXL", "inputs": {"preset": "Custom", "batch_size": 1}}
+    _, fields, _ = read_comfyui(json.dumps(graph))
+    assert "width" not in fields and "height" not in fields

@@ -265,14 +265,9 @@ EXPECTED = {
     "Haoming02-All-in-One-Stable-Diffusion-Guide/fc_on.webp": ("A1111 (Forge)", 5678, 24, 6, SQ, EA, None, COUPLE_UC),
 }
 # Files SeedLab does not yet read as they say: what is missing, checked to stay missing (strict xfail).
-PRESET = "the size is a preset string of a custom node (EmptyLatentImageFromPresets*), whose widgets are not named"
 GAPS = {
     CG + "stable_cascade__text_to_image.png": "Stable Cascade: stage B's sampler starts from the same empty latent as "
                                               "stage C's and is restored instead of it (seed, steps, cfg of stage B)",
-    SIWM + "everywhere_prompt_utilities.png": PRESET,
-    SIWM + "extra_metadata.png": PRESET,
-    SIWM + "filename_format.png": PRESET,
-    SIWM + "lora_embedding_vae.png": PRESET,
 }
 REFUSED = {"sd-metadata/civitai-upscale.jpg": "no sampler", "sd-metadata/empty.png": "no recipe"}
 FIELDS = ("seed", "num_inference_steps", "guidance_scale", "size", "scheduler", "prompt", "negative_prompt")
