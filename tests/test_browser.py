@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from seedlab import read_png
 
@@ -54,14 +55,21 @@ def thumbnails(page, gallery: str):
 
 
 def wait_for_images(page, gallery: str, count: int) -> None:
-    page.wait_for_function(
-        """([selector, count]) => {
-            const images = [...document.querySelectorAll(selector)];
-            return images.length === count && images.every(img => img.complete && img.naturalWidth > 0);
-        }""",
-        arg=[f"#{gallery} .thumbnail-item img", count],
-        timeout=TIMEOUT_MS,
-    )
+    """Wait until the gallery shows `count` decoded images; on a timeout, say what the page shows instead."""
+    try:
+        page.wait_for_function(
+            """([selector, count]) => {
+                const images = [...document.querySelectorAll(selector)];
+                return images.length === count && images.every(img => img.complete && img.naturalWidth > 0);
+            }""",
+            arg=[f"#{gallery} .thumbnail-item img", count],
+            timeout=TIMEOUT_MS,
+        )
+    except PlaywrightTimeout as error:
+        shown = page.locator(f"#{gallery} .thumbnail-item img").count()
+        messages = page.locator(".toast-body").all_inner_texts()
+        raise AssertionError(f"#{gallery} shows {shown} of {count} images after {TIMEOUT_MS / 1000:.0f} s; "
+                             f"messages on the page: {messages}") from error
 
 
 def wait_for_value(page, elem_id: str, text: str) -> str:

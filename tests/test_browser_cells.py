@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from seedlab import read_png
+from tests.settle import settle
 from tests.test_browser import (  # noqa: F401 - browser is a fixture
     CHROMIUM, TIMEOUT_MS, browser, open_reproduce, wait_for_images, wait_for_value)
 from tests.test_browser_explore import value
@@ -43,11 +44,13 @@ def test_any_image_can_be_enlarged_downloaded_reused_and_made_the_anchor(browser
     page.locator("#variations-box textarea").fill(", large")
     page.locator("#vary").click()
     wait_for_images(page, "variations", 2)
+    settle(page)  # every chained event of the variations done
     page.locator("#variations .thumbnail-item").nth(1).click()
     wait_for_value(page, "cell-title", "prompt 'a cell, large'")
     assert value(page, "anchor").endswith("prompt: a cell")
     page.locator("#make-anchor").click()
     wait_for_value(page, "anchor", "Anchor seed: 4 · prompt: a cell, large")
+    settle(page)
 
     # Nudges around that anchor: each cell a variation seed at the strength asked for, any of them the next anchor.
     page.locator("#strip-panel").get_by_text("Nudge the anchor").first.click()
