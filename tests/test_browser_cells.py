@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from seedlab import read_png
-from tests.settle import settle
+from tests.settle import open_settled, settle
 from tests.test_browser import (  # noqa: F401 - browser is a fixture
     CHROMIUM, TIMEOUT_MS, browser, open_reproduce, wait_for_images, wait_for_value)
 from tests.test_browser_explore import value
@@ -15,10 +15,7 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {
 
 
 def test_any_image_can_be_enlarged_downloaded_reused_and_made_the_anchor(browser, app_server, tmp_path):  # noqa: F811
-    context = browser.new_context(viewport={"width": 390, "height": 844})
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(app_server.url)
+    page = open_settled(browser, app_server.url, 390, 844)  # its requests counted, so it can be looked at settled
     page.locator("#prompt textarea").fill("a cell")
     page.locator("#seeds textarea").fill("3, 4")
     page.locator("#num-inference-steps input").fill("2")
@@ -81,7 +78,7 @@ def test_any_image_can_be_enlarged_downloaded_reused_and_made_the_anchor(browser
     page.locator("#verdict-anchor").click()
     wait_for_value(page, "anchor", "Anchor seed: 3 · prompt: a cell, large")
     assert "variation" not in value(page, "cell-params").lower()  # the reproduced recipe, not the nudge
-    context.close()
+    page.context.close()
 
 
 def test_a_matrix_in_the_page_downloads_as_a_labelled_sheet_listing_every_cell(browser, app_server,  # noqa: F811
