@@ -51,8 +51,14 @@ def test_any_image_can_be_enlarged_downloaded_reused_and_made_the_anchor(browser
 
     # Nudges around that anchor: each cell a variation seed at the strength asked for, any of them the next anchor.
     page.locator("#strip-panel").get_by_text("Nudge the anchor").first.click()
-    page.locator("#strip-count input").fill("2")
-    page.locator("#strip-strength input").fill("0.2")
+    # The panel's inputs mount as it opens and may take their initial values after a fast fill: type until they hold.
+    for _ in range(5):
+        page.locator("#strip-count input").fill("2")
+        page.locator("#strip-strength input").fill("0.2")
+        page.wait_for_timeout(300)
+        if (page.locator("#strip-count input").input_value(), page.locator("#strip-strength input").input_value()) == (
+                "2", "0.2"):
+            break
     page.locator("#make-strip").click()
     wait_for_images(page, "strip", 2)
     page.locator("#strip .thumbnail-item").nth(1).click()
