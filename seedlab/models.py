@@ -129,8 +129,8 @@ def read_info(name: str) -> ModelInfo:
     # A transformer config without a sample size: Flux, whose pipeline defaults to 128 latent pixels.
     sample = denoiser_config.get("sample_size", 64 if denoiser == "unet" else 128)
     sample = sample[0] if isinstance(sample, (list, tuple)) else sample
-    scale = 2 ** (len(vae_config["block_out_channels"]) - 1) if "block_out_channels" in vae_config else 8
-    size = int(sample) * (scale if "vae" in index else 1)
+    scale = 2 ** (len(vae_config.get("block_out_channels", [0] * 4)) - 1) if "vae" in index else 1
+    size = int(sample) * scale
     steps, guidance = model_defaults(name, pipeline_class, scheduler_class.__name__, scheduler_config)
     return ModelInfo(name, (size, size), guidance, scheduler_class.__name__,
                      compatible_schedulers(scheduler_class, scheduler_config), scheduler_config, steps,

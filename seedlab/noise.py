@@ -28,6 +28,7 @@ Both are computed in float32 on the noise source's device (the CPU for "cpu", "n
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import math
 from dataclasses import dataclass
@@ -93,8 +94,13 @@ _PACK_PARAMETERS = ["latents", "batch_size", "num_channels_latents", "height", "
 
 def packs(pipeline) -> bool:
     """Does this pipeline pack its latents into 2x2-patch tokens as Flux does (`_pack_latents`, position ids)?"""
-    pack = getattr(pipeline, "_pack_latents", None)
-    if pack is None or not hasattr(pipeline, "_prepare_latent_image_ids"):
+    return _packs(type(pipeline))
+
+
+@functools.cache  # asked several times for every image: once per pipeline class is enough
+def _packs(pipeline_class: type) -> bool:
+    pack = getattr(pipeline_class, "_pack_latents", None)
+    if pack is None or not hasattr(pipeline_class, "_prepare_latent_image_ids"):
         return False
     try:
         return list(inspect.signature(pack).parameters) == _PACK_PARAMETERS

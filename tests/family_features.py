@@ -22,7 +22,7 @@ import torch
 from diffusers import DiffusionPipeline
 
 from seedlab import Recipe, decode_link, encode_link, fingerprint, generate, generate_grid, load_model, save_png
-from seedlab.generation import _Embeddings
+from seedlab.embeddings import Embeddings
 from seedlab.reproduction import compare, original_from_png
 from tests.helpers import torch_threads
 from tests.tiny import save_tiny_pipeline
@@ -87,7 +87,7 @@ def check(name: str, folder: Path) -> dict[str, str]:
         outcomes["seed resize"] = _attempt(lambda: _differs(
             generate(model, base.replace(seed_resize_from=(family.size + 16, family.size))), solo))
         outcomes["PNG and link reproduce"] = _attempt(lambda: _reproduces(model, solo))
-    embeddings = _Embeddings(model)
+    embeddings = Embeddings(model)
     embeddings.arguments(base)
     encoding = "once per request" if embeddings.usable else "per image"
     outcomes["prompt encoding"] = "no prompt" if model.info.unconditional else encoding

@@ -5,19 +5,24 @@ import pytest
 
 from tests.conftest import AppServer
 from tests.settle import open_settled, ready, settle, value
-from tests.test_browser import CHROMIUM, browser, thumbnails, wait_for_images  # noqa: F401 - browser is a fixture
+from tests.test_browser import CHROMIUM, browser, wait_for_images  # noqa: F401 - browser is a fixture
 from tests.tiny_families import save_tiny_ddim, save_tiny_sdxl
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
 
 
-@pytest.fixture(scope="module")
-def sdxl_server(tmp_path_factory):
-    folder = save_tiny_sdxl(tmp_path_factory.mktemp("sdxl") / "model")
-    server = AppServer(str(folder), tmp_path_factory.mktemp("sdxl-app"))
+def serve(build, name: str, tmp_path_factory):
+    """`python app.py --model DIR` on a tiny folder made by `build`: started, yielded, stopped."""
+    folder = build(tmp_path_factory.mktemp(name) / "model")
+    server = AppServer(str(folder), tmp_path_factory.mktemp(f"{name}-app"))
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def sdxl_server(tmp_path_factory):
+    yield from serve(save_tiny_sdxl, "sdxl", tmp_path_factory)
 
 
 def test_grid_anchor_variations_and_a_link_on_an_sdxl_folder(browser, sdxl_server):  # noqa: F811
@@ -52,11 +57,7 @@ def test_grid_anchor_variations_and_a_link_on_an_sdxl_folder(browser, sdxl_serve
 
 @pytest.fixture(scope="module")
 def ddim_server(tmp_path_factory):
-    folder = save_tiny_ddim(tmp_path_factory.mktemp("ddim") / "model")
-    server = AppServer(str(folder), tmp_path_factory.mktemp("ddim-app"))
-    server.start()
-    yield server
-    server.stop()
+    yield from serve(save_tiny_ddim, "ddim", tmp_path_factory)
 
 
 def test_an_unconditional_folder_on_the_page_grid_link_and_verdict_without_a_prompt(browser, ddim_server):  # noqa: F811

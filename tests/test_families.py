@@ -81,11 +81,11 @@ def test_grid_equals_plain_diffusers_cell_equals_solo_and_its_png_reproduces(fam
 def test_the_prompt_is_encoded_once_with_the_familys_own_encoder(family):
     """SDXL, SD3 and Flux return pooled embeddings too (Flux alone: no negative), and SD3 asks for prompt_2 and
     prompt_3: reused, same pixels (the grid test compares them with plain diffusers)."""
-    from seedlab.generation import _Embeddings
+    from seedlab.embeddings import Embeddings
 
     name, folder = family
     model = load_model(str(folder), torch.device("cpu"))
-    embeddings = _Embeddings(model)
+    embeddings = Embeddings(model)
     arguments = embeddings.arguments(recipe(folder, 0))
     pooled = name in ("sdxl", "sd3", "flux")  # SD 1.x/2.x and PixArt return no pooled pair
     negative = name != "flux"  # Flux's guidance is distilled: no negative embeddings

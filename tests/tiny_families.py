@@ -31,6 +31,12 @@ def _clip_config(tokenizer, hidden: int, projection: int | None = None) -> CLIPT
                           pad_token_id=tokenizer.pad_token_id, hidden_act="gelu", **extra)
 
 
+def _t5(tokenizer) -> T5EncoderModel:
+    """A one-layer T5 encoder (32 wide) over `tokenizer`'s vocabulary: SD3's, Flux's and PixArt's text encoder."""
+    return T5EncoderModel(T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=37, num_layers=1, num_heads=4,
+                                   relative_attention_num_buckets=8, pad_token_id=tokenizer.pad_token_id))
+
+
 def _vae(latent_channels: int = 4, **config) -> AutoencoderKL:
     return AutoencoderKL(in_channels=3, out_channels=3, block_out_channels=(8, 16), latent_channels=latent_channels,
                          down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
@@ -67,8 +73,7 @@ def save_tiny_sd3(folder: str | Path, seed: int = 0) -> Path:
     tokenizer = write_clip_tokenizer(folder / "tokenizer_src", WORDS, max_length=16)
     tokenizer_2 = write_clip_tokenizer(folder / "tokenizer_2_src", WORDS, max_length=16)
     tokenizer_3 = write_clip_tokenizer(folder / "tokenizer_3_src", WORDS, max_length=32)
-    t5 = T5EncoderModel(T5Config(vocab_size=len(tokenizer_3), d_model=32, d_kv=8, d_ff=37, num_layers=1, num_heads=4,
-                                 relative_attention_num_buckets=8, pad_token_id=tokenizer_3.pad_token_id))
+    t5 = _t5(tokenizer_3)
     transformer = SD3Transformer2DModel(
         sample_size=16, patch_size=1, in_channels=4, num_layers=1, attention_head_dim=8, num_attention_heads=4,
         caption_projection_dim=32, joint_attention_dim=32, pooled_projection_dim=32, out_channels=4)
@@ -101,8 +106,7 @@ def save_tiny_flux(folder: str | Path, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     tokenizer = write_clip_tokenizer(folder / "tokenizer_src", WORDS, max_length=16)
     tokenizer_2 = write_clip_tokenizer(folder / "tokenizer_2_src", WORDS, max_length=32)
-    t5 = T5EncoderModel(T5Config(vocab_size=len(tokenizer_2), d_model=32, d_kv=8, d_ff=37, num_layers=1, num_heads=4,
-                                 relative_attention_num_buckets=8, pad_token_id=tokenizer_2.pad_token_id))
+    t5 = _t5(tokenizer_2)
     transformer = FluxTransformer2DModel(
         patch_size=1, in_channels=16, num_layers=1, num_single_layers=1, attention_head_dim=16, num_attention_heads=2,
         joint_attention_dim=32, pooled_projection_dim=32, guidance_embeds=True, axes_dims_rope=(4, 4, 8))
@@ -122,8 +126,7 @@ def save_tiny_pixart_sigma(folder: str | Path, seed: int = 0) -> Path:
     folder = Path(folder)
     torch.manual_seed(seed)
     tokenizer = write_clip_tokenizer(folder / "tokenizer_src", WORDS, max_length=32)
-    t5 = T5EncoderModel(T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=37, num_layers=1, num_heads=4,
-                                 relative_attention_num_buckets=8, pad_token_id=tokenizer.pad_token_id))
+    t5 = _t5(tokenizer)
     transformer = PixArtTransformer2DModel(
         sample_size=16, num_layers=1, patch_size=2, attention_head_dim=8, num_attention_heads=3, caption_channels=32,
         in_channels=4, cross_attention_dim=24, out_channels=8, attention_bias=True, activation_fn="gelu-approximate",

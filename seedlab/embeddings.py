@@ -1,0 +1,96 @@
+"""A request's prompt, encoded once with the pipeline's own `encode_prompt` and handed to every image that uses it.
+
+The tensors are the ones the pipeline's call would make itself (same encoder, same arguments), so the pixels
+are the same; only the text encoder runs once per request instead of once per image.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import torch
+
+from .models import Model
+from .recipe import Recipe
+
+
+class Embeddings:
+    """A request's prompt embeddings, encoded once per (prompt, negative prompt, guidance on/off).
+
+    With the pipeline's own `encode_prompt`, called as its `__call__` calls it: SD 1.x/2.x return
+    (prompt_embeds, negative_prompt_embeds); SDXL and SD3 also return the pooled pair, and take further
+    prompts (prompt_2, prompt_3: None means "the prompt", as in their call); PixArt returns attention
+    masks beside the embeddings; Flux encodes the prompt alone (no classifier-free guidance) and returns
+    position ids its call rebuilds. Encoder options the call also has (max_sequence_length,
+    clean_caption, clip_skip) get the call's own defaults, which is what the call passes. A pipeline whose
+    encoder needs anything else, or whose call does not take the embeddings back, encodes inside the call.
+    """
+
+    PARAMETERS = {"prompt", "device", "num_images_per_prompt"}
+    GUIDED = {"do_classifier_free_guidance", "negative_prompt"}  # encoders that encode the negative prompt too
+    NAMES = ("prompt_embeds", "negative_prompt_embeds", "pooled_prompt_embeds", "negative_pooled_prompt_embeds")
+    MASKED = ("prompt_embeds", "prompt_attention_mask", "negative_prompt_embeds", "negative_prompt_attention_mask")
+    UNGUIDED = ("prompt_embeds", "pooled_prompt_embeds", None)  # None: Flux's text ids, rebuilt by its call
+
+    def __init__(self, model: Model):
+        pipe = model.pipeline
+        encode = getattr(pipe, "encode_prompt", None)
+        parameters = inspect.signature(encode).parameters if encode is not None else {}
+        call = inspect.signature(pipe.__call__).parameters
+        required = {name for name, parameter in parameters.items() if parameter.default is parameter.empty
+                    and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)}
+        # The further prompts of multi-encoder pipelines (SD3's prompt_2, prompt_3): None, as their call passes.
+        self.further = {name: None for name in parameters if _FURTHER_PROMPT.fullmatch(name)}
+        self.guided = self.GUIDED <= set(parameters)
+        ours = self.PARAMETERS | (self.GUIDED if self.guided else set()) | set(self.further)
+        self.options = {name: call[name].default for name in _OPTIONS & set(parameters) & set(call)
+                        if call[name].default is not call[name].empty and name not in ours}
+        # An empty negative prompt is what the call passes by default: None for SD, "" for PixArt.
+        self.no_negative = call["negative_prompt"].default if "negative_prompt" in call else None
+        self.usable = (
+            encode is not None
+            and self.PARAMETERS <= set(parameters)
+            and required <= ours
+            and "prompt_embeds" in model.call_parameters
+        )
+        self.model = model
+        self._cache: dict[tuple, dict] = {}
+
+    def arguments(self, recipe: Recipe) -> dict:
+        """Call arguments for `recipe`'s prompt: the embeddings, or the texts when they cannot be reused."""
+        texts = {"prompt": recipe.prompt, "negative_prompt": recipe.negative_prompt or self.no_negative}
+        if not self.usable or (recipe.negative_prompt and not self.guided):
+            return texts
+        guided = recipe.guidance_scale > 1  # what the pipeline's do_classifier_free_guidance checks first
+        key = (recipe.prompt, recipe.negative_prompt, guided)
+        if key not in self._cache:
+            negative = {"do_classifier_free_guidance": guided, "negative_prompt": texts["negative_prompt"]}
+            with torch.no_grad():  # the pipeline's __call__ runs the text encoder under no_grad too
+                encoded = self.model.pipeline.encode_prompt(
+                    prompt=recipe.prompt, device=self.model.device, num_images_per_prompt=1,
+                    **(negative if self.guided else {}), **self.further, **self.options)
+            names = self._names(encoded)
+            if not names or not {name for name in names if name} <= self.model.call_parameters:
+                self.usable = False
+                return texts
+            self._cache[key] = {name: value for name, value in zip(names, encoded) if name}
+            if "negative_prompt" in self.model.call_parameters:  # PixArt's call defaults it to "": not with embeddings
+                self._cache[key]["negative_prompt"] = None
+        return self._cache[key]
+
+    def _names(self, encoded) -> tuple:
+        """What each tensor `encode_prompt` returned is called in the pipeline's call; () when unknown."""
+        if not isinstance(encoded, tuple):
+            return ()
+        if not self.guided:
+            return self.UNGUIDED if len(encoded) == 3 else ()
+        if len(encoded) == 4 and "prompt_attention_mask" in self.model.call_parameters:
+            return self.MASKED
+        return self.NAMES[:len(encoded)] if len(encoded) in (2, 4) else ()
+
+
+_OPTIONS = {"max_sequence_length", "clean_caption", "clip_skip"}  # encoder options the call passes on as given
+
+
+_FURTHER_PROMPT = re.compile(r"(negative_)?prompt_[2-9]")
