@@ -22,12 +22,14 @@ import gradio as gr
 import torch
 from starlette.middleware import Middleware
 
-from seedlab import ModelStore, configure_process, cpu, resolve_device
-from seedlab.admission import Admission, measure_speed
-from seedlab.limits import Limits
-from seedlab.models import default_lanes
-from seedlab.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
-from seedlab.workers import Workers
+from seedlab import ModelStore, configure_process, resolve_device
+
+from seedlab.engine import cpu
+from seedlab.serving.admission import Admission, measure_speed
+from seedlab.serving.limits import Limits
+from seedlab.engine.models import default_lanes
+from seedlab.engine.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
+from seedlab.scale.workers import Workers
 from webui.cells import ANCHOR, CELL, cell_panel, nudge_panel
 from webui.compare import compare_panel, travel_panel
 from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, RESTORED, control, with_fields
@@ -39,6 +41,7 @@ from webui.uploads import UploadGuard
 from webui.wiring import CSS, GENERATE, PRIVATE, SHORTCUTS, SHOW_SEEDS, Wiring, by_name, ready
 
 MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at the default size limit
+# Long: the page's layout, read top to bottom as the page shows it.
 def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.Blocks, WebApp]:
     """The UI for the models `admission` allows (the default one is loaded here if it is not yet)."""
     if image_dir is None:
@@ -130,6 +133,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
     return demo, app
 
 
+# Long: every event of the page in one place, in the order a user meets them.
 def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     """The events: inputs and outputs by component name; /grid, /vary, /matrix, /reproduce, /reverify are public."""
     wiring = Wiring(ui)
@@ -225,8 +229,8 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
                   ui["matrix_results"], ui["nudges_results"]], [ui[name] for name in kept], queue=False, **PRIVATE)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Load the model once, then serve the UI (host and port from GRADIO_SERVER_NAME / _PORT)."""
+def build_parser() -> argparse.ArgumentParser:
+    """The app's options, each with its environment variable (a Space sets those)."""
     parser = argparse.ArgumentParser(description="SeedLab web UI")
     parser.add_argument("--model", default=os.environ.get("SEEDLAB_MODEL", DEFAULT_MODEL),
                         help='"embedded", a local diffusers folder or a hub id (env SEEDLAB_MODEL)')
@@ -251,6 +255,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mcp", action="store_true", default=os.environ.get("SEEDLAB_MCP", "") in ("1", "true", "yes"),
                         help="also serve the public endpoints (grid, vary, matrix, reproduce, reverify) as MCP tools "
                              "at /gradio_api/mcp/ (env SEEDLAB_MCP=1; needs the mcp package)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Load the model once, then serve the UI (host and port from GRADIO_SERVER_NAME / _PORT)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         limits = Limits.from_env()

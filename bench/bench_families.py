@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from diffusers import DiffusionPipeline  # noqa: E402
 
 from seedlab import Recipe, fingerprint, generate_grid, load_model  # noqa: E402
-from seedlab.models import default_lanes  # noqa: E402
+from seedlab.engine.models import default_lanes  # noqa: E402
 from tests.family_features import FAMILIES, GUIDANCE, PROMPT  # noqa: E402
 
 

@@ -9,7 +9,7 @@ in this process, so a noisy machine slows every side alike:
 - exact grid / batched: an N-seed grid via /grid against ONE plain batched diffusers call of the
   same N images (a generator list, torch's default thread count): the goal is <= 1.0;
 - web / backend: /grid against the backend doing the same in this process by the app's route
-  (lanes, or seedlab.workers: the same worker processes and threads as the app): the goal is
+  (lanes, or seedlab.scale.workers: the same worker processes and threads as the app): the goal is
   <= 1.10; the other route is timed too;
 - seedlab / plain: SeedLab's per-image path against plain per-seed diffusers calls, one lane at
   the same thread count (goal <= 1.05), with identical pixels;
@@ -46,8 +46,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import seedlab  # noqa: E402
 from bench_grid import batched_grid, direct_grid  # noqa: E402
-from seedlab.models import default_lanes  # noqa: E402
-from seedlab.workers import Workers  # noqa: E402
+from seedlab.engine.models import default_lanes  # noqa: E402
+from seedlab.scale.workers import Workers  # noqa: E402
 
 
 def start_app(model: str, folder: Path) -> tuple[subprocess.Popen, str]:

@@ -1,19 +1,75 @@
-"""SeedLab: find a seed you like, keep it while the prompt changes, and share it exactly."""
+"""SeedLab: find a seed you like, keep it while the prompt changes, and share it exactly.
 
-__version__ = "0.1.0"
+The package is layered by concern, each layer importing only those below it (tests/test_layers.py
+holds the rule as data):
 
-import os as _os  # noqa: E402
+- `seedlab.engine`: the recipe, the noise, the pipelines and the generation (making pixels);
+- `seedlab.files`: PNG text, links, other tools' metadata, contact sheets;
+- `seedlab.scale`: worker processes, Ray and seed sweeps;
+- `seedlab.serving`: what a server admits, what a request costs, reproduction verdicts;
+- `seedlab.explore`: plots, seed travel and the plot viewer;
+- `seedlab.cli`: the command line, over all of them.
 
-from . import cpu as _cpu  # noqa: E402
+The public Python API is re-exported here. Modules that used to sit at the top (`seedlab.recipe`,
+`seedlab.links`, ...) still import under their old names, as the same module objects.
+"""
+
+import importlib as _importlib
+import importlib.abc as _abc
+import importlib.util as _util
+import os as _os
+import sys as _sys
+
+from .engine import cpu as _cpu
+from .engine.version import __version__  # noqa: F401  (seedlab.__version__)
 
 # The CPU baseline must be in the environment before torch's first operation (see cpu.py); a bad
 # SEEDLAB_CPU_ISA is reported by configure_process, which the app and the CLI call at start.
 if _os.environ.get(_cpu.ENV_VAR, "").strip().lower() in ("", *_cpu.LEVELS):
     _cpu.apply(_cpu.requested())
 
-from .determinism import configure_process, full_determinism  # noqa: E402
-from .environment import Environment  # noqa: E402
-from .generation import (  # noqa: E402
+# Where each module of the flat layout (SeedLab 0.1 to turn 5) lives now.
+MOVED = {
+    **dict.fromkeys(("recipe", "seeds", "noise", "philox", "generation", "embeddings", "models", "tracing",
+                     "determinism", "cpu", "environment"), "engine"),
+    **dict.fromkeys(("metadata", "infotext", "comfyui", "formats", "stealth", "links", "info", "sheets"), "files"),
+    **dict.fromkeys(("admission", "budget", "limits", "reproduction"), "serving"),
+    **dict.fromkeys(("pool", "workers", "cluster", "sweep", "manifest"), "scale"),
+    **dict.fromkeys(("plot", "travel", "render", "viewer"), "explore"),
+}
+
+
+class _OldPaths(_abc.MetaPathFinder, _abc.Loader):
+    """`import seedlab.links` gives the module `seedlab.files.links` itself (one module, two names)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        package, _, name = fullname.rpartition(".")
+        if package == __name__ and name in MOVED:
+            return _util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        name = spec.name.rpartition(".")[2]
+        module = _importlib.import_module(f"{__name__}.{MOVED[name]}.{name}")
+        spec.loader_state = module.__spec__  # importlib sets the alias's spec on the module: give its own back
+        return module
+
+    def exec_module(self, module):
+        module.__spec__ = module.__spec__.loader_state
+
+
+def __getattr__(name):
+    """`seedlab.links` as an attribute, as it was before the modules moved."""
+    if name in MOVED:
+        return _importlib.import_module(f"{__name__}.{MOVED[name]}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_sys.meta_path.append(_OldPaths())
+
+from .engine.determinism import configure_process, full_determinism  # noqa: E402
+from .engine.environment import Environment  # noqa: E402
+from .engine.generation import (  # noqa: E402
     Cancelled,
     Progress,
     Result,
@@ -26,12 +82,13 @@ from .generation import (  # noqa: E402
     stream,
     variation_recipes,
 )
-from .links import decode_link, encode_link  # noqa: E402
-from .metadata import png_info, read_png, save_png  # noqa: E402
-from .models import Model, ModelStore, describe, load_model, resolve_device  # noqa: E402
-from .noise import randn  # noqa: E402
-from .recipe import MAX_SEED, Recipe, join_prompt  # noqa: E402
-from .reproduction import (  # noqa: E402
+from .engine.models import Model, ModelStore, describe, load_model, resolve_device  # noqa: E402
+from .engine.noise import randn  # noqa: E402
+from .engine.recipe import MAX_SEED, Recipe, join_prompt  # noqa: E402
+from .engine.seeds import format_seeds, parse_seeds, random_seeds  # noqa: E402
+from .files.links import decode_link, encode_link  # noqa: E402
+from .files.metadata import png_info, read_png, save_png  # noqa: E402
+from .serving.reproduction import (  # noqa: E402
     Original,
     Verdict,
     compare,
@@ -39,7 +96,6 @@ from .reproduction import (  # noqa: E402
     original_from_png,
     original_from_text,
 )
-from .seeds import format_seeds, parse_seeds, random_seeds  # noqa: E402
 
 __all__ = [
     "MAX_SEED", "Cancelled", "Environment", "Model", "ModelStore", "Original", "Progress", "Recipe", "Result",

@@ -19,17 +19,27 @@ import re
 import sys
 from pathlib import Path
 
-from . import cpu, determinism, generation, models
-from . import plot as plot_command
-from . import sweep as sweep_command
-from . import travel as travel_command
-from .admission import Admission
-from .info import run_info
-from .limits import Limits
-from .links import encode_link
-from .metadata import save_png
-from .recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
-from .reproduction import Original, compare, original_from_link, original_from_png
+import torch
+
+from .engine import cpu, determinism, generation, models
+from .engine.recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
+from .explore import plot as plot_command
+from .explore import travel as travel_command
+from .files.info import run_info
+from .files.links import result_record
+from .files.metadata import save_png
+from .scale import sweep as sweep_command
+from .serving.admission import Admission
+from .serving.limits import Limits
+from .serving.reproduction import (
+    Original,
+    compare,
+    native_verdict,
+    original_from_link,
+    original_from_png,
+    regenerate_natively,
+    wants_native_retry,
+)
 
 DEFAULT_BASE_URL = "http://127.0.0.1:7860/"
 # The command line's host allows what a Recipe allows at all (the app's limits are for public servers).
@@ -183,15 +193,8 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as error:  # the text does not fit in the image's alpha channel
             raise UsageError(f"--stealth: {error}") from None
         if args.json:
-            line = {
-                "seed": str(result.recipe.seed),
-                "prompt": result.recipe.prompt,
-                "path": str(path),
-                "fingerprint": result.fingerprint,
-                "link": encode_link(result.recipe, result.fingerprint, result.environment, args.base_url),
-                "recipe": result.recipe.to_json(),
-                "environment": result.environment.to_dict(),
-            }
+            line = {**result_record(result.recipe, result.fingerprint, result.environment, args.base_url),
+                    "path": str(path)}
             print(json.dumps(line), flush=True)
         else:
             print(f"{path}  seed {result.recipe.seed}  {result.fingerprint[:16]}", flush=True)
@@ -235,8 +238,12 @@ def reproduce(args: argparse.Namespace) -> int:
         result = generation.generate(model, recipe)
     except ValueError as error:  # an unknown model or scheduler: the message names it
         raise UsageError(str(error)) from None
-    verdict = compare(result, Original(recipe, original.fingerprint, original.environment, original.pixels,
-                                       tuple(notes)))
+    original = Original(recipe, original.fingerprint, original.environment, original.pixels, tuple(notes))
+    verdict = compare(result, original)
+    if args.cpu_isa is None and wants_native_retry(original, verdict, model.device.type):
+        first, result = result, regenerate_natively(recipe, threads=threads or torch.get_num_threads(),
+                                                    dtype=recipe.dtype)
+        verdict = native_verdict(first, result, original)
     if args.out is not None:
         save_png(result, args.out)
     if args.json:

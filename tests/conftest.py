@@ -29,7 +29,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def app_model(tiny_model_dir) -> str:
     """The model the app under test serves: the embedded checkpoint (the real path), else the tiny one."""
-    from seedlab.models import EMBEDDED_MODEL_DIR
+    from seedlab.engine.models import EMBEDDED_MODEL_DIR
 
     return "embedded" if (EMBEDDED_MODEL_DIR / "model_index.json").exists() else str(tiny_model_dir)
 

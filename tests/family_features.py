@@ -1,11 +1,11 @@
-"""Every diffusers family x every SeedLab promise, checked on tiny pipelines: the source of README's family table.
+"""Every diffusers family x every SeedLab promise, checked on tiny pipelines: the family table in docs/models.md.
 
 `check(family, folder)` runs each promise on a tiny pipeline of that family saved as a hub-style folder and
 loaded as a user's `--model DIR`, and says for each feature "yes", what SeedLab does instead ("per image",
 "eager") or the refusal SeedLab gives, in its own words. tests/test_families.py asserts the promises and
-that README's table is exactly what these checks give now; after a change, rewrite the table with
+that the table in docs/models.md is exactly what these checks give now; after a change, rewrite the table with
 
-    python -m tests.family_features --write README.md
+    python -m tests.family_features --write docs/models.md
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import torch
 from diffusers import DiffusionPipeline
 
 from seedlab import Recipe, decode_link, encode_link, fingerprint, generate, generate_grid, load_model, save_png
-from seedlab.embeddings import Embeddings
-from seedlab.reproduction import compare, original_from_png
+from seedlab.engine.embeddings import Embeddings
+from seedlab.serving.reproduction import compare, original_from_png
 from tests.helpers import torch_threads
 from tests.tiny import save_tiny_pipeline
 from tests.tiny_families import (save_tiny_ddim, save_tiny_flux, save_tiny_pixart_sigma, save_tiny_sd2_vpred,
@@ -134,7 +134,7 @@ def _reproduces(model, solo) -> str:
 
 
 def table(outcomes: dict[str, dict[str, str]]) -> str:
-    """README's table: a row per family, a column per feature; refusals as numbered notes under it."""
+    """The family table (docs/models.md): a row per family, a column per feature; refusals as numbered notes."""
     notes: list[str] = []
 
     def cell(text: str) -> str:
@@ -161,15 +161,16 @@ def all_outcomes() -> dict[str, dict[str, str]]:
         return {name: check(name, family.build(Path(root) / name)) for name, family in FAMILIES.items()}
 
 
-def readme_table(readme: str) -> str:
-    """The table between README's markers."""
-    start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
-    return readme[start:end].strip("\n") + "\n"
+def documented_table(text: str) -> str:
+    """The table between the markers in a document's text (docs/models.md)."""
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    return text[start:end].strip("\n") + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", metavar="README", help="replace the table between the markers in this file")
+    parser.add_argument("--write", metavar="FILE", help="replace the table between the markers in this file "
+                        "(docs/models.md)")
     args = parser.parse_args(argv)
     text = table(all_outcomes())
     if not args.write:

@@ -6,10 +6,10 @@ import shutil
 import pytest
 import torch
 
-from seedlab.admission import Admission
-from seedlab.limits import Limits
-from seedlab.models import ModelStore
-from seedlab.recipe import RecipeError
+from seedlab.serving.admission import Admission
+from seedlab.serving.limits import Limits
+from seedlab.engine.models import ModelStore
+from seedlab.engine.recipe import RecipeError
 from tests.tiny import save_tiny_pipeline
 
 
@@ -61,7 +61,7 @@ def test_joined_variation_prompts_are_held_to_the_prompt_limit(admission):
 
 def test_a_png_from_another_server_is_mapped_with_notes(admission, folders):
     from seedlab import Recipe
-    from seedlab.reproduction import Original
+    from seedlab.serving.reproduction import Original
 
     original = Original(Recipe(prompt="x", model="someone/else", dtype="bfloat16", scheduler="NoSuch"), None, None)
     admitted = admission.original(original, strict=False)
@@ -78,8 +78,8 @@ def test_a_schedule_the_scheduler_cannot_make_is_refused_in_words(admission):
 
 
 def test_the_nearest_runnable_recipe_keeps_the_seed_and_draws_the_noise_at_the_original_size(folders):
-    from seedlab.budget import Speed
-    from seedlab.recipe import Recipe
+    from seedlab.serving.budget import Speed
+    from seedlab.engine.recipe import Recipe
 
     speed = Speed.fit((64 * 64, 0.01), (128 * 128, 0.04))  # 0.01 s a step at 64x64, growing with the pixels
     admission = Admission(ModelStore([folders[0]], device=torch.device("cpu")),

@@ -16,8 +16,8 @@ from gradio_client.exceptions import AppError
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-from seedlab.admission import Admission
-from seedlab.limits import Limits
+from seedlab.serving.admission import Admission
+from seedlab.serving.limits import Limits
 import webui.handlers
 from webui.fields import RESTORED
 from webui.requests import base_url

@@ -91,7 +91,7 @@ def test_a_matrix_in_the_page_downloads_as_a_labelled_sheet_listing_every_cell(b
                                                                                  tmp_path):
     from PIL import Image
 
-    from seedlab.sheets import SHEET_KEY
+    from seedlab.files.sheets import SHEET_KEY
 
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()

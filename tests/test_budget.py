@@ -3,8 +3,8 @@
 import pytest
 
 from seedlab import Recipe
-from seedlab.budget import MAX_VISITORS, WINDOW_SECONDS, Ledger, Speed, measure
-from seedlab.limits import Limits
+from seedlab.serving.budget import MAX_VISITORS, WINDOW_SECONDS, Ledger, Speed, measure
+from seedlab.serving.limits import Limits
 from tests.helpers import Clock
 
 

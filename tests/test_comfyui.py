@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-from seedlab.comfyui import read_comfyui, read_comfyui_workflow
-from seedlab.metadata import read_metadata, recipe_from_reading
+from seedlab.files.comfyui import read_comfyui, read_comfyui_workflow
+from seedlab.files.metadata import read_metadata, recipe_from_reading
 
 POSITIVE = "beautiful scenery nature glass bottle landscape, , purple galaxy bottle,"
 

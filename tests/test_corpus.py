@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from seedlab.metadata import read_metadata
+from seedlab.files.metadata import read_metadata
 
 CORPUS = Path(__file__).parent / "corpus"
 E, EA, DPM, DDIM = ("EulerDiscreteScheduler", "EulerAncestralDiscreteScheduler", "DPMSolverMultistepScheduler",

@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from seedlab import cpu, decode_link, encode_link, generate, load_model, original_from_link
-from seedlab.environment import Environment
-from seedlab.models import EMBEDDED_MODEL_DIR
+from seedlab.engine import cpu
+
+from seedlab import decode_link, encode_link, generate, load_model, original_from_link
+from seedlab.engine.environment import Environment
+from seedlab.engine.models import EMBEDDED_MODEL_DIR
 from tests.helpers import torch_threads
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -50,7 +52,7 @@ def _same_vendor(case):
 
 
 def _env(**extra):
-    base = {key: value for key, value in os.environ.items() if key not in (*cpu.SETTINGS, cpu.ENV_VAR)}
+    base = {key: value for key, value in os.environ.items() if key not in (*cpu.SETTINGS, cpu.ENV_VAR, cpu.FOUND_VAR)}
     return {**base, **extra}
 
 
@@ -240,3 +242,18 @@ def test_native_records_the_kernels_it_ran_and_reproduce_pins_the_original_basel
     kernels = cpu.KERNELS.get(cpu.native_kernels(), cpu.native_kernels())
     assert (f"CPU kernels: computed with {kernels} kernels (no baseline), the original with the AVX2 baseline"
             in verdict["environment_differences"])
+
+
+@needs_model
+@needs_x86
+def test_an_original_without_a_baseline_that_differs_is_retried_with_native_kernels_and_says_so():
+    old = json.loads((FIXTURES / "links_v1.json").read_text())["links"][0]["link"]  # records no baseline
+    fingerprint = original_from_link(old).fingerprint
+    tampered = old.replace(fingerprint, ("0" if fingerprint[0] != "0" else "1") + fingerprint[1:])
+    done = _cli(["reproduce", tampered, "--model", "embedded", "--json"], _env())
+    verdict = json.loads(done.stdout)
+    assert done.returncode == 1 and not verdict["exact"], done.stdout + done.stderr
+    kernels = cpu.KERNELS.get(cpu.native_kernels(), cpu.native_kernels())
+    assert any(f"neither the AVX2 baseline nor {kernels} kernels (no baseline) here reproduce it" in note
+               for note in verdict["notes"]), verdict["notes"]
+    assert verdict["environment_unknown"] and "same as far as known" not in verdict["summary"]

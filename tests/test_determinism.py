@@ -3,9 +3,9 @@ import os
 import pytest
 import torch
 
-from seedlab.determinism import FULLY_DETERMINISTIC, configure_process, current_environment, current_switches
-from seedlab.determinism import full_determinism
-from seedlab.environment import Environment
+from seedlab.engine.determinism import FULLY_DETERMINISTIC, configure_process, current_environment, current_switches
+from seedlab.engine.determinism import full_determinism
+from seedlab.engine.environment import Environment
 
 
 def test_switches_are_applied_inside_and_restored_after():

@@ -3,7 +3,7 @@ latents), PixArt-Sigma, SD 2.x v-prediction, a turbo-style config and the uncond
 
 For each: the CLI's grid equals plain diffusers at the same thread count, a grid cell equals its solo image,
 a variation seed runs (and changes the image), and a PNG the CLI wrote reproduces exactly; every family x
-every promise (tests/family_features.py) is what README's family table says; a folder's own defaults.
+every promise (tests/family_features.py) is what the family table in docs/models.md says; a folder's own defaults.
 """
 
 import json
@@ -18,7 +18,7 @@ import torch
 from diffusers import DiffusionPipeline
 
 from seedlab import Recipe, fingerprint, generate, load_model
-from seedlab.models import model_defaults, read_info
+from seedlab.engine.model_info import model_defaults, read_info
 from tests import family_features
 from tests.helpers import torch_threads
 from tests.tiny import save_tiny_pipeline
@@ -81,7 +81,7 @@ def test_grid_equals_plain_diffusers_cell_equals_solo_and_its_png_reproduces(fam
 def test_the_prompt_is_encoded_once_with_the_familys_own_encoder(family):
     """SDXL, SD3 and Flux return pooled embeddings too (Flux alone: no negative), and SD3 asks for prompt_2 and
     prompt_3: reused, same pixels (the grid test compares them with plain diffusers)."""
-    from seedlab.embeddings import Embeddings
+    from seedlab.engine.embeddings import Embeddings
 
     name, folder = family
     model = load_model(str(folder), torch.device("cpu"))
@@ -93,7 +93,7 @@ def test_the_prompt_is_encoded_once_with_the_familys_own_encoder(family):
     assert ("negative_prompt_embeds" in arguments) == negative
 
 
-# --- every family x every promise: the checks behind README's table (tests/family_features.py) ---
+# --- every family x every promise: the checks behind docs/models.md's table (tests/family_features.py) ---
 
 # What SeedLab refuses, and for which families: anything else must be "yes" (or a description, not "NO: ...").
 REFUSED = {
@@ -121,10 +121,10 @@ def test_every_family_keeps_every_promise_or_refuses_it_by_name(outcomes, name):
             assert outcome == family_features.YES, (name, feature, outcome)
 
 
-def test_the_readme_family_table_is_what_the_checks_give_now(outcomes):
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert family_features.readme_table(readme) == family_features.table(outcomes), (
-        "README's family table is stale: python -m tests.family_features --write README.md")
+def test_the_documented_family_table_is_what_the_checks_give_now(outcomes):
+    models_guide = (Path(__file__).parent.parent / "docs" / "models.md").read_text()
+    assert family_features.documented_table(models_guide) == family_features.table(outcomes), (
+        "the family table in docs/models.md is stale: python -m tests.family_features --write docs/models.md")
 
 
 # --- a model's own defaults, read from its folder ---

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seedlab import ModelStore, Recipe, decode_link, load_model, original_from_text, parse_seeds
-from seedlab.links import KEYS
+from seedlab.files.links import KEYS
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 ANY_VALUE = st.one_of(
@@ -73,7 +73,7 @@ def test_parse_seeds_on_any_text(text):
 
 @pytest.fixture(scope="module")
 def seedlab_app(tiny_model_dir, tmp_path_factory):
-    from seedlab.admission import Admission
+    from seedlab.serving.admission import Admission
     from webui.handlers import WebApp
 
     model = load_model(str(tiny_model_dir), torch.device("cpu"))

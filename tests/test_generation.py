@@ -167,10 +167,10 @@ def test_device_rng_on_cpu_is_the_cpu_rng(model):
 
 
 def test_full_determinism_is_scoped_and_recorded(model):
-    before = seedlab.determinism.current_switches()
+    before = seedlab.engine.determinism.current_switches()
     result = seedlab.generate(model, Recipe(prompt="a red circle", num_inference_steps=3, deterministic=True))
-    assert seedlab.determinism.current_switches() == before
-    assert result.environment.switches == seedlab.determinism.FULLY_DETERMINISTIC
+    assert seedlab.engine.determinism.current_switches() == before
+    assert result.environment.switches == seedlab.engine.determinism.FULLY_DETERMINISTIC
     loose = seedlab.generate(model, Recipe(prompt="a red circle", num_inference_steps=3))
     assert loose.environment.switches == before
     assert loose.fingerprint == result.fingerprint  # on CPU the switches change no kernel here
@@ -282,7 +282,7 @@ def test_lanes_make_every_image_exactly_as_a_solo_run_and_in_order(model):
         for i in range(7)
     ]
     solo = [seedlab.generate(model, r).fingerprint for r in recipes]
-    before = seedlab.determinism.current_switches()
+    before = seedlab.engine.determinism.current_switches()
     model.lanes = 3
     try:
         events = list(seedlab.stream(model, recipes))
@@ -293,7 +293,7 @@ def test_lanes_make_every_image_exactly_as_a_solo_run_and_in_order(model):
     assert [r.recipe.seed for r in results] == [r.seed for r in recipes]
     done = [e.done for e in events if isinstance(e, seedlab.Progress)]
     assert done == sorted(done) and done[-1] == sum(r.num_inference_steps for r in recipes)
-    assert seedlab.determinism.current_switches() == before  # the deterministic chunk's switches were restored
+    assert seedlab.engine.determinism.current_switches() == before  # the deterministic chunk's switches were restored
 
 
 def test_a_grid_encodes_its_prompt_once_with_the_same_pixels(model):

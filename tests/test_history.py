@@ -11,8 +11,8 @@ from PIL import Image
 
 import webui.handlers
 from seedlab import ModelStore, fingerprint, join_prompt
-from seedlab.admission import Admission
-from seedlab.limits import Limits
+from seedlab.serving.admission import Admission
+from seedlab.serving.limits import Limits
 from tests.test_app import reference_model  # noqa: F401 - a fixture
 from webui.history import FORMAT, MAX_CELLS, MAX_ENTRIES, Cell, Entry, read_history, variation_text
 

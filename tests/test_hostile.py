@@ -11,10 +11,10 @@ import pytest
 from PIL import Image, PngImagePlugin
 from PIL.PngImagePlugin import PngInfo
 
-from seedlab.comfyui import read_comfyui
-from seedlab.infotext import read_infotext
-from seedlab.metadata import UnreadableImage, read_chunks, read_metadata, recipe_from_reading
-from seedlab.reproduction import original_from_png
+from seedlab.files.comfyui import read_comfyui
+from seedlab.files.infotext import read_infotext
+from seedlab.files.metadata import UnreadableImage, read_chunks, read_metadata, recipe_from_reading
+from seedlab.serving.reproduction import original_from_png
 
 SMALL = Image.new("RGB", (8, 8), (10, 20, 30))
 

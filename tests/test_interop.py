@@ -9,9 +9,9 @@ from PIL import Image
 
 from seedlab import Recipe, Result, fingerprint
 from seedlab.cli import main
-from seedlab.infotext import A1111_KEYS, parameters_text, parse_pairs, read_infotext
-from seedlab.metadata import read_chunks, read_metadata, recipe_from_reading
-from seedlab.reproduction import Original, compare, original_from_png
+from seedlab.files.infotext import A1111_KEYS, parameters_text, parse_pairs, read_infotext
+from seedlab.files.metadata import read_chunks, read_metadata, recipe_from_reading
+from seedlab.serving.reproduction import Original, compare, original_from_png
 from tests.test_links import ENV
 
 IMAGE = Image.fromarray(np.arange(64 * 64 * 3, dtype=np.uint8).reshape(64, 64, 3))
@@ -203,7 +203,7 @@ def test_info_prints_the_recipe_as_read_and_exits_0_or_2(tmp_path, capsys):
 
 @pytest.mark.parametrize(("device", "rng"), [("cuda", "cuda-philox"), ("cpu", "cpu")])
 def test_invokeai_noise_device_maps_to_the_source_that_draws_it(device, rng):
-    from seedlab.formats import read_invokeai
+    from seedlab.files.formats import read_invokeai
 
     _, fields, notes = read_invokeai(json.dumps({"positive_prompt": "x", "seed": 3, "rand_device": device}))
     assert fields["rng"] == rng and notes == []

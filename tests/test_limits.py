@@ -1,7 +1,7 @@
 import pytest
 
 from seedlab import Recipe
-from seedlab.limits import Limits
+from seedlab.serving.limits import Limits
 
 
 def test_defaults_suit_a_public_space_and_allow_the_default_recipe():

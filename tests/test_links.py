@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from seedlab import MAX_SEED, ModelStore, Recipe, decode_link, encode_link
 from dataclasses import replace
 
-from seedlab.environment import Environment, Switches
-from seedlab.links import DEFAULTS, decode_environment, encode_environment
+from seedlab.engine.environment import Environment, Switches
+from seedlab.files.links import DEFAULTS, decode_environment, encode_environment
 
 FP = "0123456789abcdef" * 4
 ENV = Environment(seedlab="0.1.0", diffusers="0.42.1", torch="2.13.0+cpu", device="cpu: x86_64", dtype="float32",

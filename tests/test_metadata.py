@@ -11,7 +11,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from seedlab import MAX_SEED, Recipe, Result, fingerprint, png_info, read_png, save_png
-from seedlab.metadata import SAMPLERS, UnreadablePNG, parameters_text, read_parameters
+from seedlab.files.metadata import SAMPLERS, UnreadableImage, parameters_text, read_parameters
 from tests.test_links import ENV, recipes
 
 IMAGE = Image.fromarray(np.arange(8 * 8 * 3, dtype=np.uint8).reshape(8, 8, 3))
@@ -200,7 +200,7 @@ def test_only_files_that_cannot_be_opened_as_images_are_unreadable(tmp_path):
     for unreadable in (io.BytesIO(b"not an image"), gif, tmp_path / "missing.png", io.BytesIO(b"")):
         if hasattr(unreadable, "seek"):
             unreadable.seek(0)
-        with pytest.raises(UnreadablePNG) as error:
+        with pytest.raises(UnreadableImage) as error:
             read_png(unreadable)
         assert str(tmp_path) not in str(error.value)  # no server paths in messages
     plain = io.BytesIO()
@@ -209,7 +209,7 @@ def test_only_files_that_cannot_be_opened_as_images_are_unreadable(tmp_path):
     for readable in (plain, a1111_png("x\nSteps: 0, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64")):
         with pytest.raises(ValueError) as error:  # no recipe, or a recipe out of range: read, then refused
             read_png(readable)
-        assert not isinstance(error.value, UnreadablePNG)
+        assert not isinstance(error.value, UnreadableImage)
 
 
 def test_inline_lora_and_hypernet_tags_stay_in_the_prompt_with_a_note_naming_them():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from seedlab.noise import RNG_SOURCES, check_scheduler, draws_noise, latent_shape, make_noise, randn, slerp
+from seedlab.engine.noise import RNG_SOURCES, check_scheduler, draws_noise, latent_shape, make_noise, randn, slerp
 from tests.tiny import tiny_pipeline
 
 CPU = torch.device("cpu")

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import seedlab
-from seedlab.noise import MAX_NOISE_ELEMENTS, make_noise
-from seedlab.philox import CUDA_CARDS, cards_matching, cuda_normal, philox4x32
+from seedlab.engine.noise import MAX_NOISE_ELEMENTS, make_noise
+from seedlab.engine.philox import CUDA_CARDS, cards_matching, cuda_normal, philox4x32
 from tests.tiny import tiny_pipeline
 
 CPU = torch.device("cpu")

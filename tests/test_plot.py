@@ -10,14 +10,15 @@ import torch
 from PIL import Image
 
 import seedlab
-from seedlab.admission import Admission
-from seedlab.budget import Speed
-from seedlab.limits import Limits
-from seedlab.models import ModelStore
-from seedlab.plot import A1111_AXES, parse_axis, plot_recipes
-from seedlab.render import render
-from seedlab.seeds import random_seeds
-from seedlab.sheets import PLOT_KEY
+from seedlab.serving.admission import Admission
+from seedlab.serving.budget import Speed
+from seedlab.serving.limits import Limits
+from seedlab.engine.models import ModelStore
+from seedlab.explore.axes import A1111_AXES, parse_axis
+from seedlab.explore.plot import plot_recipes
+from seedlab.explore.render import render
+from seedlab.engine.seeds import random_seeds
+from seedlab.files.sheets import PLOT_KEY
 from tests.helpers import torch_threads
 
 
@@ -201,7 +202,7 @@ def test_a_plot_made_again_keeps_its_cells_unless_the_cpu_baseline_changed(admis
 
     assert made_now() == [True, True]
     assert made_now() == [False, False]  # kept: same recipe, threads and baseline, pixels as recorded
-    monkeypatch.setattr(seedlab.cpu, "in_force", lambda: "native:avx512")
+    monkeypatch.setattr(seedlab.engine.cpu, "in_force", lambda: "native:avx512")
     assert made_now() == [True, True]
 
 
@@ -286,7 +287,7 @@ def test_cli_bad_axes_exit_2_with_one_line_naming_the_option(tiny_model_dir, tmp
 
 
 def test_viewer_keeps_recipe_text_out_of_the_markup(admission, tmp_path):
-    from seedlab.viewer import write_viewer
+    from seedlab.explore.viewer import write_viewer
 
     prompt = 'a red circle</script><img src=x onerror="alert(1)">&amp;'
     recipe = seedlab.Recipe(prompt=prompt)

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from seedlab import Recipe, configure_process, generate, load_model
-from seedlab.generation import Cancelled, Progress
-from seedlab.pool import Done, Failed, Pool
+from seedlab.engine.generation import Cancelled, Progress
+from seedlab.scale.pool import Done, Failed, Pool
 
 SCHEDULERS = ["default", "EulerAncestralDiscreteScheduler", "DDIMScheduler"]
 

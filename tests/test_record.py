@@ -7,7 +7,7 @@ import torch
 from PIL import Image
 
 from seedlab import Recipe, Result, fingerprint
-from seedlab.determinism import current_environment, current_switches
+from seedlab.engine.determinism import current_environment, current_switches
 from webui.files import PngStore, ResultRecord
 
 

@@ -11,7 +11,7 @@ from PIL import Image
 
 import seedlab
 from seedlab import Original, Recipe, compare, encode_link, original_from_png, original_from_text, save_png
-from seedlab.reproduction import environment_differences
+from seedlab.serving.reproduction import environment_differences
 from tests.tiny import tiny_pipeline
 
 STEPS = 3
@@ -131,3 +131,51 @@ def test_a_png_file_object_is_read_too(result):
     buffer.seek(0)
     original = original_from_png(buffer)
     assert original.fingerprint == result.fingerprint and np.array_equal(original.pixels, np.asarray(result.image))
+
+
+# -- what a differing verdict says about the environment -------------------------------------------------
+
+def _tampered(result) -> str:
+    """Another image's fingerprint: the recipe regenerates, the pixels cannot match."""
+    return ("0" if result.fingerprint[0] != "0" else "1") + result.fingerprint[1:]
+
+
+def test_a_differing_verdict_names_what_the_original_does_not_record(result):
+    old = dataclasses.replace(result.environment, cpu_isa=None, cpu_vendor=None)  # made before baselines existed
+    verdict = compare(result, Original(result.recipe, _tampered(result), old))
+    assert not verdict.exact and verdict.environment_differences == ()
+    assert verdict.environment_unknown == ("its CPU kernels (made before SeedLab recorded a CPU baseline)",)
+    assert "does not record its CPU kernels" in verdict.summary
+    assert "same as far as known" not in verdict.summary
+    assert verdict.to_dict()["environment_unknown"] == list(verdict.environment_unknown)
+    nothing = compare(result, Original(result.recipe, _tampered(result), None))  # a recipe without an environment
+    assert "does not record its environment" in nothing.summary
+
+
+def test_a_differing_verdict_with_everything_recorded_blames_the_recipe_or_the_model(result):
+    verdict = compare(result, Original(result.recipe, _tampered(result), result.environment))
+    assert verdict.environment_unknown == () and verdict.environment_differences == ()
+    assert "a link altered or mis-copied" in verdict.summary
+
+
+def test_known_differences_come_first_and_unknown_parts_are_still_named(result):
+    there = dataclasses.replace(result.environment, threads=result.environment.threads + 1, cpu_isa=None,
+                                cpu_vendor=None)
+    summary = compare(result, Original(result.recipe, _tampered(result), there)).summary
+    assert summary.index("threads:") < summary.index("Not recorded by the original: its CPU kernels")
+
+
+def test_only_an_original_without_a_baseline_is_retried_natively_and_only_when_it_differs(result):
+    from seedlab.engine import cpu
+    from seedlab.serving.reproduction import wants_native_retry
+
+    old = dataclasses.replace(result.environment, cpu_isa=None, cpu_vendor=None)
+    differs = compare(result, Original(result.recipe, _tampered(result), old))
+    expected = cpu.is_x86() and not cpu.in_force().startswith("native")
+    assert wants_native_retry(Original(result.recipe, _tampered(result), old), differs, "cpu") is expected
+    assert not wants_native_retry(Original(result.recipe, _tampered(result), old), differs, "cuda")
+    recorded = Original(result.recipe, _tampered(result), result.environment)  # it names its baseline: pinned
+    assert not wants_native_retry(recorded, compare(result, recorded), "cpu")
+    same = Original(result.recipe, result.fingerprint, old)
+    assert not wants_native_retry(same, compare(result, same), "cpu")  # exact already
+    assert not wants_native_retry(Original(result.recipe, None, None), differs, "cpu")  # nothing to compare with

@@ -15,7 +15,7 @@ from PIL import Image
 
 import seedlab
 from seedlab.cli import main
-from seedlab.sweep import MAX_IMAGES, Plan, parse_sweep_seeds
+from seedlab.scale.plan import MAX_IMAGES, Plan, parse_sweep_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE_URL = "https://seedlab.example/"
@@ -236,9 +236,9 @@ def test_ray_makes_the_same_images_as_the_local_pool(local_run, tiny_model_dir, 
 
 
 def test_the_manifest_is_written_with_its_first_image_and_an_empty_one_counts_as_new(tmp_path):
-    from seedlab.determinism import current_environment, current_switches
-    from seedlab.manifest import Manifest
-    from seedlab.pool import Done
+    from seedlab.engine.determinism import current_environment, current_switches
+    from seedlab.scale.manifest import Manifest
+    from seedlab.scale.pool import Done
 
     plan = Plan.make(parse_sweep_seeds("4-5"), "x", [])
     environment = current_environment(torch.device("cpu"), torch.float32, current_switches())

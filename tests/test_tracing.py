@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import seedlab
-import seedlab.tracing
+import seedlab.engine.tracing
 from seedlab import Recipe
-from seedlab.tracing import TracedUNet
+from seedlab.engine.tracing import TracedUNet
 from tests.tiny import tiny_pipeline
 
 
@@ -58,7 +58,7 @@ def test_calls_a_trace_cannot_stand_for_run_eagerly(model, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("the tracer cannot follow this model")
 
-    monkeypatch.setattr(seedlab.tracing.torch.jit, "trace", broken)
+    monkeypatch.setattr(seedlab.engine.tracing.torch.jit, "trace", broken)
     with torch.inference_mode():
         result = traced(sample, timestep, encoder_hidden_states=context, return_dict=False)[0]
         assert torch.equal(result, unet(sample, timestep, encoder_hidden_states=context, return_dict=False)[0])

@@ -9,10 +9,10 @@ import torch
 from PIL import Image
 
 import seedlab
-from seedlab.admission import Admission
-from seedlab.limits import Limits
-from seedlab.models import ModelStore
-from seedlab.travel import strengths, travel_recipes
+from seedlab.serving.admission import Admission
+from seedlab.serving.limits import Limits
+from seedlab.engine.models import ModelStore
+from seedlab.explore.travel import strengths, travel_recipes
 from tests.helpers import torch_threads
 
 

@@ -9,7 +9,7 @@ import torch
 
 import seedlab
 from seedlab import Recipe
-from seedlab.workers import Workers
+from seedlab.scale.workers import Workers
 from tests.conftest import APP_THREADS, AppServer
 from tests.helpers import torch_threads
 

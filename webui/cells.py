@@ -11,10 +11,9 @@ import html
 
 import gradio as gr
 
-from seedlab import Recipe, encode_link
-from seedlab.environment import Environment
-from seedlab.infotext import parameters_text
-from seedlab.links import check_fingerprint
+from seedlab import Recipe
+from seedlab.files.infotext import parameters_text
+from seedlab.files.links import check_fingerprint, result_record
 from webui.files import ResultRecord
 
 # The components a chosen anchor and a selected cell update, named once (every event that sets them uses these).
@@ -66,16 +65,7 @@ def nudge_panel(ui: dict, strength: float) -> None:
 MAX_LINK = 16_000  # characters of a link a page may send back with a cell
 
 
-def cell_record(recipe: Recipe, fingerprint: str, environment: Environment | None, base_url: str) -> dict:
-    """One image's result record, as /grid returns it; seeds are text (exact in any JSON reader)."""
-    return {
-        "seed": str(recipe.seed),
-        "prompt": recipe.prompt,
-        "fingerprint": fingerprint,
-        "link": encode_link(recipe, fingerprint, environment, base_url),
-        "recipe": recipe.to_json(),
-        "environment": None if environment is None else environment.to_dict(),
-    }
+cell_record = result_record  # one record for every layer (seedlab.files.links)
 
 
 def checked_record(raw) -> dict:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seedlab import Recipe
-from seedlab.environment import Environment
-from seedlab.links import check_fingerprint
+from seedlab.engine.environment import Environment
+from seedlab.files.links import check_fingerprint
 from webui.cells import cell_record
 
 FORMAT = "seedlab-history"  # an exported file's "format", with "version"

@@ -1,4 +1,4 @@
-"""The recipe's fields as Gradio controls and as handler parameters, derived from `seedlab.recipe.SPECS`.
+"""The recipe's fields as Gradio controls and as handler parameters, derived from `seedlab.engine.recipe.SPECS`.
 
 Adding a recipe field adds its control, its API keyword and its restore path here without edits:
 each comes from the field's Spec (kind, label, help, range).
@@ -14,7 +14,7 @@ from typing import Any
 
 import gradio as gr
 
-from seedlab.recipe import SPECS, SPECS_ORDER, Recipe, RecipeError
+from seedlab.engine.recipe import SPECS, SPECS_ORDER, Recipe, RecipeError
 
 # The fields every generating endpoint takes as keywords, after its own leading ones (prompt, seeds/seed).
 FIELDS = tuple(name for name in SPECS_ORDER if name not in ("prompt", "seed"))

@@ -14,7 +14,7 @@ import numpy as np
 from PIL import Image
 
 from seedlab import Recipe, Result, fingerprint
-from seedlab.environment import Environment
+from seedlab.engine.environment import Environment
 from seedlab import save_png as write_png
 
 MAX_PNG_FILES = 1024  # our PNGs kept on disk (Gradio serves its own cached copies); the oldest go first

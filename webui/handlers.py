@@ -1,6 +1,6 @@
 """The app's handlers: widget values in, updates out, keyed by component name (never by position).
 
-Every value from the page, the API, a link or a PNG goes through `seedlab.admission` before it runs;
+Every value from the page, the API, a link or a PNG goes through `seedlab.serving.admission` before it runs;
 a ValueError becomes a gr.Error whose message names fields by their visible labels. Text that a
 visitor controls (a link's values, a PNG's words, an error quoting them) is shown in plain-text
 components, never as Markdown or HTML.
@@ -17,11 +17,11 @@ import gradio as gr
 import torch
 
 from seedlab import Cancelled, Recipe, Result
-from seedlab.admission import Admission
-from seedlab.determinism import device_name
-from seedlab.recipe import DEFAULT_SCHEDULER, SPECS
-from seedlab.seeds import format_seeds, parse_seeds, random_seeds
-from seedlab.workers import Workers
+from seedlab.serving.admission import Admission
+from seedlab.engine.determinism import device_name
+from seedlab.engine.recipe import DEFAULT_SCHEDULER, SPECS
+from seedlab.engine.seeds import format_seeds, parse_seeds, random_seeds
+from seedlab.scale.workers import Workers
 from webui.cells import ANCHOR, anchor_updates, cell_record, checked, picked, show_cell
 from webui.fields import FIELDS, user_errors
 from webui.compare import plot as compare_plot

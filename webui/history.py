@@ -18,10 +18,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from seedlab.admission import Admission
+from seedlab.serving.admission import Admission
 from webui.cells import anchor_updates, cell_record
 from seedlab import Recipe
-from seedlab.links import check_fingerprint
+from seedlab.files.links import check_fingerprint
 from webui.entries import (  # noqa: F401 - FORMAT: the history's file format, read by its users
     FORMAT, KINDS, MAX_CELLS, MAX_ENTRIES, Cell, Entry, add_entry, caption, export_file, label, merge, read_export,
     read_history, variation_text)

@@ -8,7 +8,7 @@ from pathlib import Path
 import gradio as gr
 
 from seedlab import Recipe
-from seedlab.sheets import save_matrix_sheet
+from seedlab.files.sheets import save_matrix_sheet
 
 
 def matrix_panel(ui: dict) -> None:

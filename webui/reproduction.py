@@ -10,12 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import gradio as gr
+import torch
 
 from seedlab import Original, Progress, Recipe, compare, encode_link
-from seedlab.admission import Admission
-from seedlab.generation import Cancelled
-from seedlab.metadata import UnreadablePNG
-from seedlab.reproduction import original_from_link, original_from_png, original_from_text
+from seedlab.serving.admission import Admission
+from seedlab.engine.generation import Cancelled
+from seedlab.files.metadata import UnreadableImage
+from seedlab.serving.reproduction import (
+    native_verdict,
+    original_from_link,
+    original_from_png,
+    original_from_text,
+    regenerate_natively,
+    wants_native_retry,
+)
 from webui.cells import ANCHOR, CELL, anchor_updates, show_cell, verdict_record
 from webui.fields import RESTORED, label_message, restore, user_errors
 from webui.files import CancelRegistry, PngStore, ResultRecord
@@ -150,7 +158,7 @@ class Reproduction:
         kind = image_kind(path)
         try:
             read = self.admission.adapt(original_from_png(path))
-        except UnreadablePNG as error:
+        except UnreadableImage as error:
             return {"png_notes": f"This {kind} cannot be read: {error}", **nothing}
         except ValueError as error:  # no recipe in it, or one that no server could run: the message names the field
             return {"png_notes": f"Nothing was restored from this {kind}: {label_message(error)}", **nothing}
@@ -263,6 +271,11 @@ class Reproduction:
                 yield {"reproduced": None, "verdict": None, "verdict_text": "Stopped before the image was regenerated."}
                 return
         verdict = compare(result, original)
+        if wants_native_retry(original, verdict, model.device.type):  # made before SeedLab recorded CPU baselines
+            with user_errors():
+                first, result = result, regenerate_natively(original.recipe, threads=torch.get_num_threads(),
+                                                            dtype=model.dtype)
+            verdict = native_verdict(first, result, original)
         link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
         path = self.pngs.save(result)
         self.record.add(result, path)

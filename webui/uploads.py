@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Callable
 
-from seedlab.budget import WINDOW_SECONDS, Window
+from seedlab.serving.budget import WINDOW_SECONDS, Window
 
 
 def client_address(headers: dict[str, str], peer: str | None) -> str | None:

@@ -37,7 +37,8 @@ from PIL import Image
 from .determinism import current_environment, full_determinism
 from .embeddings import Embeddings
 from .environment import Environment
-from .models import Model, check_unconditional
+from .model_info import check_unconditional
+from .models import Model
 from .noise import UnsupportedPipeline, check_scheduler, make_noise
 from .recipe import Recipe, join_prompt
 

@@ -11,8 +11,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from .recipe import MAX_PROMPT_CHARS, MAX_SIZE, MAX_STEPS, FieldError, Recipe, RecipeError
-from .seeds import MAX_SEEDS
+from ..engine.recipe import MAX_PROMPT_CHARS, MAX_SIZE, MAX_STEPS, FieldError, Recipe, RecipeError
+from ..engine.seeds import MAX_SEEDS
 
 # What a Recipe (or a seed list) accepts at all: a host limit above it would silently never apply.
 _CEILINGS = {"max_images": MAX_SEEDS, "max_steps": MAX_STEPS, "max_size": MAX_SIZE,

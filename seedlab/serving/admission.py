@@ -3,7 +3,7 @@
 Untrusted values (widgets, API keywords, a link, a PNG) become validated Recipes here: unset fields
 take the *chosen* model's defaults (native size, guidance), the model must be allowed, the scheduler
 offered by it, the request within the host's limits and compute budget. Nothing here loads a model:
-models are described from their config files (models.ModelInfo).
+models are described from their config files (model_info.ModelInfo).
 """
 
 from __future__ import annotations
@@ -12,14 +12,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ..engine.generation import generate, grid_recipes, variation_recipes
+from ..engine.model_info import check_unconditional
+from ..engine.models import Model, ModelStore
+from ..engine.noise import check_scheduler
+from ..engine.recipe import DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
+from ..engine.seeds import parse_seeds
 from .budget import Ledger, Speed, measure
-from .generation import generate, grid_recipes, variation_recipes
 from .limits import Limits
-from .models import Model, ModelStore, check_unconditional
-from .noise import check_scheduler
-from .recipe import DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
 from .reproduction import Original
-from .seeds import parse_seeds
 
 
 def measure_speed(model: Model, repeats: int = 3) -> Speed:

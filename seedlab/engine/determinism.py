@@ -17,6 +17,7 @@ import torch
 
 from . import cpu
 from .environment import Environment, Switches
+from .version import __version__
 
 CUBLAS_WORKSPACE_CONFIG = ":16:8"
 
@@ -102,7 +103,6 @@ def current_environment(device: torch.device, dtype: torch.dtype, switches: Swit
     """The environment in force right now, on `device`, with `switches` applied."""
     import diffusers
 
-    from . import __version__
 
     return Environment(
         seedlab=__version__,

@@ -14,26 +14,27 @@ import socket
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from . import cpu
-from .generation import Cancelled
-from .pool import Done, Failed, ModelInfo, model_info, one_line, run_task
-from .recipe import Recipe
+from ..engine import cpu
+from ..engine.generation import Cancelled
+from ..engine.recipe import Recipe
+from ..engine.version import __version__
+from .pool import Done, Failed, WorkerModel, model_info, one_line, run_task
 
 IN_FLIGHT_PER_ACTOR = 2  # the next task waits in the actor's queue, so no round trip between images
 CONNECT_TIMEOUT_S = 10
 RETRIES = 2  # times a task is tried again after its actor died
 
 
-class Worker:
+class RayWorker:
     """A Ray actor's state: the loaded model. Wrapped with ray.remote by RayPool."""
 
     def __init__(self, model_name: str, device: str, dtype: str, threads: int, cpu_isa: str):
-        from . import determinism, models
+        from ..engine import determinism, models
 
         determinism.configure_process(threads, cpu_isa)  # the driver's CPU baseline, before torch computes
         self.model = models.load_model(model_name, models.resolve_device(device), dtype)
 
-    def info(self) -> tuple[ModelInfo, dict[str, str]]:
+    def info(self) -> tuple[WorkerModel, dict[str, str]]:
         return model_info(self.model), versions()
 
     def run(self, index: int, recipe: Recipe, threads: int) -> Done | Failed:
@@ -44,8 +45,6 @@ def versions() -> dict[str, str]:
     """The versions that decide the pixels, beside the thread count (and the CPU kernels, see cpu.py)."""
     import diffusers
     import torch
-
-    from . import __version__, cpu
 
     found = {"seedlab": __version__, "diffusers": diffusers.__version__, "torch": str(torch.__version__),
              "cpu kernels": cpu.in_force()}
@@ -91,9 +90,9 @@ class RayPool:
                              f"the Ray cluster has {cpus}")
         # A lost actor (a killed process, a lost node) restarts, reloading the model; its tasks are retried on it,
         # a few times only: a recipe that kills every worker that tries it must end as a failure.
-        actor = ray.remote(Worker).options(num_cpus=threads, max_restarts=-1, max_task_retries=RETRIES)
+        actor = ray.remote(RayWorker).options(num_cpus=threads, max_restarts=-1, max_task_retries=RETRIES)
         self._actors = [actor.remote(model, device, dtype, threads, level) for _ in range(count)]
-        self._info: ModelInfo | None = None
+        self._info: WorkerModel | None = None
         self._cancelled = False
 
     @property
@@ -101,7 +100,7 @@ class RayPool:
         """How many actors make images at once."""
         return len(self._actors)
 
-    def model_info(self) -> ModelInfo:
+    def model_info(self) -> WorkerModel:
         """The loaded model's defaults, once every actor has loaded it and runs our versions."""
         if self._info is None:
             ours = versions()
@@ -199,7 +198,7 @@ def _check_reachable(address: str) -> None:
 
 def _python_path() -> str:
     """PYTHONPATH for local Ray workers: the folder that holds this seedlab package, then the caller's."""
-    here = str(Path(__file__).resolve().parent.parent)
+    here = str(Path(__file__).resolve().parents[2])
     return os.pathsep.join([here, *filter(None, [os.environ.get("PYTHONPATH")])])
 
 

@@ -14,7 +14,6 @@ node type's widgets (WIDGETS, for the common nodes), reroutes and primitive node
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 from .formats import loads, sampler_scheduler

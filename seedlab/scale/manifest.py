@@ -12,14 +12,11 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from .links import encode_link
-from .metadata import save_png
+from ..files.links import encode_link
+from ..files.metadata import save_png
+from .plan import Plan
 from .pool import Done
-
-if TYPE_CHECKING:
-    from .sweep import Plan
 
 FORMAT = 1  # the header's version
 MANIFEST, PARTIAL = "manifest.jsonl", ".partial"

@@ -25,13 +25,13 @@ from typing import Any
 
 from PIL import Image
 
-from .admission import Admission
-from .links import encode_link
-from .noise import draws_noise
+from ..engine.noise import draws_noise
+from ..engine.recipe import Recipe
+from ..engine.seeds import parse_seeds
+from ..files.links import encode_link
+from ..serving.admission import Admission
 from .plot import add_worker_arguments, make_folder, workers_from
-from .recipe import Recipe
 from .render import render
-from .seeds import parse_seeds
 
 CURVES: dict[str, Callable[[float], float]] = {
     "linear": lambda t: t,

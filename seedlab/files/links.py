@@ -22,9 +22,9 @@ import re
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
-from . import cpu
-from .environment import SWITCH_NAMES, Environment, Switches
-from .recipe import DTYPES, SPECS, FieldError, Recipe, RecipeError
+from ..engine import cpu
+from ..engine.environment import SWITCH_NAMES, Environment, Switches
+from ..engine.recipe import DTYPES, SPECS, FieldError, Recipe, RecipeError
 
 VERSIONS = (1,)  # link formats this server reads
 MAX_QUERY_CHARS = 40_000  # two 2000-character prompts of 4-byte characters, percent-encoded, fit
@@ -44,6 +44,18 @@ _FLOAT = re.compile(r"^-?[0-9]{1,20}(\.[0-9]{1,30})?([eE][-+]?[0-9]{1,3})?$")
 _FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
 _VERSION = re.compile(r"^[A-Za-z0-9.+_-]{1,40}$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # a scheme at the start: http://, https://
+
+
+def result_record(recipe: Recipe, fingerprint: str, environment: Environment | None, base_url: str) -> dict[str, Any]:
+    """One image as every JSON output lists it (the API, the CLI, plots): the seed as text, exact in any reader."""
+    return {
+        "seed": str(recipe.seed),
+        "prompt": recipe.prompt,
+        "fingerprint": fingerprint,
+        "link": encode_link(recipe, fingerprint, environment, base_url),
+        "recipe": recipe.to_json(),
+        "environment": None if environment is None else environment.to_dict(),
+    }
 
 
 def encode_link(recipe: Recipe, fingerprint: str, environment: Environment | None, base_url: str) -> str:

@@ -17,9 +17,9 @@ import json
 import re
 from typing import Any
 
-from .formats import MAX_TEXT, SAMPLERS, A1111_NAMES, check_text, loads, sampler_scheduler
-from .philox import CUDA_CARDS, cards_matching
-from .recipe import SPECS
+from ..engine.philox import CUDA_CARDS, cards_matching
+from ..engine.recipe import SPECS
+from .formats import A1111_NAMES, MAX_TEXT, SAMPLERS, check_text, loads, sampler_scheduler
 
 # Recipe field -> the A1111 key it is written under, from each field's Spec (recipe.py). Sampler, Size,
 # RNG and Full determinism are spelled A1111's way below; every other field is its Spec's text.

@@ -13,10 +13,7 @@ naming what was found.
 
 from __future__ import annotations
 
-import io
 import json
-import struct
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -24,30 +21,28 @@ from typing import IO, Any
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
+from ..engine.environment import Environment
+from ..engine.generation import Result
+from ..engine.recipe import SPECS, Recipe
+from ..engine.version import __version__
 from . import formats
+from .chunks import (
+    UnreadableImage,  # noqa: F401  (what reading raises: part of this module's API)
+    exif_chunks,
+    image_kind,
+    png_chunks,
+    read_bytes,
+    stealth_chunks,
+    stealth_name,
+)
 from .comfyui import read_comfyui, read_comfyui_workflow
-from .environment import Environment
-from .generation import Result
 from .infotext import parameters_text, quote, read_infotext  # noqa: F401  (quote: part of this module's API)
 from .links import check_fingerprint
-from .recipe import SPECS, Recipe
 from .stealth import embed, read_stealth
 
 CHUNK_VERSION = 1
-MAX_FILE_BYTES = 64 * 2**20  # an upload is at most a few MB; a file larger than this is not read
 MAX_PIXELS = 4096 * 4096  # decoded only up to SeedLab's largest image (Pillow's own limit is 179 million)
 SAMPLERS = formats.SAMPLERS
-_PNG = b"\x89PNG\r\n\x1a\n"
-
-
-class UnreadableImage(ValueError):
-    """The file cannot be read as an image at all (missing, not PNG/JPEG/WebP, truncated, too large).
-
-    Other ValueErrors from reading mean the file was read but its recipe is missing or refused.
-    """
-
-
-UnreadablePNG = UnreadableImage  # the name callers know
 
 
 @dataclass(frozen=True)
@@ -79,7 +74,6 @@ def save_png(result: Result, path: str | Path, stealth: bool = False) -> Path:
 
 def stealth_image(result: Result) -> Image.Image:
     """The result's image with its A1111 text hidden in the alpha channel; ValueError if it does not fit."""
-    from . import __version__
 
     text = parameters_text(result.recipe, result.fingerprint, __version__)
     text = text.encode("utf-8", "replace").decode("utf-8")
@@ -91,7 +85,6 @@ def stealth_image(result: Result) -> Image.Image:
 
 def png_info(result: Result) -> PngInfo:
     """The two text chunks for `result`: `parameters` (A1111 style) and `seedlab` (JSON)."""
-    from . import __version__
 
     info = PngInfo()
     text = parameters_text(result.recipe, result.fingerprint, __version__)
@@ -106,35 +99,6 @@ def png_info(result: Result) -> PngInfo:
     return info
 
 
-def read_bytes(path_or_file: str | Path | IO[bytes]) -> bytes:
-    """The file's bytes, at most MAX_FILE_BYTES; UnreadableImage without the path when it cannot be read."""
-    try:
-        if hasattr(path_or_file, "read"):
-            path_or_file.seek(0)
-            data = path_or_file.read(MAX_FILE_BYTES + 1)
-        else:
-            with open(path_or_file, "rb") as file:
-                data = file.read(MAX_FILE_BYTES + 1)
-    except OSError as error:  # the message would show the path: say only what happened
-        raise UnreadableImage(f"file cannot be opened ({error.strerror or type(error).__name__})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise UnreadableImage(f"file is larger than {MAX_FILE_BYTES // 2**20} MB")
-    return data
-
-
-def image_kind(data: bytes) -> str:
-    """PNG, JPEG or WEBP from the first bytes; UnreadableImage otherwise."""
-    if data.startswith(_PNG):
-        return "PNG"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "JPEG"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "WEBP"
-    if not data:
-        raise UnreadableImage("file is empty")
-    raise UnreadableImage("file is not a PNG, JPEG or WebP image")
-
-
 def read_metadata(path_or_file: str | Path | IO[bytes] | bytes) -> Reading:
     """The recipe fields and notes in a PNG, JPEG or WebP; its pixels are not decoded."""
     data = path_or_file if isinstance(path_or_file, bytes) else read_bytes(path_or_file)
@@ -144,127 +108,9 @@ def read_metadata(path_or_file: str | Path | IO[bytes] | bytes) -> Reading:
     if hidden is not None:
         chunks = stealth_chunks(*hidden)
     reading = read_chunks(chunks)
-    name = reading.format if hidden is None else _stealth_name(reading.format, hidden[0])
+    name = reading.format if hidden is None else stealth_name(reading.format, hidden[0])
     lossy = kind != "PNG"
     return Reading(name, reading.fields, reading.notes, reading.fingerprint, reading.environment, lossy, kind)
-
-
-def stealth_chunks(signature: str, text: str) -> dict[str, str]:
-    """Stealth info as text chunks: A1111's text is `parameters`; NovelAI's JSON holds its chunks by name."""
-    chunks: dict[str, str] = {}
-    stripped = text.strip("\0 \n")
-    if stripped.startswith("{"):
-        data = formats.loads(stripped, signature)
-        if isinstance(data, dict) and isinstance(data.get("Comment"), dict):  # some writers nest it as an object
-            stripped = json.dumps({**data, "Comment": json.dumps(data["Comment"])})
-    _sort_comment(stripped, chunks)
-    return chunks
-
-
-def _stealth_name(name: str, signature: str) -> str:
-    """"A1111" -> "A1111 (stealth_pnginfo)", "A1111 (Forge)" -> "A1111 (Forge, stealth_pnginfo)"."""
-    return f"{name[:-1]}, {signature})" if name.endswith(")") else f"{name} ({signature})"
-
-
-def png_chunks(data: bytes) -> dict[str, str]:
-    """The text chunks (tEXt, zTXt, iTXt) anywhere in a PNG, by walking its chunks: no pixel is decoded."""
-    chunks: dict[str, str] = {}
-    position = len(_PNG)
-    while position + 8 <= len(data):
-        length, kind = struct.unpack(">I4s", data[position:position + 8])
-        body = data[position + 8:position + 8 + length]
-        position += 12 + length
-        if len(body) < length or kind == b"IEND":
-            break
-        if kind in (b"tEXt", b"zTXt", b"iTXt"):
-            key, _, rest = body.partition(b"\0")
-            name = key.decode("latin-1")[:80]
-            if name not in chunks:  # the first of a name wins, as in Pillow
-                chunks[name] = _text_chunk(kind, rest, name)
-    if not chunks and position == len(_PNG):
-        raise UnreadableImage("file is not a readable PNG (no chunks)")
-    return chunks
-
-
-def _text_chunk(kind: bytes, body: bytes, name: str) -> str:
-    if kind == b"zTXt":
-        body = _inflate(body[1:], name)
-    elif kind == b"iTXt":
-        compressed = body[:1] == b"\1"
-        body = body[2:].split(b"\0", 2)[-1]  # past the language tag and the translated keyword
-        if compressed:
-            body = _inflate(body, name)
-    try:
-        return body.decode("utf-8")  # many tools write UTF-8 even in tEXt, which is meant to be Latin-1
-    except UnicodeDecodeError:
-        return body.decode("latin-1")
-
-
-def _inflate(body: bytes, name: str) -> bytes:
-    """zlib with a ceiling: a compressed text chunk cannot blow up past the largest text read."""
-    inflater = zlib.decompressobj()
-    try:
-        out = inflater.decompress(body, formats.MAX_JSON * 4 + 1)
-    except zlib.error:
-        raise ValueError(f"the {name} chunk is compressed and cannot be read") from None
-    if inflater.unconsumed_tail or len(out) > formats.MAX_JSON * 4:
-        raise ValueError(f"the {name} chunk is larger than {formats.MAX_JSON} characters once uncompressed")
-    return out
-
-
-def exif_chunks(data: bytes) -> dict[str, str]:
-    """JPEG and WebP: the EXIF UserComment (A1111, Forge, Civitai, SwarmUI) and ComfyUI's Make/Model tags."""
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            exif = image.getexif()
-            user_comment = exif.get_ifd(0x8769).get(0x9286, exif.get(0x9286))  # some savers put it in IFD0
-            tags = {tag: exif.get(tag) for tag in (0x010E, 0x010F, 0x0110)}
-            comment = image.info.get("comment")
-    except (OSError, SyntaxError, ValueError, struct.error, Image.DecompressionBombError):
-        raise UnreadableImage("file is not a readable JPEG or WebP image") from None
-    chunks: dict[str, str] = {}
-    for value in tags.values():  # ComfyUI savers: "Prompt: {...}", "Workflow: {...}"
-        if isinstance(value, str) and value[:9].lower().startswith(("prompt:", "workflow:")):
-            name, _, text = value.partition(":")
-            chunks[name.strip().lower()] = text.strip()
-    text = user_comment_text(user_comment) if user_comment is not None else None
-    if text is None and isinstance(comment, bytes) and b"Steps: " in comment:  # a JPEG comment: only with parameters
-        text = comment.decode("utf-8", "replace")
-    if text:
-        _sort_comment(text.strip("\0 \n"), chunks)
-    return chunks
-
-
-def user_comment_text(value: bytes | str) -> str:
-    """EXIF UserComment: an 8-byte charset prefix (UNICODE as UTF-16 in either byte order, ASCII, none)."""
-    if isinstance(value, str):
-        return value
-    prefix, body = value[:8], value[8:]
-    if prefix == b"UNICODE\0":
-        if body[:2] in (b"\xfe\xff", b"\xff\xfe"):
-            return body.decode("utf-16", "replace")
-        # ASCII-heavy text: the zero bytes sit at even offsets in big-endian UTF-16, at odd ones in little-endian
-        big = body[0::2].count(0) > body[1::2].count(0)
-        return body.decode("utf-16-be" if big else "utf-16-le", "replace")
-    if prefix in (b"ASCII\0\0\0", b"\0" * 8):
-        return body.decode("utf-8", "replace")
-    return value.decode("utf-8", "replace")
-
-
-def _sort_comment(text: str, chunks: dict[str, str]) -> None:
-    """A UserComment holds A1111 text, a ComfyUI graph, {"prompt": graph, ...}, or NovelAI's chunks as JSON."""
-    if not text.startswith("{"):
-        chunks.setdefault("parameters", text)
-        return
-    data = formats.loads(text, "UserComment")
-    if isinstance(data, dict) and isinstance(data.get("prompt"), dict):
-        chunks.setdefault("prompt", json.dumps(data["prompt"]))
-    elif isinstance(data, dict) and isinstance(data.get("Comment"), str):
-        chunks.update({key: value for key, value in data.items() if isinstance(value, str)})
-    elif isinstance(data, dict) and any(isinstance(node, dict) and "class_type" in node for node in data.values()):
-        chunks.setdefault("prompt", text)
-    else:
-        chunks.setdefault("parameters", text)
 
 
 def read_chunks(chunks: dict[str, str]) -> Reading:

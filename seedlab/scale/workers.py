@@ -17,9 +17,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .generation import Cancelled, Progress, Result
+from ..engine.generation import Cancelled, Progress, Result
+from ..engine.recipe import Recipe
 from .pool import Done, Failed, Pool
-from .recipe import Recipe
 
 
 @contextmanager

@@ -18,11 +18,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import cpu, generation
-from .generation import Result
-from .metadata import read_png, save_png
-from .models import ModelStore
-from .recipe import Recipe
+from ..engine import cpu, generation
+from ..engine.generation import Result
+from ..engine.models import ModelStore
+from ..engine.recipe import Recipe
+from ..files.metadata import read_png, save_png
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def _make(store: ModelStore, model: str, recipes: list[Recipe], numbers: list[in
         for number, result in zip(numbers, generation.iter_generate(loaded, recipes)):
             yield number, result
         return
-    from .pool import Done, Pool
+    from ..scale.pool import Done, Pool
 
     if workers.ray is None:
         pool = Pool(model, workers=workers.count, threads=threads, device=str(store.device), dtype=store.dtype)
@@ -79,7 +79,7 @@ def _make(store: ModelStore, model: str, recipes: list[Recipe], numbers: list[in
             import ray  # noqa: F401 - only to say clearly when it is missing
         except ImportError:
             raise ValueError("--ray needs the ray package: pip install -r requirements.txt") from None
-        from .cluster import RayPool
+        from ..scale.cluster import RayPool
 
         pool = RayPool(model, workers=workers.count, threads=threads, dtype=store.dtype, device=workers.device,
                        address=None if workers.ray == "local" else workers.ray)

@@ -2,27 +2,35 @@
 
 Three libraries inside torch pick their kernels by the CPU they find, and the kernels round differently:
 ATen's vectorised ops (AVX2 or AVX-512 builds of the same loops), oneDNN's convolutions (JIT code per
-ISA) and MKL's SGEMM (every Linear layer and attention product). Measured with the embedded model on an
-AMD EPYC with AVX-512 (torch 2.13 CPU): capping ATen alone or oneDNN alone left 3 of 7 old fixtures
-different, capping both made all 7 exact. MKL ignores its code-branch setting on AMD CPUs (it runs its
-own path whatever MKL_CBWR says) but not on Intel: with MKL's vendor check answered "Intel" on the same
-machine, SGEMM took its AVX-512 branch unless MKL_CBWR=AVX2. So the baseline caps all three:
+ISA) and MKL's SGEMM (every Linear layer and attention product, and one-thread convolutions through
+im2col). Measured with torch 2.13 CPU (docs/determinism.md has the tables):
+- on an AMD EPYC with AVX-512, capping ATen alone or oneDNN alone left 3 of 7 old fixtures different and
+  capping both made all 7 exact; small SDXL and SD3 pipelines also needed MKL_CBWR=AVX2 there;
+- on an AMD EPYC with AVX2 only (bench/bench_cpu_settings.py), every AVX2 cap equals native for every
+  family, and MKL_CBWR=COMPATIBLE changes the pixels of the embedded model, SD 1.x and SDXL: MKL does
+  act on its code-branch setting on AMD CPUs;
+- with MKL's vendor check answered "Intel" on the AVX-512 machine, SGEMM took its AVX-512 branch unless
+  MKL_CBWR=AVX2, and that branch differed from MKL's AMD path in 3 of 5 shapes.
+So the baseline caps all three:
 
 - `avx2` (default): ATen and oneDNN at AVX2, MKL's AVX2 branch (conditional numerical reproducibility).
-  The same pixels on every AVX2 or AVX-512 CPU of one vendor. MKL's AVX2 branch on Intel and its own path
-  on AMD round differently (3 of 5 SGEMM shapes differed), so Intel and AMD hosts can differ in low bits.
+  The same pixels on AVX2 and AVX-512 CPUs of one vendor (measured on AMD; on Intel through the emulation
+  above). MKL's AVX2 branch on Intel and its AMD path round differently, so Intel and AMD hosts can differ
+  in low bits.
 - `portable`: as avx2, with MKL's COMPATIBLE (SSE2) branch, the one MKL runs the same on Intel and AMD;
   SGEMM is about 2.3x slower.
 - `native`: nothing capped (fastest; pixels depend on the CPU).
 
 The settings are environment variables that each library reads once, when it first computes; they must
 be in place before torch runs its first operation. Importing seedlab puts the requested baseline in place
-(`SEEDLAB_CPU_ISA`, default avx2), and child processes (worker pools, Ray actors) inherit it. What was in
+(`SEEDLAB_CPU_ISA`, default avx2), and child processes (worker pools, Ray actors) inherit it; a child
+asked for another baseline (a reproduction retried natively) starts from the shell's own settings. What was in
 force is read back for the environment record, so a record never claims a baseline that did not apply.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 
@@ -39,8 +47,25 @@ SETTINGS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")
 NAMES = {"avx2": "the AVX2 baseline", "portable": "the portable baseline (AVX2, MKL's SSE2 branch)"}
 KERNELS = {"avx512": "AVX-512", "avx2": "AVX2", "default": "unvectorised", "zvector": "z/Arch vector"}
 _ISA_TEXT = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_:-.")
-# The settings as this process found them, so that `native` can give back what a baseline replaced.
-_FOUND = {name: os.environ.get(name) for name in SETTINGS}
+# The settings as the shell gave them, so that `native` can give back what a baseline replaced. A child
+# process (a worker, a retry under another baseline) inherits its parent's caps, so the first process
+# that imports seedlab passes what it found on, in FOUND_VAR.
+FOUND_VAR = "SEEDLAB_CPU_FOUND"
+
+
+def _found() -> dict[str, str | None]:
+    try:
+        inherited = json.loads(os.environ.get(FOUND_VAR, ""))
+    except ValueError:
+        inherited = None
+    if isinstance(inherited, dict) and all(isinstance(inherited.get(name), (str, type(None))) for name in SETTINGS):
+        return {name: inherited.get(name) for name in SETTINGS}
+    found = {name: os.environ.get(name) for name in SETTINGS}
+    os.environ[FOUND_VAR] = json.dumps(found)
+    return found
+
+
+_FOUND = _found()
 
 
 def is_x86() -> bool:

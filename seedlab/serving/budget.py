@@ -15,8 +15,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..engine.recipe import Recipe
 from .limits import Limits
-from .recipe import Recipe
 
 WINDOW_SECONDS = 600  # the per-visitor window
 MAX_VISITORS = 4096  # visitors remembered at once; the least recently seen are forgotten first

@@ -8,6 +8,7 @@ or how far off, and which parts of the environment differ.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import struct
@@ -18,11 +19,14 @@ from typing import IO, Any
 import numpy as np
 from PIL import Image
 
-from .environment import Environment
-from .generation import Result, fingerprint
-from .links import check_fingerprint, decode_link
-from .metadata import MAX_PIXELS, UnreadableImage, read_bytes, read_metadata, recipe_from_reading
-from .recipe import Recipe
+from ..engine import cpu
+from ..engine.environment import Environment
+from ..engine.generation import Result, fingerprint
+from ..engine.recipe import Recipe
+from ..files.chunks import UnreadableImage, read_bytes
+from ..files.links import check_fingerprint, decode_link
+from ..files.metadata import MAX_PIXELS, read_metadata, recipe_from_reading
+from ..scale.pool import Failed, Pool
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,6 +56,7 @@ class Verdict:
     environment_differences: tuple[str, ...]  # "threads: 2 here, 1 there"
     notes: tuple[str, ...] = ()
     lossy_original: bool = False  # compared against a JPEG/WebP: the difference is measured, not judged
+    environment_unknown: tuple[str, ...] = ()  # parts that can change pixels and the original does not record
 
     @property
     def summary(self) -> str:
@@ -73,8 +78,19 @@ class Verdict:
             how = "the image size differs"
         else:
             how = "the fingerprint differs; the original pixels are not here to measure by how much"
-        cause = f" Environment: {environment}." if environment else " The environment is the same as far as known."
-        return f"Differs from the original: {how}.{cause}"
+        return f"Differs from the original: {how}.{self._cause()}"
+
+    def _cause(self) -> str:
+        """What is known to differ, and what is not known: never "the same" where it is not recorded."""
+        unknown = ", ".join(self.environment_unknown)
+        if self.environment_differences:
+            known = f" Environment: {'; '.join(self.environment_differences)}."
+            return known + (f" Not recorded by the original: {unknown}." if unknown else "")
+        if unknown:
+            return (f" Nothing the original records differs, but it does not record {unknown}, which can change "
+                    "pixels.")
+        return (" Every part of the environment is the same as the original's, so its recipe or its model differs: "
+                "a link altered or mis-copied, or a model folder whose weights changed.")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +103,7 @@ class Verdict:
             "original_fingerprint": self.original_fingerprint,
             "notes": list(self.notes),
             "lossy_original": self.lossy_original,
+            "environment_unknown": list(self.environment_unknown),
         }
 
 
@@ -114,12 +131,68 @@ def compare(result: Result, original: Original) -> Verdict:
         environment_differences=tuple(environment_differences(result.environment, original.environment)),
         notes=tuple(notes),
         lossy_original=original.lossy,
+        environment_unknown=tuple(environment_unknown(result.environment, original.environment)),
     )
 
 
 def environment_differences(here: Environment, there: Environment | None) -> list[str]:
     """What differs between this environment and the original's, for the parts the original records."""
     return [] if there is None else here.differences(there)
+
+
+def environment_unknown(here: Environment, there: Environment | None) -> list[str]:
+    """The parts that can change pixels here and that the original does not record."""
+    if there is None:
+        return ["its environment (versions, device, thread count, CPU kernels)"]
+    unknown = []
+    if here.device.startswith("cpu") and there.cpu_isa is None:
+        unknown.append("its CPU kernels (made before SeedLab recorded a CPU baseline)")
+    if here.device.startswith("cuda") and there.cublas_workspace_config is None:
+        unknown.append("its cuBLAS workspace setting")
+    return unknown
+
+
+def wants_native_retry(original: Original, verdict: Verdict, device: str) -> bool:
+    """Whether a differing regeneration should be made again with native kernels.
+
+    An original that records an environment but no CPU baseline was made before SeedLab recorded one, so
+    with native kernels on whatever CPU made it. The default baseline is tried first (it matches what an
+    AVX2 host made); when it differs, native kernels match what this kind of CPU made. Only on x86-64 CPUs
+    (elsewhere the caps mean nothing) and when this process is not running native kernels already.
+    """
+    environment = original.environment
+    return (not verdict.exact and not original.lossy and device == "cpu" and cpu.is_x86()
+            and environment is not None and environment.cpu_isa is None and environment.device.startswith("cpu")
+            and (original.fingerprint is not None or original.pixels is not None)
+            and not cpu.in_force().startswith("native"))
+
+
+def regenerate_natively(recipe: Recipe, *, threads: int, dtype: str = "float32") -> Result:
+    """The recipe made again in a fresh worker process that runs native kernels.
+
+    A process keeps the CPU baseline it started with (each library reads its setting once), so the retry
+    needs a process of its own; it loads the model, makes the one image and stops.
+    """
+    with Pool(recipe.model, workers=1, threads=threads, dtype=dtype, cpu_isa="native") as pool:
+        item = next(iter(pool.map([recipe])))
+    if isinstance(item, Failed):
+        raise ValueError(f"the retry with native CPU kernels failed: {item.error}")
+    return item.result()
+
+
+def native_verdict(first: Result, retried: Result, original: Original) -> Verdict:
+    """The verdict of the native retry, saying which CPU kernels matched and which did not."""
+    verdict = compare(retried, original)
+    default = cpu.describe(first.environment.cpu_isa or cpu.DEFAULT)
+    native = cpu.describe(retried.environment.cpu_isa or "native:")
+    if verdict.exact:
+        note = (f"the original records no CPU baseline, so it was made with native kernels (before SeedLab recorded "
+                f"one): {default} gave other pixels, and {native} here match it exactly")
+    else:
+        note = (f"the original records no CPU baseline, so it was made with native kernels on a CPU it does not name: "
+                f"neither {default} nor {native} here reproduce it, which is expected when it was made on another "
+                "kind of CPU (AVX-512 kernels, or another vendor's MKL); on such a CPU, --cpu-isa native matches it")
+    return dataclasses.replace(verdict, notes=(*verdict.notes, note))
 
 
 def original_from_link(link: str) -> Original:
@@ -145,7 +218,6 @@ def original_from_png(path_or_file: str | Path | IO[bytes]) -> Original:
     return Original(recipe, actual, reading.environment, pixels, tuple(notes))
 
 
-original_from_image = original_from_png  # the name for what it reads now
 
 
 def decode_pixels(data: bytes) -> np.ndarray:

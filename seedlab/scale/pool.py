@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .determinism import Environment
-from .generation import Cancelled, Progress, ProgressFn, Result, generate
-from .recipe import Recipe
+from ..engine.determinism import Environment
+from ..engine.generation import Cancelled, Progress, ProgressFn, Result, generate
+from ..engine.recipe import Recipe
 
 STOP_TIMEOUT_S = 10  # how long close() lets a worker finish its image before terminating it
 
@@ -61,7 +61,7 @@ class Failed:
 
 
 @dataclass(frozen=True)
-class ModelInfo:
+class WorkerModel:
     """What a caller needs to complete recipes before the first image: the loaded model's defaults."""
 
     name: str
@@ -70,9 +70,9 @@ class ModelInfo:
     schedulers: tuple[str, ...]
 
 
-def model_info(model) -> ModelInfo:
+def model_info(model) -> WorkerModel:
     """Describe a loaded `models.Model`."""
-    return ModelInfo(model.name, model.native_size, model.default_guidance, tuple(model.schedulers))
+    return WorkerModel(model.name, model.native_size, model.default_guidance, tuple(model.schedulers))
 
 
 def run_task(model, index: int, recipe: Recipe, threads: int, *, progress: ProgressFn | None = None,
@@ -96,13 +96,14 @@ def one_line(error: BaseException) -> str:
     return text[0] if text else type(error).__name__
 
 
-def _work(conn: Connection, cancel, model_name: str, device: str, dtype: str, threads: int) -> None:
+def _work(conn: Connection, cancel, model_name: str, device: str, dtype: str, threads: int,
+          cpu_isa: str | None = None) -> None:
     """A worker process: load the model once, then run tasks until told to stop or orphaned."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's to handle; it stops us
-    from . import determinism, models
+    from ..engine import determinism, models
 
     try:
-        determinism.configure_process(threads)
+        determinism.configure_process(threads, cpu_isa)  # None: the parent's baseline, inherited
         model = models.load_model(model_name, models.resolve_device(device), dtype)
     except Exception as error:  # noqa: BLE001 - a bad model name or folder: the parent reports it
         conn.send(("error", one_line(error)))
@@ -135,14 +136,15 @@ class Pool:
     One `map` runs at a time (others wait for it); `cancel()` may be called from any thread.
     """
 
-    def __init__(self, model: str, *, workers: int, threads: int = 1, device: str = "cpu", dtype: str = "float32"):
+    def __init__(self, model: str, *, workers: int, threads: int = 1, device: str = "cpu", dtype: str = "float32",
+                 cpu_isa: str | None = None):
         for name, value in (("workers", workers), ("threads", threads)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.model, self.threads = model, threads
-        self._spec = (model, device, dtype, threads)
+        self._spec = (model, device, dtype, threads, cpu_isa)  # cpu_isa: another CPU baseline than ours
         self._context = multiprocessing.get_context("spawn")  # fork would copy torch's thread pools
-        self._info: ModelInfo | None = None
+        self._info: WorkerModel | None = None
         self._error: Exception | None = None  # the model cannot load: every later call fails the same way
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
@@ -167,7 +169,7 @@ class Pool:
         """The worker processes' ids (to watch their memory, say)."""
         return [worker.process.pid for worker in self._workers]
 
-    def model_info(self) -> ModelInfo:
+    def model_info(self) -> WorkerModel:
         """The loaded model's name and defaults, waiting for the first worker to load it."""
         with self._lock:
             while self._info is None:

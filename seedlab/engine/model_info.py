@@ -1,0 +1,149 @@
+"""What a model says of itself, without loading its weights: native size, defaults, schedulers offered.
+
+`ModelInfo` is what admission needs to know about a model: read from a loaded model, or from the
+checkpoint's config files alone (model_index.json, scheduler, denoiser, VAE), so checking a request
+never loads weights. `model_defaults` is where a recipe for a model starts (steps, guidance).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import diffusers
+from diffusers import DiffusionPipeline
+
+from .recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, FieldError
+
+EMBEDDED_MODEL_DIR = Path(__file__).resolve().parents[1] / "embedded_model"  # seedlab/embedded_model
+EMBEDDED_GUIDANCE = 2.5  # where the embedded model meets its quality targets (training/evaluate.py, docs/models.md)
+STANDARD_GUIDANCE = 7.5  # StableDiffusionPipeline's own default, a fair start for real checkpoints
+EXPLORING_STEPS = 20  # the recipe's default: enough for a grid to show compositions, fewer than most pipelines' own
+FEW_STEP_WORDS = ("turbo", "lightning", "hyper", "lcm", "schnell")  # model names of step-distilled checkpoints
+FEW_STEP_SCHEDULERS = ("LCMScheduler", "TCDScheduler")
+
+
+def model_source(name: str) -> str:
+    """Where `from_pretrained` finds a model name: the embedded folder, a local folder or a hub id."""
+    return str(EMBEDDED_MODEL_DIR) if name == DEFAULT_MODEL else name
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a request is checked against: known without loading the weights."""
+
+    name: str
+    native_size: tuple[int, int]  # (width, height) the checkpoint was trained at
+    default_guidance: float
+    default_scheduler: str
+    schedulers: dict[str, type] = field(repr=False)  # compatible scheduler classes by class name
+    scheduler_config: dict = field(repr=False)  # the checkpoint's own scheduler config
+    default_steps: int = EXPLORING_STEPS
+    unconditional: bool = False  # a pipeline without a prompt (DDIM, DDPM): it makes its native size only
+
+    def make_scheduler(self, name: str):
+        """A fresh scheduler instance (no state shared between runs) from the checkpoint's config."""
+        if name == DEFAULT_SCHEDULER:
+            name = self.default_scheduler
+        if name not in self.schedulers:
+            raise FieldError("scheduler", f"must be one of {', '.join(sorted(self.schedulers))} for model "
+                                          f"{self.name}, got {name[:80]!r}")
+        return self.schedulers[name].from_config(self.scheduler_config)
+
+
+def model_defaults(name: str, pipeline_class: type | None, scheduler_name: str, scheduler_config: dict) -> tuple[int, float]:
+    """(steps, guidance) a recipe for this model starts from, read from what the checkpoint says of itself.
+
+    - the embedded model: 20 steps at its measured best guidance (2.5);
+    - any other: its pipeline's own guidance default (SD 1.x/2.x 7.5, SDXL 5, SD3 7, Flux 3.5, PixArt 4.5)
+      and the fewer of 20 and its pipeline's own step default (an LCM pipeline's 4);
+    - a step-distilled checkpoint (turbo, lightning, LCM, TCD): its scheduler is LCM or TCD, its name
+      says so (turbo, lightning, hyper, lcm, schnell), or its scheduler spaces timesteps "trailing"
+      without zero terminal SNR (how sd-turbo and sdxl-turbo ship): 4 steps (1 for a turbo, as its card
+      says) and guidance 0 (no classifier-free guidance; an LCM pipeline keeps its own guidance embedding).
+    """
+    if name == DEFAULT_MODEL:
+        return EXPLORING_STEPS, EMBEDDED_GUIDANCE
+    call = inspect.signature(pipeline_class.__call__).parameters if pipeline_class is not None else {}
+    guidance, steps = STANDARD_GUIDANCE, EXPLORING_STEPS
+    if "guidance_scale" in call and isinstance(call["guidance_scale"].default, (int, float)):
+        guidance = float(call["guidance_scale"].default)
+    if "num_inference_steps" in call and isinstance(call["num_inference_steps"].default, int):
+        steps = max(1, min(steps, call["num_inference_steps"].default))
+    base = name.lower().replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]  # a hub id's name, or a folder's
+    trailing = scheduler_config.get("timestep_spacing") == "trailing" and not scheduler_config.get("rescale_betas_zero_snr")
+    if scheduler_name in FEW_STEP_SCHEDULERS or any(word in base for word in FEW_STEP_WORDS) or trailing:
+        steps = 1 if "turbo" in base else min(steps, 4)
+        guidance = guidance if "negative_prompt" not in call else 0.0  # LCM's pipeline embeds its guidance
+    return steps, guidance
+
+
+def read_info(name: str) -> ModelInfo:
+    """A model's ModelInfo from its config files (model_index.json, scheduler, denoiser, VAE): no weights."""
+    source = model_source(name)
+    if looks_local(source) and not Path(source).expanduser().is_dir():
+        raise FieldError("model", f"{name[:200]!r} is not a folder on this machine (a local model is a diffusers folder)")
+    try:
+        index = DiffusionPipeline.load_config(source)
+        scheduler_class = getattr(diffusers, index["scheduler"][1])
+        scheduler_config = dict(scheduler_class.load_config(source, subfolder="scheduler"))
+        denoiser = "unet" if "unet" in index else "transformer"
+        denoiser_config = getattr(diffusers, index[denoiser][1]).load_config(source, subfolder=denoiser)
+        # Pixel-space pipelines (DDIM, DDPM) have no VAE: the denoiser's sample size is the image's.
+        vae_config = getattr(diffusers, index["vae"][1]).load_config(source, subfolder="vae") if "vae" in index else {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise FieldError("model", f"{name[:200]!r} could not be read: {first_line(error)}") from None
+    pipeline_class = getattr(diffusers, str(index.get("_class_name")), None)
+    # A transformer config without a sample size: Flux, whose pipeline defaults to 128 latent pixels.
+    sample = denoiser_config.get("sample_size", 64 if denoiser == "unet" else 128)
+    sample = sample[0] if isinstance(sample, (list, tuple)) else sample
+    scale = 2 ** (len(vae_config.get("block_out_channels", [0] * 4)) - 1) if "vae" in index else 1
+    size = int(sample) * scale
+    steps, guidance = model_defaults(name, pipeline_class, scheduler_class.__name__, scheduler_config)
+    return ModelInfo(name, (size, size), guidance, scheduler_class.__name__,
+                     compatible_schedulers(scheduler_class, scheduler_config), scheduler_config, steps,
+                     unconditional=pipeline_class is not None and not takes_prompt(pipeline_class))
+
+
+def takes_prompt(pipeline_class: type) -> bool:
+    """Does this pipeline take a prompt? Unconditional ones (DDIMPipeline, DDPMPipeline) do not."""
+    return "prompt" in inspect.signature(pipeline_class.__call__).parameters
+
+
+def check_unconditional(info: ModelInfo, prompt: str, negative_prompt: str, width: int, height: int) -> list[FieldError]:
+    """What an unconditional pipeline cannot take: a prompt, a negative prompt, a size other than its own."""
+    if not info.unconditional:
+        return []
+    errors = [FieldError(name, f"must be empty for model {info.name}: it is unconditional (it takes no prompt)")
+              for name, text in (("prompt", prompt), ("negative_prompt", negative_prompt)) if text]
+    native = dict(zip(("width", "height"), info.native_size))
+    errors += [FieldError(name, f"must be {native[name]} for model {info.name}: an unconditional pipeline makes "
+                                f"its native size only, got {value}")
+               for name, value in (("width", width), ("height", height)) if value != native[name]]
+    return errors
+
+
+def compatible_schedulers(scheduler_class: type, config: dict) -> dict[str, type]:
+    """The scheduler classes diffusers lists as compatible that accept this config, by name."""
+    schedulers = {scheduler_class.__name__: scheduler_class}
+    for candidate_name in getattr(scheduler_class, "_compatibles", []):
+        candidate = getattr(diffusers, candidate_name, None)
+        if candidate is None:
+            continue
+        try:  # some need optional packages (torchsde, scipy) or reject this config
+            candidate.from_config(config)
+        except Exception:  # noqa: BLE001 - any failure means "not offered"
+            continue
+        schedulers[candidate.__name__] = candidate
+    return dict(sorted(schedulers.items()))
+
+
+def looks_local(source: str) -> bool:
+    """A folder path rather than a hub id ("owner/name")."""
+    return source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1
+
+
+def first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:200] if text else type(error).__name__

@@ -1,0 +1,176 @@
+"""The text an image file carries, found without decoding its pixels: PNG text chunks, EXIF, stealth info.
+
+Files are untrusted: a file is read up to MAX_FILE_BYTES, a PNG's chunks are walked by hand, JPEG and
+WebP give their EXIF without decoding, compressed text is inflated up to a ceiling, and every failure
+is a one-line ValueError naming what was found. What the texts mean is metadata.py's business.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import zlib
+from pathlib import Path
+from typing import IO
+
+from PIL import Image
+
+from . import formats
+
+MAX_FILE_BYTES = 64 * 2**20  # an upload is at most a few MB; a file larger than this is not read
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+class UnreadableImage(ValueError):
+    """The file cannot be read as an image at all (missing, not PNG/JPEG/WebP, truncated, too large).
+
+    Other ValueErrors from reading mean the file was read but its recipe is missing or refused.
+    """
+
+
+def read_bytes(path_or_file: str | Path | IO[bytes]) -> bytes:
+    """The file's bytes, at most MAX_FILE_BYTES; UnreadableImage without the path when it cannot be read."""
+    try:
+        if hasattr(path_or_file, "read"):
+            path_or_file.seek(0)
+            data = path_or_file.read(MAX_FILE_BYTES + 1)
+        else:
+            with open(path_or_file, "rb") as file:
+                data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as error:  # the message would show the path: say only what happened
+        raise UnreadableImage(f"file cannot be opened ({error.strerror or type(error).__name__})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise UnreadableImage(f"file is larger than {MAX_FILE_BYTES // 2**20} MB")
+    return data
+
+
+def image_kind(data: bytes) -> str:
+    """PNG, JPEG or WEBP from the first bytes; UnreadableImage otherwise."""
+    if data.startswith(_PNG):
+        return "PNG"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "JPEG"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "WEBP"
+    if not data:
+        raise UnreadableImage("file is empty")
+    raise UnreadableImage("file is not a PNG, JPEG or WebP image")
+
+
+def stealth_chunks(signature: str, text: str) -> dict[str, str]:
+    """Stealth info as text chunks: A1111's text is `parameters`; NovelAI's JSON holds its chunks by name."""
+    chunks: dict[str, str] = {}
+    stripped = text.strip("\0 \n")
+    if stripped.startswith("{"):
+        data = formats.loads(stripped, signature)
+        if isinstance(data, dict) and isinstance(data.get("Comment"), dict):  # some writers nest it as an object
+            stripped = json.dumps({**data, "Comment": json.dumps(data["Comment"])})
+    _sort_comment(stripped, chunks)
+    return chunks
+
+
+def stealth_name(name: str, signature: str) -> str:
+    """"A1111" -> "A1111 (stealth_pnginfo)", "A1111 (Forge)" -> "A1111 (Forge, stealth_pnginfo)"."""
+    return f"{name[:-1]}, {signature})" if name.endswith(")") else f"{name} ({signature})"
+
+
+def png_chunks(data: bytes) -> dict[str, str]:
+    """The text chunks (tEXt, zTXt, iTXt) anywhere in a PNG, by walking its chunks: no pixel is decoded."""
+    chunks: dict[str, str] = {}
+    position = len(_PNG)
+    while position + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[position:position + 8])
+        body = data[position + 8:position + 8 + length]
+        position += 12 + length
+        if len(body) < length or kind == b"IEND":
+            break
+        if kind in (b"tEXt", b"zTXt", b"iTXt"):
+            key, _, rest = body.partition(b"\0")
+            name = key.decode("latin-1")[:80]
+            if name not in chunks:  # the first of a name wins, as in Pillow
+                chunks[name] = _text_chunk(kind, rest, name)
+    if not chunks and position == len(_PNG):
+        raise UnreadableImage("file is not a readable PNG (no chunks)")
+    return chunks
+
+
+def _text_chunk(kind: bytes, body: bytes, name: str) -> str:
+    if kind == b"zTXt":
+        body = _inflate(body[1:], name)
+    elif kind == b"iTXt":
+        compressed = body[:1] == b"\1"
+        body = body[2:].split(b"\0", 2)[-1]  # past the language tag and the translated keyword
+        if compressed:
+            body = _inflate(body, name)
+    try:
+        return body.decode("utf-8")  # many tools write UTF-8 even in tEXt, which is meant to be Latin-1
+    except UnicodeDecodeError:
+        return body.decode("latin-1")
+
+
+def _inflate(body: bytes, name: str) -> bytes:
+    """zlib with a ceiling: a compressed text chunk cannot blow up past the largest text read."""
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(body, formats.MAX_JSON * 4 + 1)
+    except zlib.error:
+        raise ValueError(f"the {name} chunk is compressed and cannot be read") from None
+    if inflater.unconsumed_tail or len(out) > formats.MAX_JSON * 4:
+        raise ValueError(f"the {name} chunk is larger than {formats.MAX_JSON} characters once uncompressed")
+    return out
+
+
+def exif_chunks(data: bytes) -> dict[str, str]:
+    """JPEG and WebP: the EXIF UserComment (A1111, Forge, Civitai, SwarmUI) and ComfyUI's Make/Model tags."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            exif = image.getexif()
+            user_comment = exif.get_ifd(0x8769).get(0x9286, exif.get(0x9286))  # some savers put it in IFD0
+            tags = {tag: exif.get(tag) for tag in (0x010E, 0x010F, 0x0110)}
+            comment = image.info.get("comment")
+    except (OSError, SyntaxError, ValueError, struct.error, Image.DecompressionBombError):
+        raise UnreadableImage("file is not a readable JPEG or WebP image") from None
+    chunks: dict[str, str] = {}
+    for value in tags.values():  # ComfyUI savers: "Prompt: {...}", "Workflow: {...}"
+        if isinstance(value, str) and value[:9].lower().startswith(("prompt:", "workflow:")):
+            name, _, text = value.partition(":")
+            chunks[name.strip().lower()] = text.strip()
+    text = user_comment_text(user_comment) if user_comment is not None else None
+    if text is None and isinstance(comment, bytes) and b"Steps: " in comment:  # a JPEG comment: only with parameters
+        text = comment.decode("utf-8", "replace")
+    if text:
+        _sort_comment(text.strip("\0 \n"), chunks)
+    return chunks
+
+
+def user_comment_text(value: bytes | str) -> str:
+    """EXIF UserComment: an 8-byte charset prefix (UNICODE as UTF-16 in either byte order, ASCII, none)."""
+    if isinstance(value, str):
+        return value
+    prefix, body = value[:8], value[8:]
+    if prefix == b"UNICODE\0":
+        if body[:2] in (b"\xfe\xff", b"\xff\xfe"):
+            return body.decode("utf-16", "replace")
+        # ASCII-heavy text: the zero bytes sit at even offsets in big-endian UTF-16, at odd ones in little-endian
+        big = body[0::2].count(0) > body[1::2].count(0)
+        return body.decode("utf-16-be" if big else "utf-16-le", "replace")
+    if prefix in (b"ASCII\0\0\0", b"\0" * 8):
+        return body.decode("utf-8", "replace")
+    return value.decode("utf-8", "replace")
+
+
+def _sort_comment(text: str, chunks: dict[str, str]) -> None:
+    """A UserComment holds A1111 text, a ComfyUI graph, {"prompt": graph, ...}, or NovelAI's chunks as JSON."""
+    if not text.startswith("{"):
+        chunks.setdefault("parameters", text)
+        return
+    data = formats.loads(text, "UserComment")
+    if isinstance(data, dict) and isinstance(data.get("prompt"), dict):
+        chunks.setdefault("prompt", json.dumps(data["prompt"]))
+    elif isinstance(data, dict) and isinstance(data.get("Comment"), str):
+        chunks.update({key: value for key, value in data.items() if isinstance(value, str)})
+    elif isinstance(data, dict) and any(isinstance(node, dict) and "class_type" in node for node in data.values()):
+        chunks.setdefault("prompt", text)
+    else:
+        chunks.setdefault("parameters", text)

@@ -1,0 +1,136 @@
+"""The package's layout holds: each layer imports only those below it, no import circles, short modules.
+
+The layering is written once, here, as data; each subpackage's docstring says the same in words.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "seedlab"
+# Which layers each layer may import (besides itself). The top (seedlab/__init__.py, cli.py) may import all.
+LAYERS = {
+    "engine": set(),
+    "files": {"engine"},
+    "scale": {"engine", "files"},
+    "serving": {"engine", "files", "scale"},
+    "explore": {"engine", "files", "serving", "scale"},
+}
+TOP = set(LAYERS)
+NEVER = ("gradio", "webui", "app", "spaces")  # the backend is plain Python: the page sits above it
+MAX_MODULE_LINES = 350
+MAX_FUNCTION_LINES = 60  # longer only with a comment "# Long: why" right above the def
+SHELL = [ROOT / "app.py", *sorted((ROOT / "webui").glob("*.py"))]
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package by dotted name."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, *, runtime_only: bool = False) -> set[str]:
+    """The absolute names a module imports (in functions too); `runtime_only` leaves out TYPE_CHECKING blocks."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    skipped: set[int] = set()
+    if runtime_only:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                skipped |= {id(child) for child in ast.walk(node)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            if node.level:
+                base = base[:len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            found.add(module)
+            found |= {f"{module}.{alias.name}" for alias in node.names}  # `from . import cpu` imports a module
+    return found
+
+
+def layer(name: str) -> str | None:
+    """"seedlab.files.links" -> "files"; the top's modules -> None."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS) else None
+
+
+def test_every_subpackage_is_a_known_layer_with_a_docstring():
+    packages = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
+    assert packages == set(LAYERS)
+    for name in LAYERS:
+        docstring = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text()))
+        assert docstring and "import" in docstring, f"seedlab/{name} must say what it owns and what it may import"
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_a_module_imports_only_its_own_layer_and_those_below(name):
+    known = modules()
+    mine = layer(name)
+    allowed = TOP if mine is None else LAYERS[mine] | {mine}
+    for imported in imports(name, known[name]):
+        assert imported.split(".")[0] not in NEVER, f"{name} imports {imported}: the backend never imports the UI"
+        if imported in known and imported != "seedlab":
+            theirs = layer(imported)
+            assert theirs is not None or mine is None, f"{name} imports {imported}, the top of the package"
+            assert theirs is None or theirs in allowed, (
+                f"{name} ({mine}) imports {imported} ({theirs}); {mine} may import {sorted(allowed)}")
+
+
+def test_no_import_circles():
+    known = modules()
+    graph = {name: {i for i in imports(name, path, runtime_only=True) if i in known and i != name}
+             for name, path in known.items()}
+    # A package imports its __init__ first; only module-to-module edges can close a circle.
+    graph = {name: {i for i in edges if not name.startswith(i + ".")} for name, edges in graph.items()}
+    state: dict[str, int] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = 1
+        for nxt in graph[name]:
+            assert state.get(nxt) != 1, "import circle: " + " -> ".join(trail[trail.index(nxt):] + [nxt])
+            if nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+
+
+@pytest.mark.parametrize("path", [*modules().values(), *SHELL], ids=lambda p: str(p.relative_to(ROOT)))
+def test_modules_and_functions_stay_short(path):
+    text = path.read_text()
+    assert len(text.splitlines()) <= MAX_MODULE_LINES, f"{path.name} has {len(text.splitlines())} lines"
+    lines = text.splitlines()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            reason = lines[first - 2].strip() if first >= 2 else ""
+            assert length <= MAX_FUNCTION_LINES or reason.startswith("# Long:"), (
+                f"{path.name}: {node.name} has {length} lines and no '# Long: why' comment above it")
+
+
+def test_old_module_paths_still_import_as_the_same_modules():
+    import importlib
+
+    import seedlab
+
+    for old, layer_name in seedlab.MOVED.items():
+        module = importlib.import_module(f"seedlab.{old}")
+        assert module is importlib.import_module(f"seedlab.{layer_name}.{old}")
+        assert module.__spec__.name == f"seedlab.{layer_name}.{old}"
+        assert getattr(seedlab, old) is module
