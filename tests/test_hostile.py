@@ -144,3 +144,61 @@ def test_a_non_image_upload_does_not_show_the_servers_path(tmp_path):
     path.write_text("<html>not an image</html>")
     message = one_line_error(lambda: original_from_png(path))
     assert str(tmp_path) not in message and "not a PNG, JPEG or WebP" in message
+
+
+# -- round 2 (issue 34): bounded however the file is built -------------------------------------------------
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def test_many_compressed_text_chunks_share_one_ceiling_in_time_and_memory():
+    import tracemalloc
+
+    body = zlib.compress(b"a" * 15_000_000, 9)  # 15 MB each, under the per-file ceiling alone
+    bombs = b"".join(_chunk(b"zTXt", f"k{i}".encode() + b"\0\0" + body) for i in range(12))
+    bombs += b"".join(_chunk(b"iTXt", f"i{i}".encode() + b"\0\1\0\0\0" + body) for i in range(12))
+    data = png({})[:33] + bombs + png({})[33:]
+    tracemalloc.start()
+    try:
+        seconds, message = outcome(lambda: read_metadata(data))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # before: every chunk inflated and kept (24 x 15 MB = 360 MB here; 4.7 GB for 265 chunks of 16 MB)
+    assert "once uncompressed" in message and seconds < 5
+    assert peak < 100 * 2**20, f"{peak / 2**20:.0f} MB"
+
+
+def _hub_graph(inputs: int, saves: int) -> dict:
+    """A sampler, a hub node with `inputs` links to it, and `saves` SaveImage nodes on the hub (issue 34's attack)."""
+    graph = {"1": {"class_type": "KSampler", "inputs": {"seed": 5, "steps": 20, "cfg": 7.0, "sampler_name": "euler",
+                                                         "scheduler": "normal"}},
+             "2": {"class_type": "Hub", "inputs": {f"in{i}": ["1", 0] for i in range(inputs)}}}
+    graph.update({str(3 + i): {"class_type": "SaveImage", "inputs": {"images": ["2", 0]}} for i in range(saves)})
+    return graph
+
+
+def test_a_comfyui_hub_under_a_thousand_save_nodes_is_answered_at_once():
+    text = json.dumps(_hub_graph(100_000, 1_000))  # before: 194 s of CPU for this graph
+    seconds, message = outcome(lambda: read_metadata(png({"prompt": text})))
+    assert seconds < 5 and "100000 inputs" in message, (seconds, message)
+    workflow = {"nodes": [{"id": 1, "type": "KSampler", "widgets_values": [5, "fixed", 20, 7, "euler", "normal", 1]},
+                          {"id": 2, "type": "Hub", "inputs": [{"name": f"in{i}", "link": 1} for i in range(100_000)]},
+                          *({"id": 3 + i, "type": "SaveImage", "inputs": [{"name": "images", "link": 2}]}
+                            for i in range(1_000))],
+                "links": [[1, 1, 0, 2, 0, "LATENT"], [2, 2, 0, 3, 0, "IMAGE"]]}
+    seconds, message = outcome(lambda: read_metadata(png({"workflow": json.dumps(workflow)})))
+    assert seconds < 5 and "100000 inputs" in message, (seconds, message)
+
+
+def test_every_walk_of_a_graph_shares_one_budget():
+    # Under the per-node limit, but 4,000 saved images each walking a wide hub that leads to no sampler: each
+    # walk looks at 1,999 links (8 million in all before, several seconds); now one budget refuses it at once.
+    graph = _hub_graph(1_999, 4_000)
+    graph["2"]["inputs"] = {f"in{i}": ["0", 0] for i in range(1_999)}
+    graph["0"] = {"class_type": "LoadLatent", "inputs": {"latent": "x.latent"}}
+    seconds, message = outcome(lambda: read_comfyui(json.dumps(graph)))
+    assert seconds < 1 and "too large to follow" in message, (seconds, message)
+    _, fields, _ = read_comfyui(json.dumps(_hub_graph(10, 3)))  # a plain graph still reads
+    assert fields["seed"] == 5 and fields["num_inference_steps"] == 20

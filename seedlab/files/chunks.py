@@ -19,6 +19,7 @@ from PIL import Image
 from . import formats
 
 MAX_FILE_BYTES = 64 * 2**20  # an upload is at most a few MB; a file larger than this is not read
+MAX_INFLATED = formats.MAX_JSON * 4  # bytes of compressed text chunks once inflated, all of a file's together
 _PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -78,6 +79,7 @@ def stealth_name(name: str, signature: str) -> str:
 def png_chunks(data: bytes) -> dict[str, str]:
     """The text chunks (tEXt, zTXt, iTXt) anywhere in a PNG, by walking its chunks: no pixel is decoded."""
     chunks: dict[str, str] = {}
+    inflated = [0]  # bytes inflated so far: all of a file's compressed chunks share one ceiling
     position = len(_PNG)
     while position + 8 <= len(data):
         length, kind = struct.unpack(">I4s", data[position:position + 8])
@@ -89,35 +91,38 @@ def png_chunks(data: bytes) -> dict[str, str]:
             key, _, rest = body.partition(b"\0")
             name = key.decode("latin-1")[:80]
             if name not in chunks:  # the first of a name wins, as in Pillow
-                chunks[name] = _text_chunk(kind, rest, name)
+                chunks[name] = _text_chunk(kind, rest, name, inflated)
     if not chunks and position == len(_PNG):
         raise UnreadableImage("file is not a readable PNG (no chunks)")
     return chunks
 
 
-def _text_chunk(kind: bytes, body: bytes, name: str) -> str:
+def _text_chunk(kind: bytes, body: bytes, name: str, inflated: list[int]) -> str:
     if kind == b"zTXt":
-        body = _inflate(body[1:], name)
+        body = _inflate(body[1:], name, inflated)
     elif kind == b"iTXt":
         compressed = body[:1] == b"\1"
         body = body[2:].split(b"\0", 2)[-1]  # past the language tag and the translated keyword
         if compressed:
-            body = _inflate(body, name)
+            body = _inflate(body, name, inflated)
     try:
         return body.decode("utf-8")  # many tools write UTF-8 even in tEXt, which is meant to be Latin-1
     except UnicodeDecodeError:
         return body.decode("latin-1")
 
 
-def _inflate(body: bytes, name: str) -> bytes:
-    """zlib with a ceiling: a compressed text chunk cannot blow up past the largest text read."""
+def _inflate(body: bytes, name: str, inflated: list[int]) -> bytes:
+    """zlib with a ceiling per file: compressed text cannot blow up past the largest text read, in all."""
+    ceiling = MAX_INFLATED - inflated[0]
     inflater = zlib.decompressobj()
     try:
-        out = inflater.decompress(body, formats.MAX_JSON * 4 + 1)
+        out = inflater.decompress(body, ceiling + 1)
     except zlib.error:
         raise ValueError(f"the {name} chunk is compressed and cannot be read") from None
-    if inflater.unconsumed_tail or len(out) > formats.MAX_JSON * 4:
-        raise ValueError(f"the {name} chunk is larger than {formats.MAX_JSON} characters once uncompressed")
+    if inflater.unconsumed_tail or len(out) > ceiling:
+        raise ValueError(f"the file's compressed text chunks, up to the {name} chunk, are larger than "
+                         f"{MAX_INFLATED // 2**20} MB once uncompressed")
+    inflated[0] += len(out)
     return out
 
 

@@ -43,6 +43,8 @@ WIDGETS = {
 _PRESET_SIZE = re.compile(r"\s*(\d{1,5})\s*[x×]\s*(\d{1,5})\b")  # "1024 x 1024  (square)", " 832 x 1216", "1024x1024 (1.0)"
 _CONTROL_VALUES = ("fixed", "increment", "decrement", "randomize")
 _MAX_LINKS = 50_000
+_MAX_INPUTS = 2_000  # inputs of one node (real nodes have a few dozen), checked before any walk
+_MAX_VISITS = 200_000  # links looked at in all the walks of one graph: a hostile graph costs no more
 
 
 def read_comfyui(text: str) -> tuple[str, dict[str, Any], list[str]]:
@@ -140,6 +142,10 @@ def _read_graph(graph: dict[str, Any], notes: list[str]) -> tuple[str, dict[str,
     if len(graph) > _MAX_NODES or len(samplers) > _MAX_SAMPLERS:  # the walk costs samplers x nodes
         raise ValueError(f"the ComfyUI graph has {len(graph)} nodes and {len(samplers)} samplers; at most "
                          f"{_MAX_NODES} and {_MAX_SAMPLERS} are read")
+    widest = max(graph, key=lambda key: len(graph[key]["inputs"]), default=None)
+    if widest is not None and len(graph[widest]["inputs"]) > _MAX_INPUTS:
+        raise ValueError(f"the ComfyUI graph's node {widest[:40]} has {len(graph[widest]['inputs'])} inputs; at most "
+                         f"{_MAX_INPUTS} are read")
     if not samplers:
         types = ", ".join(sorted({node["class_type"] for node in graph.values()})[:8])
         raise ValueError(f"the ComfyUI graph has no sampler node SeedLab knows (it has {types})")
@@ -170,11 +176,33 @@ def _link(value: Any) -> str | None:
     return None
 
 
-def _upstream_samplers(graph: dict[str, Any], start: str) -> list[str]:
-    """Samplers reached from `start` through image and latent links, nearest first (depth-first, input order)."""
-    found, seen, stack = [], {start}, [start]
-    while stack and len(seen) < 10_000:
+class _Walks:
+    """The upstream samplers of each node, each walk made once, all of them within one budget of visits."""
+
+    def __init__(self, graph: dict[str, Any]):
+        self.graph, self.visits, self.known = graph, 0, {}
+
+    def __call__(self, start: str) -> list[str]:
+        if start not in self.known:
+            self.known[start] = self._walk(start)
+        return self.known[start]
+
+    def _walk(self, start: str) -> list[str]:
+        found, visits = _upstream_samplers(self.graph, start, _MAX_VISITS - self.visits)
+        self.visits += visits
+        return found
+
+
+def _upstream_samplers(graph: dict[str, Any], start: str, budget: int) -> tuple[list[str], int]:
+    """Samplers reached from `start` through image and latent links, nearest first (depth-first, input order),
+    and how many links were looked at; past `budget` the graph is refused."""
+    found, seen, stack, visits = [], {start}, [start], 0
+    while stack:
         node = graph[stack.pop()]
+        visits += len(node["inputs"])
+        if visits > budget:
+            raise ValueError("the ComfyUI graph is too large to follow from its saved images to its sampler "
+                             f"(more than {_MAX_VISITS:,} links looked at)")
         for name, value in reversed(list(node["inputs"].items())):
             target = _link(value)
             if target is None or target in seen or target not in graph or name in ("model", "clip", "vae"):
@@ -185,19 +213,20 @@ def _upstream_samplers(graph: dict[str, Any], start: str) -> list[str]:
             if _is_sampler(graph[target]):
                 found.append(target)
             stack.append(target)
-    return found
+    return found, visits
 
 
 def _first_pass(graph: dict[str, Any], samplers: list[str]) -> str:
     """The sampler of the first pass behind the saved image (or the first sampler with nothing upstream)."""
+    upstream = _Walks(graph)
     outputs = [key for key, node in graph.items() if "Save" in node["class_type"]]
     outputs += [key for key, node in graph.items() if "Preview" in node["class_type"]]
     for output in outputs:
-        reached = _upstream_samplers(graph, output)
+        reached = upstream(output)
         if reached:
-            roots = [key for key in reached if not _upstream_samplers(graph, key)]
+            roots = [key for key in reached if not upstream(key)]
             return roots[0] if roots else reached[-1]
-    roots = [key for key in samplers if not _upstream_samplers(graph, key)]
+    roots = [key for key in samplers if not upstream(key)]
     return roots[0] if roots else samplers[0]
 
 
