@@ -308,3 +308,24 @@ def test_cli_plot_on_worker_processes_makes_the_same_cells(plot_run, tiny_model_
     pooled = [json.loads(line) for line in run.stdout.splitlines()]
     assert [line["fingerprint"] for line in pooled] == [line["fingerprint"] for line in lines]
     assert [line["recipe"] for line in pooled] == [line["recipe"] for line in lines]
+
+
+def test_a_huge_number_in_a_range_is_refused_with_one_line_not_an_overflow():
+    for text in ("guidance_scale: 1-" + "9" * 309, "CFG Scale: 1-2 (+" + "9" * 309 + ")", "seed: 1-" + "9" * 309):
+        with pytest.raises(ValueError, match="at most 40 characters") as error:
+            parse_axis(text, "--x")  # before: OverflowError (exit 1 and "a kind SeedLab does not support")
+        assert type(error.value) is ValueError and error.value.args[0].startswith("--x: ")
+
+
+def test_an_axis_is_measured_before_it_is_split():
+    import tracemalloc
+
+    text = "seed: " + "1," * 2_000_000  # 4 MB; before: split into two million strings first
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="characters long; at most 100,000 are read"):
+            parse_axis(text, "--x")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 2**20, f"{peak / 2**20:.1f} MB"

@@ -21,6 +21,7 @@ from ..engine.recipe import SPECS, FieldError
 from ..engine.seeds import random_seeds
 from ..files.formats import SAMPLERS
 
+MAX_AXIS_CHARS = 100_000  # an axis as typed: 1,000 values of up to 100 characters
 MAX_AXIS_VALUES = 1000  # values on one axis; the cells of a plot are bounded by the caller's max_cells
 SPECIAL = {"size": "Size", "prompt_sr": "Prompt S/R"}  # axes that are not one recipe field
 # A1111's axis labels (scripts/xyz_grid.py), matched without regard to case.
@@ -89,6 +90,8 @@ def parse_axis(text: str, option: str = "axis", rng: random.Random | None = None
     """
     if not isinstance(text, str) or ":" not in text:
         raise ValueError(f'{option} must be "NAME: VALUES", such as "seed: 1-5" or "Steps: 10, 20", got {text!r:.60}')
+    if len(text) > MAX_AXIS_CHARS:  # before any splitting: a 100 MB axis must cost no more than reading it
+        raise ValueError(f"{option} is {len(text):,} characters long; at most {MAX_AXIS_CHARS:,} are read")
     name_text, values_text = text.split(":", 1)
     try:
         name = axis_name(name_text)
@@ -147,7 +150,11 @@ def _range(whole: bool, first: str, last: str, step: str | None, count: str | No
     texts = [first, last] + ([step.replace(" ", "")] if step else [])
     if whole and any("." in text for text in texts):
         raise ValueError("a whole-number axis needs whole numbers in its range")
+    if any(len(text) > 40 for text in texts):
+        raise ValueError("a range's numbers have at most 40 characters")
     start, end = number(first), number(last)
+    if not whole and not all(math.isfinite(value) for value in (start, end, *map(float, texts[2:]))):
+        raise ValueError("a range's numbers must be finite")
     if count is not None:
         count = int(count)
         if not 1 <= count <= MAX_AXIS_VALUES:
