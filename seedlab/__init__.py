@@ -58,44 +58,41 @@ class _OldPaths(_abc.MetaPathFinder, _abc.Loader):
         module.__spec__ = module.__spec__.loader_state
 
 
+# The public Python API, each name imported when first used: `python -m seedlab info` and the file readers
+# never import torch or diffusers, and importing seedlab costs nothing until a name is asked for.
+PUBLIC = {
+    **dict.fromkeys(("configure_process", "full_determinism"), "engine.determinism"),
+    "Environment": "engine.environment",
+    **dict.fromkeys(("Cancelled", "Progress", "generate", "generate_grid", "generate_variations", "grid_recipes",
+                     "iter_generate", "stream", "variation_recipes"), "engine.generation"),
+    **dict.fromkeys(("Result", "fingerprint"), "engine.image"),
+    **dict.fromkeys(("Model", "ModelStore", "describe", "load_model", "resolve_device"), "engine.models"),
+    "randn": "engine.noise",
+    **dict.fromkeys(("MAX_SEED", "Recipe", "join_prompt"), "engine.recipe"),
+    **dict.fromkeys(("format_seeds", "parse_seeds", "random_seeds"), "engine.seeds"),
+    **dict.fromkeys(("decode_link", "encode_link"), "files.links"),
+    **dict.fromkeys(("png_info", "read_png", "save_png"), "files.metadata"),
+    **dict.fromkeys(("Original", "Verdict", "compare", "original_from_link", "original_from_png",
+                     "original_from_text"), "serving.reproduction"),
+}
+
+
 def __getattr__(name):
-    """`seedlab.links` as an attribute, as it was before the modules moved."""
+    """A public name (`seedlab.generate`), or a module by its old path (`seedlab.links`), imported on first use."""
+    if name in PUBLIC:
+        value = getattr(_importlib.import_module(f"{__name__}.{PUBLIC[name]}"), name)
+        globals()[name] = value
+        return value
     if name in MOVED:
         return _importlib.import_module(f"{__name__}.{MOVED[name]}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-_sys.meta_path.append(_OldPaths())
+def __dir__():
+    return sorted({*globals(), *PUBLIC, *MOVED})
 
-from .engine.determinism import configure_process, full_determinism  # noqa: E402
-from .engine.environment import Environment  # noqa: E402
-from .engine.generation import (  # noqa: E402
-    Cancelled,
-    Progress,
-    Result,
-    fingerprint,
-    generate,
-    generate_grid,
-    generate_variations,
-    grid_recipes,
-    iter_generate,
-    stream,
-    variation_recipes,
-)
-from .engine.models import Model, ModelStore, describe, load_model, resolve_device  # noqa: E402
-from .engine.noise import randn  # noqa: E402
-from .engine.recipe import MAX_SEED, Recipe, join_prompt  # noqa: E402
-from .engine.seeds import format_seeds, parse_seeds, random_seeds  # noqa: E402
-from .files.links import decode_link, encode_link  # noqa: E402
-from .files.metadata import png_info, read_png, save_png  # noqa: E402
-from .serving.reproduction import (  # noqa: E402
-    Original,
-    Verdict,
-    compare,
-    original_from_link,
-    original_from_png,
-    original_from_text,
-)
+
+_sys.meta_path.append(_OldPaths())
 
 __all__ = [
     "MAX_SEED", "Cancelled", "Environment", "Model", "ModelStore", "Original", "Progress", "Recipe", "Result",

@@ -25,7 +25,7 @@ from .engine import cpu, determinism, generation, models
 from .engine.recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
 from .explore import plot as plot_command
 from .explore import travel as travel_command
-from .files.info import run_info
+from .files import info as info_command
 from .files.links import result_record
 from .files.metadata import save_png
 from .scale import sweep as sweep_command
@@ -109,8 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--out", type=Path, default=None, help="also write the regenerated image to this PNG")
     reproduce.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
     info = commands.add_parser("info", help="print the recipe an image's metadata holds (PNG, JPEG, WebP); no model")
-    info.add_argument("source", metavar="FILE")
-    info.add_argument("--json", action="store_true", help='one object: {"format", "recipe", "notes"}')
+    info_command.add_arguments(info)
     return parser
 
 
@@ -144,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "reproduce":
         return reproduce(args)
     if args.command == "info":  # metadata only: errors are ValueErrors, printed as one line with exit 2
-        return run_info(args.source, args.json)
+        return info_command.run_info(args.source, args.json)
     # 1. Validate everything before loading a model: bad input fails fast (config files only are read).
     if args.threads is not None and args.threads < 1:
         raise UsageError("--threads must be a positive integer")

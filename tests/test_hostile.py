@@ -202,3 +202,19 @@ def test_every_walk_of_a_graph_shares_one_budget():
     assert seconds < 1 and "too large to follow" in message, (seconds, message)
     _, fields, _ = read_comfyui(json.dumps(_hub_graph(10, 3)))  # a plain graph still reads
     assert fields["seed"] == 5 and fields["num_inference_steps"] == 20
+
+
+def test_seedlab_info_answers_a_hostile_file_without_importing_torch(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "hub.png"
+    path.write_bytes(png({"prompt": json.dumps(_hub_graph(100_000, 1_000))}))
+    probe = ("import runpy, sys\nsys.argv = ['seedlab', 'info', sys.argv[1]]\n"
+             "try:\n    runpy.run_module('seedlab', run_name='__main__')\nexcept SystemExit as done:\n"
+             "    print('exit', done.code, 'torch' in sys.modules, 'diffusers' in sys.modules)\n")
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=120)
+    seconds = time.perf_counter() - start
+    assert done.stdout.strip() == "exit 2 False False", done.stdout + done.stderr  # before: torch and diffusers
+    assert done.stderr.count("\n") == 1 and "100000 inputs" in done.stderr and seconds < 15

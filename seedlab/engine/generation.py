@@ -23,20 +23,17 @@ schedulers draw from afterwards) and handed to the pipeline.
 
 from __future__ import annotations
 
-import hashlib
 import queue
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numpy as np
 import torch
-from PIL import Image
 
 from .determinism import current_environment, full_determinism
 from .embeddings import Embeddings
-from .environment import Environment
+from .image import Result, fingerprint  # noqa: F401  (part of this module's API)
 from .model_info import check_unconditional
 from .models import Model
 from .noise import UnsupportedPipeline, check_scheduler, make_noise
@@ -51,24 +48,6 @@ _LOCK = threading.Lock()
 
 class Cancelled(Exception):
     """Raised when a generation is stopped through its cancel event."""
-
-
-@dataclass(frozen=True)
-class Result:
-    """One generated image, the recipe that made it and the environment it was made in."""
-
-    recipe: Recipe
-    image: Image.Image
-    fingerprint: str
-    environment: Environment
-
-
-def fingerprint(image: Image.Image | np.ndarray) -> str:
-    """sha256 of the uint8 RGB pixel array (not of a file's bytes, which depend on the encoder)."""
-    pixels = np.ascontiguousarray(np.asarray(image.convert("RGB") if isinstance(image, Image.Image) else image))
-    if pixels.dtype != np.uint8 or pixels.ndim != 3 or pixels.shape[2] != 3:
-        raise ValueError(f"fingerprint needs an RGB uint8 image, got {pixels.dtype} {pixels.shape}")
-    return hashlib.sha256(pixels.tobytes()).hexdigest()
 
 
 def grid_recipes(recipe: Recipe, seeds: list[int]) -> list[Recipe]:

@@ -22,7 +22,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from ..engine.environment import Environment
-from ..engine.generation import Result
+from ..engine.image import Result
 from ..engine.recipe import SPECS, Recipe
 from ..engine.version import __version__
 from . import formats

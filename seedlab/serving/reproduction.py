@@ -21,7 +21,7 @@ from PIL import Image
 
 from ..engine import cpu
 from ..engine.environment import Environment
-from ..engine.generation import Result, fingerprint
+from ..engine.image import Result, fingerprint
 from ..engine.recipe import Recipe
 from ..files.chunks import UnreadableImage, read_bytes
 from ..files.links import check_fingerprint, decode_link
