@@ -257,3 +257,16 @@ def test_a_stopped_generation_is_remembered_once_with_its_finished_cells(app):
     assert entry["kind"] == "grid" and [cell["fingerprint"] for cell in entry["cells"]] == [grid[0]["fingerprint"]]
     assert app.history.remember_stopped(update["history"], None, "", stopped, [], None, None, None) == {}
     assert app.history.remember_stopped([], None, "", [], [], None, None, None) == {}  # nothing finished
+
+
+def test_history_exports_never_push_anyones_pngs_out(app):
+    # Issue 34: every page load with a new history wrote an export into the PNG folder, so 1,030 loads of ~1 KB
+    # evicted every visitor's PNGs. Scaled down: the PNG folder holds one file more than it has now.
+    history, grid, _ = explored(app)
+    pngs = sorted(app.pngs.folder.glob("*.png"))
+    app.pngs.max_files = len(list(app.pngs.folder.iterdir())) + 1
+    for made_at in range(10):  # ten different histories: ten export files
+        changed = [{**entry, "made_at": f"2026-01-01 00:00:{made_at:02d} UTC"} for entry in history]
+        app.history.show(changed, None)
+    assert pngs and all(path.exists() for path in pngs)
+    assert 10 <= len(list(app.exports.folder.glob("*.json"))) <= app.exports.max_files  # a bounded folder of their own

@@ -19,6 +19,7 @@ from seedlab import save_png as write_png
 
 MAX_PNG_FILES = 1024  # our PNGs kept on disk (Gradio serves its own cached copies); the oldest go first
 MAX_PNG_BYTES = 512 * 2**20  # and at most this much of them
+MAX_EXPORTS, MAX_EXPORT_BYTES = 256, 64 * 2**20  # history exports, in a folder of their own
 MAX_RECORD = 4096  # recipes in the result record (a few hundred bytes each); the least recently used go first
 MAX_SESSIONS = 512  # cancel events kept at once; the least recently started are forgotten first
 

@@ -26,7 +26,7 @@ from webui.cells import ANCHOR, anchor_updates, cell_record, checked, picked, sh
 from webui.fields import FIELDS, user_errors
 from webui.compare import plot as compare_plot
 from webui.compare import travel as compare_travel
-from webui.files import CancelRegistry, PngStore, ResultRecord
+from webui.files import MAX_EXPORT_BYTES, MAX_EXPORTS, CancelRegistry, PngStore, ResultRecord
 from webui.gpu import stream_on_gpu
 from webui.history import History
 from webui.matrix import matrix_page
@@ -87,7 +87,11 @@ class WebApp:
         self.workers: Workers | None = None  # worker processes for multi-image requests, once started
         self.cancels = CancelRegistry()
         self.default = self.store.get(self.store.default)  # loaded once, at start-up
-        self.history = History(admission, self.record, self.pngs, self.run)  # the browser-kept history's handlers
+        # History exports in a bounded folder of their own: any visitor can make one per page load, and they
+        # must never push other visitors' PNGs out of theirs.
+        (image_dir / "exports").mkdir(exist_ok=True)
+        self.exports = PngStore(image_dir / "exports", max_files=MAX_EXPORTS, max_bytes=MAX_EXPORT_BYTES)
+        self.history = History(admission, self.record, self.pngs, self.run, self.exports)  # the browser-kept history
         self.reproduction = Reproduction(admission, self.pngs, self.record, self.cancels)  # links and dropped images
 
     # Public API endpoints (/grid, /vary, /matrix; /reproduce and /reverify are Reproduction's).

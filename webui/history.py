@@ -87,16 +87,16 @@ def timeline(entries: list[Entry]) -> gr.Radio:
 class History:
     """The history's handlers; the app object supplies admission, this server's record and the PNG folder."""
 
-    def __init__(self, admission: Admission, record: ResultRecord, pngs: PngStore, run: Callable):
+    def __init__(self, admission: Admission, record: ResultRecord, pngs: PngStore, run: Callable, exports: PngStore):
         # run(recipes, captions, request, progress, target): the app's generation, streaming a gallery's updates
-        self.admission, self.record, self.pngs, self.run = admission, record, pngs, run
+        self.admission, self.record, self.pngs, self.run, self.exports = admission, record, pngs, run, exports
 
     def updates(self, entries: list[Entry], request, note: str = "") -> dict:
         """The stored history, the timeline, the export file and a note (hidden when empty)."""
         export = gr.DownloadButton(interactive=False)
         if entries:
-            path = export_file(entries, base_url(request), self.pngs.folder)
-            self.pngs.added(path)
+            path = export_file(entries, base_url(request), self.exports.folder)
+            self.exports.added(path)
             export = gr.DownloadButton(value=str(path), interactive=True)
         return {"history": [entry.to_json() for entry in entries], "timeline": timeline(entries),
                 "history_export": export, "history_note": gr.Textbox(value=note, visible=bool(note))}
