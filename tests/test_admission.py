@@ -95,3 +95,33 @@ def test_the_nearest_runnable_recipe_keeps_the_seed_and_draws_the_noise_at_the_o
         admission.price(novelai.replace(num_inference_steps=30))
     # Refused for what a smaller size does not change: nothing to offer.
     assert admission.nearest(novelai.replace(prompt="x" * 600)) is None
+
+
+def test_hundreds_of_cells_with_a_slow_scheduler_cost_what_one_does(admission):
+    # Issue 34: a history restore of 256 KDPM2 cells took 61 s of server CPU (each check built a scheduler,
+    # 0.2 to 1 s for KDPM2); now each scheduler is built once per model, and each answer is kept.
+    import time
+
+    values = {"prompt": "a red circle", "scheduler": "KDPM2AncestralDiscreteScheduler", "num_inference_steps": 20}
+    admission.recipe({**values, "seed": 0})  # the scheduler is built here, once
+    start = time.perf_counter()
+    for seed in range(256):
+        admission.recipe({**values, "seed": seed, "prompt": f"a red circle {seed}"})
+    assert time.perf_counter() - start < 2.0
+    with pytest.raises(RecipeError, match="rng cannot be used here"):  # refusals are kept, and still refuse
+        admission.recipe({**values, "seed": 1, "rng": "cuda-philox"})
+    with pytest.raises(RecipeError, match="rng cannot be used here"):
+        admission.recipe({**values, "seed": 2, "rng": "cuda-philox"})
+
+
+def test_a_scheduler_handed_out_is_a_fresh_one_equal_to_a_new_build(folders):
+    store = ModelStore(["embedded"])
+    info = store.info("embedded")
+    first, second = info.make_scheduler("KDPM2DiscreteScheduler"), info.make_scheduler("KDPM2DiscreteScheduler")
+    first.set_timesteps(7)  # stepping one copy changes nothing in the next
+    for made in (second, info.make_scheduler("KDPM2DiscreteScheduler")):
+        fresh = info.schedulers["KDPM2DiscreteScheduler"].from_config(info.scheduler_config)
+        assert made is not first and made.num_inference_steps == fresh.num_inference_steps != 7
+        assert torch.equal(made.sigmas, fresh.sigmas)  # as built: not the copy that was stepped
+        made.set_timesteps(9), fresh.set_timesteps(9)
+        assert torch.equal(made.sigmas, fresh.sigmas) and torch.equal(made.timesteps, fresh.timesteps)

@@ -8,6 +8,7 @@ models are described from their config files (model_info.ModelInfo).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -21,6 +22,8 @@ from ..engine.seeds import parse_seeds
 from .budget import Ledger, Speed, measure
 from .limits import Limits
 from .reproduction import Original
+
+MAX_CHECKED = 4096  # scheduler answers kept: every model x scheduler x rng x step count a server sees
 
 
 def measure_speed(model: Model, repeats: int = 3) -> Speed:
@@ -56,6 +59,8 @@ class Admission:
         self.limits = limits or Limits()
         self.speed = speed  # seconds per step, measured on the default model; None: no budget check
         self.ledger = Ledger(self.limits)
+        self._checked: dict[tuple, tuple[FieldError, ...]] = {}  # (model, scheduler, rng, steps) -> refusals
+        self._lock = threading.Lock()
 
     def defaults(self, model: str | None = None) -> dict[str, Any]:
         """Every field's starting value for `model` (the default model when None)."""
@@ -105,21 +110,40 @@ class Admission:
         try:
             info = self.store.info(recipe.model)
             errors += check_unconditional(info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
-            scheduler = info.make_scheduler(recipe.scheduler)
         except FieldError as error:
             return errors + [error]
+        return errors + list(self._scheduler_errors(recipe.model, recipe.scheduler, recipe.rng,
+                                                    recipe.num_inference_steps))
+
+    def _scheduler_errors(self, model: str, name: str, rng: str, steps: int) -> tuple[FieldError, ...]:
+        """What the scheduler refuses (a noise source, a step count); each combination is worked out once.
+
+        Stepping a scheduler to see whether it draws noise costs milliseconds; a history, a plot or an
+        import checks hundreds of cells, mostly alike, so the answers are kept (a bounded number of them).
+        """
+        key = (model, name, rng, steps)
+        if key in self._checked:
+            return self._checked[key]
+        errors: list[FieldError] = []
         try:
-            check_scheduler(recipe.rng, scheduler)
+            scheduler = self.store.info(model).make_scheduler(name)
+        except FieldError as error:
+            return (error,)
+        try:
+            check_scheduler(rng, scheduler)
         except ValueError as error:  # the noise source cannot drive this scheduler
             errors.append(FieldError("rng", f"cannot be used here: {error}"))
         try:  # some schedulers cannot make a schedule this short (PNDM's warm-up steps): say so, not numpy's words
             shift = {"mu": 1.0} if scheduler.config.get("use_dynamic_shifting") else {}  # Flux's resolution shift
-            scheduler.set_timesteps(recipe.num_inference_steps, **shift)
+            scheduler.set_timesteps(steps, **shift)
         except Exception:  # noqa: BLE001 - any failure here would fail the generation the same way
-            errors.append(FieldError("num_inference_steps", f"cannot be {recipe.num_inference_steps} with "
-                                                            f"{type(scheduler).__name__}: use more steps or another "
-                                                            "scheduler"))
-        return errors
+            errors.append(FieldError("num_inference_steps", f"cannot be {steps} with {type(scheduler).__name__}: use "
+                                                            "more steps or another scheduler"))
+        with self._lock:  # requests are checked on many threads at once
+            if len(self._checked) >= MAX_CHECKED:
+                self._checked.pop(next(iter(self._checked)))
+            self._checked[key] = tuple(errors)
+        return tuple(errors)
 
     def grid(self, values: Mapping[str, Any], seeds: str) -> list[Recipe]:
         """One recipe per seed ("42", "0-7", "3, 17, 99"), within the image limit."""
