@@ -3,7 +3,7 @@
 import pytest
 
 from seedlab import Recipe
-from seedlab.serving.budget import MAX_VISITORS, WINDOW_SECONDS, Ledger, Speed, measure
+from seedlab.serving.budget import IMAGE_CALLS, noise_seconds, MAX_VISITORS, WINDOW_SECONDS, Ledger, Speed, measure
 from seedlab.serving.limits import Limits
 from tests.helpers import Clock
 
@@ -11,16 +11,14 @@ from tests.helpers import Clock
 def test_the_speed_fit_passes_through_both_measurements():
     speed = measure(lambda w, h: 0.01 if w == 64 else 0.07, (64, 64))  # attention makes 4x pixels cost 7x
     for size, seconds in ((64, 0.01), (128, 0.07)):
-        assert speed.seconds(Recipe(prompt="x", num_inference_steps=1, width=size, height=size)) == pytest.approx(seconds)
-    big = Recipe(prompt="x", num_inference_steps=50, width=1024, height=1024)
-    assert speed.seconds(big) == pytest.approx(50 * 0.07 * 64**2)  # beyond 128x128: the square of the pixels
+        assert speed.step_seconds(size * size) == pytest.approx(seconds)
+    assert speed.step_seconds(1024 * 1024) == pytest.approx(0.07 * 64**2)  # beyond 128x128: the square of the pixels
 
 
 def test_beyond_the_sizes_measured_the_estimate_grows_with_the_square():
     """Measured on the embedded model here: a 1024x1024 step took 130 s; the estimate must not say seconds."""
     linear = Speed.fit((4096, 0.01), (16384, 0.04))  # no quadratic term visible at 64 and 128 px
-    one_step = Recipe(prompt="x", num_inference_steps=1, width=1024, height=1024)
-    assert linear.b == 0 and linear.seconds(one_step) == pytest.approx(0.04 * 64**2)  # 164 s, not 2.6 s
+    assert linear.b == 0 and linear.step_seconds(1024 * 1024) == pytest.approx(0.04 * 64**2)  # 164 s, not 2.6 s
 
 
 def test_a_speed_never_goes_negative_or_cheaper_than_measured():
@@ -53,3 +51,20 @@ def test_the_ledger_remembers_a_bounded_number_of_visitors():
         ledger.charge(f"v{index}", 10)
     assert len(ledger.window) == MAX_VISITORS
     ledger.charge("v0", 10)  # forgotten first: the oldest visitor starts again
+
+
+def test_a_request_is_priced_by_its_model_calls_its_images_and_its_noise():
+    # Issue 34: Heun and KDPM2 call the model twice a step; an image costs its encoding and decoding besides its
+    # steps; the noise of a 4096x4096 seed resize replayed as A1111's GPU noise costs seconds (priced at nothing).
+    speed = Speed.fit((4096, 0.01), (16384, 0.04))
+    euler = Recipe(prompt="x", num_inference_steps=10, width=64, height=64, scheduler="EulerDiscreteScheduler")
+    step = speed.step_seconds(64 * 64)
+    assert speed.seconds(euler) == pytest.approx((10 + IMAGE_CALLS) * step + noise_seconds(euler))
+    heun = euler.replace(scheduler="HeunDiscreteScheduler")
+    assert speed.seconds(heun) - speed.seconds(euler) == pytest.approx(10 * step)
+    one_step = euler.replace(num_inference_steps=1)
+    assert speed.seconds(one_step) >= 3 * step  # 34 one-step grids took 3x what their steps were priced at
+    resized = one_step.replace(seed_resize_from=(4096, 4096), rng="cuda-philox", variation_seed=1,
+                               variation_strength=0.5)
+    assert speed.seconds(resized) > 1.0 > 100 * noise_seconds(one_step)  # 2 x 4M values of Philox: seconds
+    assert noise_seconds(resized.replace(rng="cpu")) < noise_seconds(resized) / 10

@@ -1,9 +1,10 @@
 """Budget: what a request costs in seconds on this hardware, and how much each visitor may spend.
 
 Independent caps (images, steps, size) allow requests of a day on a CPU: 16 images x 50 steps at
-1024x1024. So every request is also priced: seconds per step, measured on the loaded model at two
+1024x1024. So every request is also priced: seconds per model call, measured on the loaded model at two
 sizes and fitted as `a * pixels + b * pixels**2` (convolutions grow with the pixels, attention with
-their square), growing with the square beyond the sizes measured, times steps and images. A request over `max_request_seconds` is refused, and so is one
+their square), growing with the square beyond the sizes measured, times the calls (steps, twice for a
+second-order scheduler, plus an image's own encoding and decoding) and images, plus the noise drawn. A request over `max_request_seconds` is refused, and so is one
 that would take a visitor over `visitor_seconds` in any ten minutes; the message says what to reduce.
 """
 
@@ -19,6 +20,14 @@ from ..engine.recipe import Recipe
 from .limits import Limits
 
 WINDOW_SECONDS = 600  # the per-visitor window
+# Schedulers that call the model twice a step (a second-order correction), priced as two steps.
+TWO_CALL_SCHEDULERS = ("HeunDiscreteScheduler", "KDPM2DiscreteScheduler", "KDPM2AncestralDiscreteScheduler")
+# What an image costs besides its steps (the prompt's encoding, the VAE's decoding, saving), in model calls of
+# its size: 34 one-step grids admitted for 10 s took 31 s of CPU when only the steps were priced.
+IMAGE_CALLS = 2
+# Seconds per latent value drawn, by noise source: measured on the 2-core development machine under load
+# (12, 34 and 424 ns for 1M values), with room to spare.
+NOISE_SECONDS = {"cpu": 20e-9, "device": 20e-9, "numpy-pcg64": 60e-9, "cuda-philox": 700e-9}
 MAX_VISITORS = 4096  # visitors remembered at once; the least recently seen are forgotten first
 
 
@@ -50,8 +59,21 @@ class Speed:
         return self.step_seconds(self.measured) * (pixels / self.measured) ** 2
 
     def seconds(self, recipe: Recipe) -> float:
-        """Estimated seconds for one image of `recipe` (the steps; text encoding and decoding are small)."""
-        return recipe.num_inference_steps * self.step_seconds(recipe.width * recipe.height)
+        """Estimated seconds for one image of `recipe`: its model calls, what each image costs besides, its noise."""
+        calls = recipe.num_inference_steps * (2 if recipe.scheduler in TWO_CALL_SCHEDULERS else 1) + IMAGE_CALLS
+        return calls * self.step_seconds(recipe.width * recipe.height) + noise_seconds(recipe)
+
+
+def noise_seconds(recipe: Recipe) -> float:
+    """What drawing the starting noise costs: at `seed_resize_from`'s size when set, twice with a variation seed.
+
+    Negligible at the image's own size with torch's generator; not with A1111's GPU noise replayed on the
+    CPU at a 4096x4096 `seed_resize_from` (16 such 64x64 images took 38 to 70 s, priced before at 0.3 s).
+    """
+    width, height = recipe.seed_resize_from or (recipe.width, recipe.height)
+    draws = 2 if recipe.variation_strength > 0 else 1
+    values = draws * (width * height // 4 + recipe.width * recipe.height // 4)  # up to 16 latent channels at 1/8
+    return values * NOISE_SECONDS.get(recipe.rng, max(NOISE_SECONDS.values()))
 
 
 def measure(step_seconds: Callable[[int, int], float], native: tuple[int, int]) -> Speed:
