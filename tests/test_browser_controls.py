@@ -137,3 +137,48 @@ def test_finished_cells_stay_visible_and_enter_while_busy_says_why(browser, app_
     page.wait_for_function("!document.querySelector('#generate').disabled")
     page.wait_for_function("!document.querySelector('#busy-note').innerText.includes('Still generating')")
     page.context.close()
+
+
+def test_a_verdict_goes_with_its_file(browser, app_server, tmp_path):  # noqa: F811
+    """Issue 33: clearing a dropped file left its verdict, its regenerated image and "Make this image the anchor"
+    beside the next file's notes. Clearing the file, or dropping another, clears what it led to."""
+    from tests.settle import open_settled, settle, value
+
+    page = open_settled(browser, app_server.url)
+    page.locator("#seeds textarea").fill("4")
+    page.locator("#num-inference-steps input").fill("2")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 1)
+    response = page.request.get(thumbnails(page, "grid").nth(0).evaluate("img => img.src"))
+    (tmp_path / "seed4.png").write_bytes(response.body())
+    from PIL import Image
+
+    Image.new("RGB", (64, 64), (200, 30, 30)).save(tmp_path / "plain.png")  # an image with no recipe in it
+
+    def regenerated_and_checked():
+        open_reproduce(page)
+        page.locator("#png-drop input[type=file]").set_input_files(str(tmp_path / "seed4.png"))
+        page.wait_for_function("!document.querySelector('#regenerate-png').disabled")
+        page.locator("#regenerate-png").click()
+        wait_for_value(page, "verdict", "pixel for pixel")
+        settle(page)
+        assert page.locator("#reproduced img").count() == 1 and page.locator("#verdict-anchor").is_enabled()
+
+    def nothing_left():
+        settle(page)
+        assert value(page, "verdict") == ""
+        assert page.locator("#reproduced img").count() == 0
+        assert page.locator("#verdict-anchor").is_disabled() and page.locator("#regenerate-png").is_disabled()
+
+    regenerated_and_checked()
+    page.locator("#png-drop button[aria-label='Clear']").click()  # the file's x
+    nothing_left()
+    assert value(page, "png-notes") == ""
+    regenerated_and_checked()
+    page.locator("#png-drop button[aria-label='Clear']").click()  # the x, then another file, as the report did
+    settle(page)
+    page.locator("#png-drop input[type=file]").set_input_files(str(tmp_path / "plain.png"))
+    page.wait_for_function("() => /cannot be read|Nothing was restored/"
+                           ".test(document.querySelector('#png-notes textarea').value)")
+    nothing_left()
+    page.context.close()

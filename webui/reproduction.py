@@ -151,17 +151,16 @@ class Reproduction:
         is (too large, too many steps, too long) is still restored, with the limit it passes and the nearest
         recipe the server runs offered beside it: not the original image, so it is not compared.
         """
-        nothing = {"pending": None, "regenerate_png": gr.Button(interactive=False), "png_nearest": None,
-                   "use_nearest": gr.Button(interactive=False)}
+        nothing = self.clear_png()  # nothing stays from the previous file: not its notes, nor its verdict
         if not path:
-            return {"png_notes": "", **nothing}
+            return nothing
         kind = image_kind(path)
         try:
             read = self.admission.adapt(original_from_png(path))
         except UnreadableImage as error:
-            return {"png_notes": f"This {kind} cannot be read: {error}", **nothing}
+            return {**nothing, "png_notes": f"This {kind} cannot be read: {error}"}
         except ValueError as error:  # no recipe in it, or one that no server could run: the message names the field
-            return {"png_notes": f"Nothing was restored from this {kind}: {label_message(error)}", **nothing}
+            return {**nothing, "png_notes": f"Nothing was restored from this {kind}: {label_message(error)}"}
         notes = "\n".join(f"- {note}" for note in read.notes) or f"- everything in the {kind} was restored"
         restored = f"Restored from the {kind} (seed {read.recipe.seed})."
         try:
@@ -181,6 +180,12 @@ class Reproduction:
             self.pngs.keep_pixels(original.pixels, original.fingerprint)  # on disk, not in the session's memory
         return {**restore(original.recipe), **nothing, "png_notes": f"{restored}\n{notes}",
                 "pending": original.with_pixels(None), "regenerate_png": gr.Button(interactive=True)}
+
+    def clear_png(self) -> dict:
+        """No file: its notes, its pending regeneration and the verdict and image it led to are gone."""
+        return {"png_notes": "", "pending": None, "regenerate_png": gr.Button(interactive=False), "png_nearest": None,
+                "use_nearest": gr.Button(interactive=False), "reproduced": None, "verdict": None, "verdict_text": "",
+                "reverify": gr.Button(interactive=False)}
 
     def use_nearest(self, nearest: dict | None) -> dict:
         """The nearest runnable recipe of a dropped image into the controls (Generate makes it)."""
@@ -309,8 +314,9 @@ def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction: Reproductio
         reproducing.success(by_name(reproduction.after_reproduce, ui, after), ui["verdict"], after, queue=False,
                             **PRIVATE)
     # A dropped image: every field it holds restored, then regenerated on request.
-    event(ui["png_file"].upload, reproduction.open_png, [ui["png_file"]],
-          [*RESTORED, "png_notes", "pending", "regenerate_png", "png_nearest", "use_nearest"], **PRIVATE)
+    dropped = ["png_notes", "pending", "regenerate_png", "png_nearest", "use_nearest", *verdict]
+    event(ui["png_file"].upload, reproduction.open_png, [ui["png_file"]], [*RESTORED, *dropped], **PRIVATE)
+    event(ui["png_file"].clear, reproduction.clear_png, None, dropped, queue=False, **PRIVATE)
     event(ui["use_nearest"].click, reproduction.use_nearest, [ui["png_nearest"]], [*RESTORED, "png_notes"],
           queue=False, **PRIVATE)
     png = event(guarded([ui["regenerate_png"].click]), reproduction.reproduce_pending, [ui["pending"]], verdict,
