@@ -32,6 +32,7 @@ from .model_info import (
     read_info,
     takes_prompt,
 )
+from .model_info import EMBEDDED_GUIDANCE, EXPLORING_STEPS, STANDARD_GUIDANCE, check_unconditional  # noqa: F401  (were here)
 from .recipe import DEFAULT_MODEL, DTYPES, FieldError
 from .tracing import TracedUNet
 
