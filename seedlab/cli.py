@@ -26,7 +26,7 @@ from .engine.recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
 from .explore import plot as plot_command
 from .explore import travel as travel_command
 from .files import info as info_command
-from .files.links import result_record
+from .files.links import DEFAULT_BASE_URL, result_record
 from .files.metadata import save_png
 from .scale import sweep as sweep_command
 from .serving.admission import Admission
@@ -41,7 +41,6 @@ from .serving.reproduction import (
     wants_native_retry,
 )
 
-DEFAULT_BASE_URL = "http://127.0.0.1:7860/"
 # The command line's host allows what a Recipe allows at all (the app's limits are for public servers).
 CLI_LIMITS = Limits(max_images=64, max_variations=64, max_steps=200, max_size=4096, max_prompt_chars=2000)
 # The recipe fields set by options derived from their Specs; prompt and seed(s) are each command's own.

@@ -8,10 +8,8 @@ from urllib.parse import urlsplit
 import gradio as gr
 
 from seedlab.files.links import KEYS as LINK_KEYS
-from seedlab.files.links import encode_query
+from seedlab.files.links import DEFAULT_BASE_URL, encode_query
 from webui.uploads import client_address
-
-DEFAULT_BASE_URL = "http://127.0.0.1:7860/"  # where links point when a request does not say
 
 
 def base_url(request: gr.Request | None) -> str:

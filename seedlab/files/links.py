@@ -43,6 +43,7 @@ _INT = re.compile(r"^[0-9]{1,20}$")
 _FLOAT = re.compile(r"^-?[0-9]{1,20}(\.[0-9]{1,30})?([eE][-+]?[0-9]{1,3})?$")
 _FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
 _VERSION = re.compile(r"^[A-Za-z0-9.+_-]{1,40}$")
+DEFAULT_BASE_URL = "http://127.0.0.1:7860/"  # where links point when nothing says (the app's own address)
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # a scheme at the start: http://, https://
 
 
