@@ -40,7 +40,7 @@ def in_view(page, elem_id: str) -> bool:
 def test_a_link_this_server_made_shows_its_verdict_and_image_and_they_stay(browser, made):  # noqa: F811
     page = open_settled(browser, made["link"])
     verdict = value(page, "verdict")
-    assert verdict.startswith("Served from this server's record of the image it made at"), verdict
+    assert verdict.startswith("Served from this server's record of the image it made:"), verdict
     assert "Exact match" in verdict
     assert image_shown(page, "reproduced")
     assert page.locator("#reverify").inner_text().strip() == "Re-verify by regenerating"

@@ -242,11 +242,12 @@ class Reproduction:
         result, entry = recorded
         verdict = compare(result, original)
         link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
-        summary = (f"Served from this server's record of the image it made at {entry.made_at_text()}: not "
-                   f"regenerated now (press \"Re-verify by regenerating\" to check). {verdict.summary}")
+        # Any visitor may open any link: the record says that this server made the image, never when (issue 34).
+        summary = ("Served from this server's record of the image it made: not regenerated now (press "
+                   f"\"Re-verify by regenerating\" to check). {verdict.summary}")
         return {"reproduced": entry.path, "reverify": gr.Button(interactive=True), "verdict_text": summary,
                 "verdict": {**verdict.to_dict(), "summary": summary, "served_from_record": True,
-                            "made_at": entry.made_at_text(), "recipe": result.recipe.to_json(), "link": link}}
+                            "recipe": result.recipe.to_json(), "link": link}}
 
     def regenerate(self, original: Original, request, progress, from_record: bool = False) -> Iterator[dict]:
         """Generate an original's recipe again, save the PNG and compare: yields {} per step, then the verdict.
