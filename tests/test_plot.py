@@ -11,7 +11,7 @@ from PIL import Image
 
 import seedlab
 from seedlab.serving.admission import Admission
-from seedlab.serving.budget import Speed
+from seedlab.serving.budget import IMAGE_CALLS, Speed
 from seedlab.serving.limits import Limits
 from seedlab.engine.models import ModelStore
 from seedlab.explore.axes import A1111_AXES, parse_axis
@@ -157,10 +157,13 @@ def test_the_count_limit_and_the_budget_count_every_cell(tiny_model_dir):
     with pytest.raises(ValueError, match="at most 16 images, and 5 x 4 axis values make 20"):
         plot_recipes(small, {"prompt": "x"}, *axes)
     assert len(plot_recipes(small, {"prompt": "x"}, *axes, max_cells=20).cells) == 20
-    # One second per step: 16 cells of 1 to 4 steps (40 s) pass the 120 s request limit, 4 times as many steps do not.
+    # One second per model call: 16 cells of 1 to 4 steps (40 calls) and 2 calls each besides (32) pass the 120 s
+    # request limit, 4 times as many steps do not.
     priced = Admission(store, Limits(max_images=16), speed=Speed(a=1 / 4096, b=0.0, measured=4096))
     plot = plot_recipes(priced, {"prompt": "x"}, parse_axis("seed: 1-4"), parse_axis("Steps: 1-4"))
-    assert priced.charge(plot.recipes, "visitor") == pytest.approx(40.0)
+    charged = priced.charge(plot.recipes, "visitor")
+    assert charged == pytest.approx(sum(priced.speed.seconds(recipe) for recipe in plot.recipes))
+    assert 40 + 16 * IMAGE_CALLS <= charged < 40 + 16 * IMAGE_CALLS + 0.1  # every cell priced, its noise nearly free
     plot = plot_recipes(priced, {"prompt": "x"}, parse_axis("seed: 1-4"), parse_axis("Steps: 4, 8, 12, 16"))
     with pytest.raises(ValueError, match="would take about"):
         priced.charge(plot.recipes, "other visitor")
