@@ -23,13 +23,12 @@ import torch
 from starlette.middleware import Middleware
 
 from seedlab import ModelStore, configure_process, resolve_device
-
 from seedlab.engine import cpu
-from seedlab.serving.admission import Admission, measure_speed
-from seedlab.serving.limits import Limits
 from seedlab.engine.models import default_lanes
 from seedlab.engine.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
 from seedlab.scale.workers import Workers
+from seedlab.serving.admission import Admission, measure_speed
+from seedlab.serving.limits import Limits
 from webui.cells import ANCHOR, CELL, cell_panel, nudge_panel
 from webui.compare import compare_panel, travel_panel
 from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, RESTORED, control, with_fields

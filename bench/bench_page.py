@@ -24,10 +24,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import torch  # noqa: E402
-
-import seedlab  # noqa: E402
 from bench_grid import batched_grid  # noqa: E402
 from bench_speed import start_app  # noqa: E402
+
+import seedlab  # noqa: E402
 from tests.settle import TRACKER, settle  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"

@@ -44,8 +44,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import seedlab  # noqa: E402
 from bench_grid import batched_grid, direct_grid  # noqa: E402
+
+import seedlab  # noqa: E402
 from seedlab.engine.models import default_lanes  # noqa: E402
 from seedlab.scale.workers import Workers  # noqa: E402
 

@@ -94,11 +94,4 @@ def __dir__():
 
 _sys.meta_path.append(_OldPaths())
 
-__all__ = [
-    "MAX_SEED", "Cancelled", "Environment", "Model", "ModelStore", "Original", "Progress", "Recipe", "Result",
-    "Verdict", "compare", "configure_process", "decode_link", "describe", "encode_link", "fingerprint",
-    "format_seeds", "full_determinism", "generate", "generate_grid", "generate_variations", "grid_recipes",
-    "iter_generate", "join_prompt", "load_model", "original_from_link", "original_from_png", "original_from_text",
-    "parse_seeds", "png_info", "randn", "random_seeds", "read_png", "resolve_device", "save_png", "stream",
-    "variation_recipes",
-]
+__all__ = [*PUBLIC]

@@ -34,11 +34,9 @@ from .serving.limits import Limits
 from .serving.reproduction import (
     Original,
     compare,
-    native_verdict,
     original_from_link,
     original_from_png,
-    regenerate_natively,
-    wants_native_retry,
+    retry_natively,
 )
 
 # The command line's host allows what a Recipe allows at all (the app's limits are for public servers).
@@ -238,10 +236,9 @@ def reproduce(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     original = Original(recipe, original.fingerprint, original.environment, original.pixels, tuple(notes))
     verdict = compare(result, original)
-    if args.cpu_isa is None and wants_native_retry(original, verdict, model.device.type):
-        first, result = result, regenerate_natively(recipe, threads=threads or torch.get_num_threads(),
-                                                    dtype=recipe.dtype)
-        verdict = native_verdict(first, result, original)
+    if args.cpu_isa is None:  # a baseline asked for is the one used; otherwise an old original may need native
+        result, verdict = retry_natively(result, verdict, original, device=model.device.type,
+                                         threads=threads or torch.get_num_threads(), dtype=recipe.dtype)
     if args.out is not None:
         save_png(result, args.out)
     if args.json:

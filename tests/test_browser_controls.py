@@ -70,14 +70,18 @@ def test_generate_looks_busy_stop_works_only_while_running_and_ctrl_enter_genera
     page.context.close()
 
 
-def test_a_regenerated_png_shows_under_its_button_at_a_readable_size(browser, app_server, tmp_path):  # noqa: F811
-    page = open_page(browser, app_server.url, 1280, 900)
+def grid_png(page, path) -> None:
+    """Generate seed 4 (2 steps) and save the PNG the page serves for it at `path`."""
     page.locator("#seeds textarea").fill("4")
     page.locator("#num-inference-steps input").fill("2")
     page.locator("#generate").click()
     wait_for_images(page, "grid", 1)
-    response = page.request.get(thumbnails(page, "grid").nth(0).evaluate("img => img.src"))
-    (tmp_path / "seed4.png").write_bytes(response.body())
+    path.write_bytes(page.request.get(thumbnails(page, "grid").nth(0).evaluate("img => img.src")).body())
+
+
+def test_a_regenerated_png_shows_under_its_button_at_a_readable_size(browser, app_server, tmp_path):  # noqa: F811
+    page = open_page(browser, app_server.url, 1280, 900)
+    grid_png(page, tmp_path / "seed4.png")
 
     open_reproduce(page)
     page.locator("#png-drop input[type=file]").set_input_files(str(tmp_path / "seed4.png"))
@@ -145,12 +149,7 @@ def test_a_verdict_goes_with_its_file(browser, app_server, tmp_path):  # noqa: F
     from tests.settle import open_settled, settle, value
 
     page = open_settled(browser, app_server.url)
-    page.locator("#seeds textarea").fill("4")
-    page.locator("#num-inference-steps input").fill("2")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 1)
-    response = page.request.get(thumbnails(page, "grid").nth(0).evaluate("img => img.src"))
-    (tmp_path / "seed4.png").write_bytes(response.body())
+    grid_png(page, tmp_path / "seed4.png")
     from PIL import Image
 
     Image.new("RGB", (64, 64), (200, 30, 30)).save(tmp_path / "plain.png")  # an image with no recipe in it

@@ -10,6 +10,7 @@ are skipped there (tests/test_cpu.py's portable fixtures cover every x86-64 CPU)
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -62,7 +63,7 @@ def test_v1_png_regenerates_the_same_pixels(embedded):
 
 def _reproduce(source: str) -> subprocess.CompletedProcess:
     """`python -m seedlab reproduce SOURCE --model embedded --json` as a user runs it: no other option, a plain shell."""
-    env = {key: value for key, value in __import__("os").environ.items()
+    env = {key: value for key, value in os.environ.items()
            if key not in (*cpu.SETTINGS, cpu.ENV_VAR, cpu.FOUND_VAR)}
     return subprocess.run([sys.executable, "-m", "seedlab", "reproduce", source, "--model", "embedded", "--json"],
                           capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)

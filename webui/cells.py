@@ -13,7 +13,7 @@ import gradio as gr
 
 from seedlab import Recipe
 from seedlab.files.infotext import parameters_text
-from seedlab.files.links import check_fingerprint, result_record
+from seedlab.files.links import check_fingerprint
 from webui.files import ResultRecord
 
 # The components a chosen anchor and a selected cell update, named once (every event that sets them uses these).
@@ -65,7 +65,6 @@ def nudge_panel(ui: dict, strength: float) -> None:
 MAX_LINK = 16_000  # characters of a link a page may send back with a cell
 
 
-cell_record = result_record  # one record for every layer (seedlab.files.links)
 
 
 def checked_record(raw) -> dict:

@@ -13,10 +13,10 @@ from pathlib import Path
 import gradio as gr
 
 from seedlab import Recipe
-from seedlab.explore.plot import parse_axis, plot_recipes
 from seedlab.engine.seeds import parse_seeds
-from seedlab.files.sheets import save_plot_sheet
+from seedlab.explore.plot import parse_axis, plot_recipes
 from seedlab.explore.travel import CURVES, save_animation, steps_draw_noise, travel_recipes
+from seedlab.files.sheets import save_plot_sheet
 from webui.fields import user_errors
 from webui.requests import visitor
 

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from seedlab import Recipe
 from seedlab.engine.environment import Environment
-from seedlab.files.links import check_fingerprint
-from webui.cells import cell_record
+from seedlab.files.links import check_fingerprint, result_record
 
 FORMAT = "seedlab-history"  # an exported file's "format", with "version"
 VERSION = 1
@@ -214,7 +213,7 @@ def export_json(entries: list[Entry], base_url: str) -> dict:
     """The exported file: every entry with its cells' recipes, fingerprints, environments and links."""
     def cell(entry: Entry, index: int) -> dict:
         one = entry.cells[index]
-        return {**cell_record(one.recipe, one.fingerprint, one.environment, base_url), "caption": caption(entry, index)}
+        return {**result_record(one.recipe, one.fingerprint, one.environment, base_url), "caption": caption(entry, index)}
 
     return {"format": FORMAT, "version": VERSION, "exported_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "entries": [{**entry.to_json(), "cells": [cell(entry, i) for i in range(len(entry.cells))]}

@@ -14,8 +14,8 @@ import numpy as np
 from PIL import Image
 
 from seedlab import Recipe, Result, fingerprint
-from seedlab.engine.environment import Environment
 from seedlab import save_png as write_png
+from seedlab.engine.environment import Environment
 
 MAX_PNG_FILES = 1024  # our PNGs kept on disk (Gradio serves its own cached copies); the oldest go first
 MAX_PNG_BYTES = 512 * 2**20  # and at most this much of them

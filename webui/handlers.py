@@ -17,21 +17,22 @@ import gradio as gr
 import torch
 
 from seedlab import Cancelled, Recipe, Result
-from seedlab.serving.admission import Admission
 from seedlab.engine.determinism import device_name
 from seedlab.engine.recipe import DEFAULT_SCHEDULER, SPECS
 from seedlab.engine.seeds import format_seeds, parse_seeds, random_seeds
+from seedlab.files.links import result_record
 from seedlab.scale.workers import Workers
-from webui.cells import ANCHOR, anchor_updates, cell_record, checked, picked, show_cell
-from webui.fields import FIELDS, user_errors
+from seedlab.serving.admission import Admission
+from webui.cells import ANCHOR, anchor_updates, checked, picked, show_cell
 from webui.compare import plot as compare_plot
 from webui.compare import travel as compare_travel
+from webui.fields import FIELDS, user_errors
 from webui.files import MAX_EXPORT_BYTES, MAX_EXPORTS, CancelRegistry, PngStore, ResultRecord
 from webui.gpu import stream_on_gpu
 from webui.history import History
 from webui.matrix import matrix_page
 from webui.reproduction import Reproduction
-from webui.requests import DEFAULT_BASE_URL, base_url, visitor
+from webui.requests import base_url, visitor
 
 # What a generation sends the page while it runs costs CPU that the images need (the page renders every
 # update on the same cores). Progress at most every PROGRESS_INTERVAL_S; finished cells at most every
@@ -49,11 +50,6 @@ def shown(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
-
-
-def result_record(result: Result, base_url: str = DEFAULT_BASE_URL) -> dict:
-    """One image's entry in the results JSON of /grid and /vary; seeds are text (exact in any JSON reader)."""
-    return cell_record(result.recipe, result.fingerprint, result.environment, base_url)
 
 
 def final_only(function):
@@ -298,7 +294,7 @@ class WebApp:
                         path = self.pngs.save(event)
                         self.record.add(event, path)
                         gallery.append((path, captions[len(gallery)]))
-                        results.append(result_record(event, base))
+                        results.append(result_record(event.recipe, event.fingerprint, event.environment, base))
                         unsent = True
                     if unsent and (len(gallery) == len(recipes) or time.monotonic() - sent_at >= IMAGES_INTERVAL_S):
                         sent_at, unsent = time.monotonic(), False

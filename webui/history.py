@@ -18,13 +18,26 @@ from pathlib import Path
 
 import gradio as gr
 
-from seedlab.serving.admission import Admission
-from webui.cells import anchor_updates, cell_record
 from seedlab import Recipe
-from seedlab.files.links import check_fingerprint
+from seedlab.files.links import check_fingerprint, result_record
+from seedlab.serving.admission import Admission
+from webui.cells import anchor_updates
 from webui.entries import (  # noqa: F401 - FORMAT: the history's file format, read by its users
-    FORMAT, KINDS, MAX_CELLS, MAX_ENTRIES, Cell, Entry, add_entry, caption, export_file, label, merge, read_export,
-    read_history, variation_text)
+    FORMAT,
+    KINDS,
+    MAX_CELLS,
+    MAX_ENTRIES,
+    Cell,
+    Entry,
+    add_entry,
+    caption,
+    export_file,
+    label,
+    merge,
+    read_export,
+    read_history,
+    variation_text,
+)
 from webui.fields import restore, user_errors
 from webui.files import PngStore, ResultRecord
 from webui.requests import base_url, visitor
@@ -152,7 +165,7 @@ class History:
                 missing += 1
                 path = str(self.placeholder())
             gallery.append((path, caption(entry, index) + ("" if found else " (not kept here)")))
-            records.append(cell_record(cell.recipe, cell.fingerprint, cell.environment, base))
+            records.append(result_record(cell.recipe, cell.fingerprint, cell.environment, base))
         first = entry.cells[0].recipe
         controls = {}
         if entry.kind != "nudges":  # nudges carry variation seeds: the controls keep what they hold
@@ -170,7 +183,7 @@ class History:
                         "\"Regenerate this entry\" makes them again, and each cell's link regenerates it.")
         if entry.anchor is not None:  # variations and nudges go on from their anchor, as when they were made
             anchor = entry.anchor
-            controls.update(anchor_updates(cell_record(anchor.recipe, anchor.fingerprint, anchor.environment, base)))
+            controls.update(anchor_updates(result_record(anchor.recipe, anchor.fingerprint, anchor.environment, base)))
             note.append(f"Its anchor (seed {anchor.recipe.seed}) is the anchor again.")
         if controls:
             note.append("The controls now hold its recipe.")

@@ -13,16 +13,14 @@ import gradio as gr
 import torch
 
 from seedlab import Original, Progress, Recipe, compare, encode_link
-from seedlab.serving.admission import Admission
 from seedlab.engine.generation import Cancelled
 from seedlab.files.metadata import UnreadableImage
+from seedlab.serving.admission import Admission
 from seedlab.serving.reproduction import (
-    native_verdict,
     original_from_link,
     original_from_png,
     original_from_text,
-    regenerate_natively,
-    wants_native_retry,
+    retry_natively,
 )
 from webui.cells import ANCHOR, CELL, anchor_updates, show_cell, verdict_record
 from webui.fields import RESTORED, label_message, restore, user_errors
@@ -277,11 +275,9 @@ class Reproduction:
                 yield {"reproduced": None, "verdict": None, "verdict_text": "Stopped before the image was regenerated."}
                 return
         verdict = compare(result, original)
-        if wants_native_retry(original, verdict, model.device.type):  # made before SeedLab recorded CPU baselines
-            with user_errors():
-                first, result = result, regenerate_natively(original.recipe, threads=torch.get_num_threads(),
-                                                            dtype=model.dtype)
-            verdict = native_verdict(first, result, original)
+        with user_errors():  # an original made before SeedLab recorded CPU baselines may need native kernels
+            result, verdict = retry_natively(result, verdict, original, device=model.device.type,
+                                             threads=torch.get_num_threads(), dtype=model.dtype)
         link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
         path = self.pngs.save(result)
         self.record.add(result, path)

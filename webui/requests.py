@@ -7,8 +7,8 @@ from urllib.parse import urlsplit
 
 import gradio as gr
 
-from seedlab.files.links import KEYS as LINK_KEYS
 from seedlab.files.links import DEFAULT_BASE_URL, encode_query
+from seedlab.files.links import KEYS as LINK_KEYS
 from webui.uploads import client_address
 
 

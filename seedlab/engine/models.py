@@ -22,9 +22,13 @@ import diffusers
 import torch
 from diffusers import DiffusionPipeline
 
-from .model_info import (
+from .model_info import (  # noqa: F401  (were here)
+    EMBEDDED_GUIDANCE,
     EMBEDDED_MODEL_DIR,
+    EXPLORING_STEPS,
+    STANDARD_GUIDANCE,
     ModelInfo,
+    check_unconditional,
     compatible_schedulers,
     looks_local,
     model_defaults,
@@ -32,7 +36,6 @@ from .model_info import (
     read_info,
     takes_prompt,
 )
-from .model_info import EMBEDDED_GUIDANCE, EXPLORING_STEPS, STANDARD_GUIDANCE, check_unconditional  # noqa: F401  (were here)
 from .recipe import DEFAULT_MODEL, DTYPES, FieldError
 from .tracing import TracedUNet
 

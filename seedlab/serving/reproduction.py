@@ -180,6 +180,15 @@ def regenerate_natively(recipe: Recipe, *, threads: int, dtype: str = "float32")
     return item.result()
 
 
+def retry_natively(result: Result, verdict: Verdict, original: Original, *, device: str, threads: int,
+                   dtype: str) -> tuple[Result, Verdict]:
+    """The result and verdict to show: these, or (see wants_native_retry) those of a retry with native kernels."""
+    if not wants_native_retry(original, verdict, device):
+        return result, verdict
+    retried = regenerate_natively(original.recipe, threads=threads, dtype=dtype)
+    return retried, native_verdict(result, retried, original)
+
+
 def native_verdict(first: Result, retried: Result, original: Original) -> Verdict:
     """The verdict of the native retry, saying which CPU kernels matched and which did not."""
     verdict = compare(retried, original)
