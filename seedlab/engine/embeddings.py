@@ -57,12 +57,17 @@ class Embeddings:
         self.model = model
         self._cache: dict[tuple, dict] = {}
 
-    def arguments(self, recipe: Recipe) -> dict:
-        """Call arguments for `recipe`'s prompt: the embeddings, or the texts when they cannot be reused."""
+    def arguments(self, recipe: Recipe, guided: bool | None = None) -> dict:
+        """Call arguments for `recipe`'s prompt: the embeddings, or the texts when they cannot be reused.
+
+        `guided`: whether the negative prompt is encoded too; by default as the pipeline's call decides
+        (guidance above 1), True for samplers that always guide (A1111's).
+        """
         texts = {"prompt": recipe.prompt, "negative_prompt": recipe.negative_prompt or self.no_negative}
         if not self.usable or (recipe.negative_prompt and not self.guided):
             return texts
-        guided = recipe.guidance_scale > 1  # what the pipeline's do_classifier_free_guidance checks first
+        if guided is None:
+            guided = recipe.guidance_scale > 1  # what the pipeline's do_classifier_free_guidance checks first
         key = (recipe.prompt, recipe.negative_prompt, guided)
         if key not in self._cache:
             negative = {"do_classifier_free_guidance": guided, "negative_prompt": texts["negative_prompt"]}

@@ -31,9 +31,10 @@ from dataclasses import dataclass
 
 import torch
 
+from . import ksampling
 from .determinism import current_environment, full_determinism
 from .embeddings import Embeddings
-from .image import Result, fingerprint  # noqa: F401  (part of this module's API)
+from .image import Result, fingerprint
 from .model_info import check_unconditional
 from .models import Model
 from .noise import UnsupportedPipeline, check_scheduler, make_noise
@@ -104,7 +105,7 @@ def iter_generate(
     Up to `model.lanes` consecutive recipes with the same determinism switch run at once; the lock
     and the switches are held per such chunk, never across a yield.
     """
-    steps = _Steps(sum(r.num_inference_steps for r in recipes), progress)
+    steps = _Steps(sum(r.total_steps for r in recipes), progress)
     embeddings = Embeddings(model)
     chunk: list[Recipe] = []
     for recipe in recipes:
@@ -216,6 +217,9 @@ def _prepare(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Reci
     """Check a recipe against the model and build its call arguments (prompt embeddings included)."""
     if recipe.dtype != model.dtype:
         raise ValueError(f"dtype {recipe.dtype} was asked for, but this model is loaded in {model.dtype}")
+    if ksampling.is_ksampler(recipe.scheduler):
+        return _prepare_k(model, recipe, embeddings)
+    ksampling.check_diffusers_recipe(recipe)
     scheduler = model.make_scheduler(recipe.scheduler)
     recipe = recipe.replace(model=model.name, scheduler=type(scheduler).__name__)
     unconditional = check_unconditional(model.info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
@@ -244,9 +248,41 @@ def _prepare(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Reci
     return recipe, scheduler, arguments
 
 
+def _prepare_k(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Recipe, object, dict]:
+    """An A1111 sampler's recipe: checked against the model; its call arguments are the two embeddings."""
+    ksampling.check_recipe(model.pipeline, recipe)
+    recipe = recipe.replace(model=model.name)
+    encoded = embeddings.arguments(recipe, guided=True)
+    if "prompt_embeds" not in encoded or encoded.get("negative_prompt_embeds") is None:
+        raise ValueError(f"{type(model.pipeline).__name__} cannot run A1111 samplers here (its prompt encoding "
+                         "cannot be reused); choose a diffusers scheduler")
+    return recipe, ksampling.A1111, {"cond": encoded["prompt_embeds"], "uncond": encoded["negative_prompt_embeds"]}
+
+
+def _run_k(model: Model, pipe, recipe: Recipe, arguments: dict, switches, steps: _Steps,
+           cancel: threading.Event | None) -> Result:
+    """One image with an A1111 sampler (ksampling.py) on one lane's pipeline."""
+
+    def on_step() -> None:
+        steps.advance()
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("generation cancelled")
+
+    with torch.inference_mode():
+        latents = ksampling.sample(pipe, ksampling.model_sigmas(pipe), recipe, arguments["cond"], arguments["uncond"],
+                                   on_step)
+        decoded = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
+        image = pipe.image_processor.postprocess(decoded, output_type="pil", do_denormalize=[True])[0]
+    environment = current_environment(model.device, pipe.dtype, switches)
+    image = image.convert("RGB")
+    return Result(recipe=recipe, image=image, fingerprint=fingerprint(image), environment=environment)
+
+
 def _run(model: Model, pipe, recipe: Recipe, scheduler, arguments: dict, switches, steps: _Steps,
          cancel: threading.Event | None) -> Result:
     """One image on one lane's pipeline: a fresh scheduler, fresh noise; the caller holds the lock."""
+    if scheduler is ksampling.A1111:
+        return _run_k(model, pipe, recipe, arguments, switches, steps, cancel)
 
     def on_step_end(pipeline, step: int, timestep, tensors: dict) -> dict:
         steps.advance()

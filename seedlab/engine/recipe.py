@@ -13,13 +13,22 @@ way (the UI by its label, a link by its key, the CLI by its option).
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from .spec import (  # noqa: F401  (part of this module's API)
+    MAX_SAFE_JS_INT,
+    MAX_SIZE,
+    MIN_SIZE,
+    SIZE_MULTIPLE,
+    FieldError,
+    RecipeError,
+    Spec,
+    _check_text,
+    _show,
+)
+
 MAX_SEED = 2**64 - 1  # what torch's manual_seed accepts; ComfyUI and Fooocus seeds reach 2**63
-MAX_SAFE_JS_INT = 2**53 - 1  # beyond this a JavaScript number loses digits: seeds travel as text
 DEFAULT_MODEL = "embedded"  # the checkpoint that ships in seedlab/embedded_model (see models.py)
 DEFAULT_SCHEDULER = "default"  # the model's own scheduler; resolved to a class name at generation
 RNG_SOURCES = ("cpu", "device", "numpy-pcg64", "cuda-philox")
@@ -27,146 +36,14 @@ DTYPES = ("float32", "float16", "bfloat16")
 MAX_PROMPT_CHARS = 2000
 MAX_STEPS = 200
 MAX_GUIDANCE = 50.0
-MIN_SIZE, MAX_SIZE, SIZE_MULTIPLE = 32, 4096, 8
-_SIZE_TEXT = re.compile(r"^\s*([0-9]{1,5})\s*[xX×]\s*([0-9]{1,5})\s*$")
-_INT_TEXT = re.compile(r"^\s*[0-9]{1,20}\s*$")
-
-
-class FieldError(ValueError):
-    """One field's bad value: `field` and `problem` ("must be an integer from 1 to 200, got 2.5")."""
-
-    def __init__(self, field: str, problem: str):
-        super().__init__(f"{field} {problem}")
-        self.field, self.problem = field, problem
-
-
-class RecipeError(ValueError):
-    """Every bad field of a recipe at once."""
-
-    def __init__(self, errors: list[FieldError]):
-        super().__init__("; ".join(str(error) for error in errors))
-        self.errors = errors
-
-    def named(self, name: Any) -> str:
-        """The message with each field named by `name(field)` (a label, a link key, a CLI option)."""
-        return "; ".join(f"{name(error.field)} {error.problem}" for error in self.errors)
-
-
-@dataclass(frozen=True)
-class Spec:
-    """How one recipe field is checked, shown and written. `default` never changes (links omit it)."""
-
-    kind: str  # text, name, seed, int, float, bool, choice, size
-    label: str  # the UI label; messages shown in the UI name the field by it
-    link: str  # the key in a link's query string
-    cli: str  # the command-line option
-    a1111: str | None = None  # the key in A1111 `parameters` text (None: not written there)
-    a1111_when: str | None = None  # write the key only while this field is not at its default (A1111's habit)
-    help: str = ""
-    low: float = 0
-    high: float = 0
-    multiple: int = 1
-    choices: tuple[str, ...] = ()
-
-    def allowed(self) -> str:
-        """The allowed values in words, for messages and help."""
-        if self.kind in ("seed", "int"):
-            return f"a whole number from {self.low} to {self.high}" + (
-                f" and a multiple of {self.multiple}" if self.multiple > 1 else "")
-        if self.kind == "float":
-            return f"a number from {self.low:g} to {self.high:g}"
-        if self.kind == "choice":
-            return "one of " + ", ".join(self.choices)
-        if self.kind == "bool":
-            return "true or false"
-        if self.kind == "size":
-            return f"WIDTHxHEIGHT with each from {MIN_SIZE} to {MAX_SIZE} and a multiple of {SIZE_MULTIPLE} (or empty: off)"
-        if self.kind == "text":
-            return f"text of at most {int(self.high)} characters"
-        return f"a non-empty name of at most {int(self.high)} characters"
-
-    def check(self, field: str, value: Any) -> Any:
-        """`value` if it is a valid typed value for this field (normalised: int guidance -> float)."""
-        bad = FieldError(field, f"must be {self.allowed()}, got {_show(value)}")
-        if self.kind in ("seed", "int"):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise bad
-            if not self.low <= value <= self.high or value % self.multiple:
-                raise bad
-            return value
-        if self.kind == "float":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise bad
-            if not self.low <= value <= self.high:
-                raise bad
-            return float(value)
-        if self.kind == "bool":
-            if not isinstance(value, bool):
-                raise bad
-            return value
-        if self.kind == "choice":
-            if not isinstance(value, str) or value not in self.choices:
-                raise bad
-            return value
-        if self.kind == "size":
-            if value is None:
-                return None
-            if not (isinstance(value, tuple) and len(value) == 2):
-                raise bad
-            for side in value:
-                if isinstance(side, bool) or not isinstance(side, int) or not MIN_SIZE <= side <= MAX_SIZE \
-                        or side % SIZE_MULTIPLE:
-                    raise bad
-            return value
-        return _check_text(field, value, self)
-
-    def coerce(self, value: Any) -> Any:
-        """A value as JSON, a widget or an API client sends it, as this field's type (not yet range-checked).
-
-        Seeds may come as decimal text (JavaScript numbers lose digits above 2**53); whole floats
-        (20.0 from a number widget) become ints; a size may be "WxH", [w, h] or empty.
-        """
-        if self.kind in ("seed", "int"):
-            if isinstance(value, str) and _INT_TEXT.match(value):
-                return int(value)
-            if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_SAFE_JS_INT:
-                return int(value)
-        elif self.kind == "size":
-            if value is None or (isinstance(value, str) and not value.strip()):
-                return None
-            if isinstance(value, str) and _SIZE_TEXT.match(value):
-                match = _SIZE_TEXT.match(value)
-                return int(match[1]), int(match[2])
-            if isinstance(value, (list, tuple)) and len(value) == 2:
-                return tuple(self.coerce_side(side) for side in value)
-        elif self.kind == "float" and isinstance(value, str):
-            try:
-                return float(value) if len(value) <= 40 else value
-            except ValueError:
-                return value
-        return value
-
-    @staticmethod
-    def coerce_side(side: Any) -> Any:
-        return int(side) if isinstance(side, float) and side.is_integer() else side
-
-    def to_json(self, value: Any) -> Any:
-        """The field's JSON value: seeds as decimal text (exact in any JSON reader), a size as "WxH"."""
-        if self.kind == "seed":
-            return str(value)
-        if self.kind == "size":
-            return None if value is None else f"{value[0]}x{value[1]}"
-        return value
-
-    def to_text(self, value: Any) -> str:
-        """The field's value as text (links, the CLI, PNG text): the shortest text that reads back the same."""
-        if self.kind == "bool":
-            return "1" if value else "0"
-        if self.kind == "float":
-            return repr(float(value)).removesuffix(".0")
-        if self.kind == "size":
-            return "" if value is None else f"{value[0]}x{value[1]}"
-        return str(value)
+# A1111's "Schedule type" labels (modules/sd_schedulers.py); Automatic is the sampler's own default.
+SCHEDULES = ("Automatic", "Uniform", "Karras", "Exponential", "Polyexponential", "SGM Uniform", "KL Optimal",
+             "Align Your Steps", "Simple", "Normal", "DDIM", "Beta")
+# A1111's latent upscalers for hires fix (processing.latent_upscale_modes): interpolation mode, antialias.
+LATENT_UPSCALERS = {"Latent": ("bilinear", False), "Latent (antialiased)": ("bilinear", True),
+                    "Latent (bicubic)": ("bicubic", False), "Latent (bicubic antialiased)": ("bicubic", True),
+                    "Latent (nearest)": ("nearest", False), "Latent (nearest-exact)": ("nearest-exact", False)}
+MAX_HIRES_SCALE = 4.0
 
 
 def _spec(default: Any = dataclasses.MISSING, **spec: Any) -> Any:
@@ -216,11 +93,58 @@ class Recipe:
                                 help="deterministic kernels for this generation (slower on a GPU)")
     dtype: str = _spec("float32", kind="choice", choices=DTYPES, label="dtype", link="dtype", cli="--dtype", a1111="Dtype",
                        help="the weights' precision")
+    # A1111's sampler settings (used by A1111 sampler names in `scheduler`: "DPM++ 2M", "Euler a", ...).
+    schedule: str = _spec("Automatic", kind="choice", choices=SCHEDULES, label="Schedule type", link="schedule",
+                          cli="--schedule", a1111="Schedule type", a1111_when="schedule",
+                          help="A1111's noise schedule for an A1111 sampler (Automatic: the sampler's own)")
+    eta: float = _spec(1.0, kind="float", high=1.0, label="Eta", link="eta", cli="--eta", a1111="Eta", a1111_when="eta",
+                       help="how much noise ancestral and SDE samplers add back at each step (A1111's default 1)")
+    eta_noise_seed_delta: int = _spec(0, kind="int", high=2**32 - 1, label="ENSD", link="ensd", cli="--ensd", a1111="ENSD",
+                                      a1111_when="eta_noise_seed_delta",
+                                      help="A1111's eta noise seed delta: ancestral noise comes from seed + ENSD "
+                                           "(31337 in NovelAI-style setups; 0: off)")
+    s_churn: float = _spec(0.0, kind="float", high=100.0, label="Sigma churn", link="churn", cli="--s-churn",
+                           a1111="Sigma churn", a1111_when="s_churn", help="extra noise per step for Euler, Heun, DPM2")
+    s_tmin: float = _spec(0.0, kind="float", high=1000.0, label="Sigma tmin", link="tmin", cli="--s-tmin",
+                          a1111="Sigma tmin", a1111_when="s_tmin", help="churn only at sigmas from this level")
+    s_tmax: float = _spec(0.0, kind="float", high=1000.0, label="Sigma tmax", link="tmax", cli="--s-tmax",
+                          a1111="Sigma tmax", a1111_when="s_tmax", help="churn only at sigmas up to this level (0: any)")
+    s_noise: float = _spec(1.0, kind="float", high=2.0, label="Sigma noise", link="snoise", cli="--s-noise",
+                           a1111="Sigma noise", a1111_when="s_noise", help="the churn noise's scale")
+    schedule_sigma_min: float = _spec(0.0, kind="float", high=1000.0, label="Schedule min sigma", link="smin",
+                                      cli="--sigma-min", a1111="Schedule min sigma", a1111_when="schedule_sigma_min",
+                                      help="the schedule's lowest sigma (0: the model's)")
+    schedule_sigma_max: float = _spec(0.0, kind="float", high=1000.0, label="Schedule max sigma", link="smax",
+                                      cli="--sigma-max", a1111="Schedule max sigma", a1111_when="schedule_sigma_max",
+                                      help="the schedule's highest sigma (0: the model's)")
+    schedule_rho: float = _spec(0.0, kind="float", high=100.0, label="Schedule rho", link="rho", cli="--rho",
+                                a1111="Schedule rho", a1111_when="schedule_rho",
+                                help="Karras / Polyexponential rho (0: the schedule's own, 7 and 1)")
+    # A1111's hires fix with a latent upscaler: a second pass at the larger size.
+    hires_scale: float = _spec(0.0, kind="float", high=MAX_HIRES_SCALE, label="Hires upscale", link="hr",
+                               cli="--hires-scale", a1111="Hires upscale", a1111_when="hires_scale",
+                               help="hires fix: upscale the latents by this factor and denoise again (0: off)")
+    hires_upscaler: str = _spec("Latent", kind="choice", choices=tuple(LATENT_UPSCALERS), label="Hires upscaler",
+                                link="hrup", cli="--hires-upscaler", a1111="Hires upscaler", a1111_when="hires_scale",
+                                help="how the latents are enlarged (A1111's latent upscalers)")
+    hires_steps: int = _spec(0, kind="int", high=MAX_STEPS, label="Hires steps", link="hrsteps", cli="--hires-steps",
+                             a1111="Hires steps", a1111_when="hires_steps", help="the second pass's steps (0: Steps)")
+    denoising_strength: float = _spec(0.7, kind="float", high=1.0, label="Denoising strength", link="denoise",
+                                      cli="--denoising-strength", a1111="Denoising strength", a1111_when="hires_scale",
+                                      help="how much of the upscaled image the second pass changes")
+    hires_sampler: str = _spec("", kind="text", high=300, label="Hires sampler", link="hrsampler",
+                               cli="--hires-sampler", a1111="Hires sampler", a1111_when="hires_sampler",
+                               help="the second pass's A1111 sampler (empty: the same)")
+    hires_schedule: str = _spec("", kind="choice", choices=("", *SCHEDULES), label="Hires schedule type",
+                                link="hrschedule", cli="--hires-schedule", a1111="Hires schedule type",
+                                a1111_when="hires_schedule", help="the second pass's schedule (empty: the same)")
 
     def __post_init__(self) -> None:
         values = check_fields({name: getattr(self, name) for name in SPECS_ORDER})
         for name, value in values.items():
             object.__setattr__(self, name, value)
+        if self.hires_scale:
+            _check_hires(self)
 
     def replace(self, **changes: Any) -> Recipe:
         """A copy with some fields changed (validated again)."""
@@ -247,6 +171,11 @@ class Recipe:
         return cls(**{name: SPECS[name].coerce(value) for name, value in data.items()})
 
     @property
+    def total_steps(self) -> int:
+        """The denoising steps asked for, both passes of hires fix counted."""
+        return self.num_inference_steps + ((self.hires_steps or self.num_inference_steps) if self.hires_scale else 0)
+
+    @property
     def noise_is_plain(self) -> bool:
         """True when the starting noise is the seed's own (no variation seed, no seed resize)."""
         return self.variation_strength == 0 and self.seed_resize_from in (None, (self.width, self.height))
@@ -269,6 +198,20 @@ def check_fields(values: dict[str, Any]) -> dict[str, Any]:
     return checked
 
 
+def _check_hires(recipe: Recipe) -> None:
+    """Hires fix's fields together: a scale of at least 1 that gives a valid size, a strength above 0."""
+    errors = []
+    sizes = [int(side * recipe.hires_scale) for side in (recipe.width, recipe.height)]
+    if recipe.hires_scale < 1 or any(side > MAX_SIZE or side % SIZE_MULTIPLE for side in sizes):
+        errors.append(FieldError("hires_scale", f"must be 0 (off) or from 1 to {MAX_HIRES_SCALE:g} with width and height "
+                                                f"times it whole multiples of {SIZE_MULTIPLE} up to {MAX_SIZE}, got "
+                                                f"{recipe.hires_scale:g} ({sizes[0]}x{sizes[1]})"))
+    if recipe.denoising_strength == 0:
+        errors.append(FieldError("denoising_strength", "must be above 0 with hires fix on (Hires upscale), got 0"))
+    if errors:
+        raise RecipeError(errors)
+
+
 def join_prompt(base: str, variation: str) -> str:
     """Append a variation to a base prompt: ", artsy" is appended as written, "artsy" after ", "."""
     variation = variation.rstrip()
@@ -277,25 +220,3 @@ def join_prompt(base: str, variation: str) -> str:
     if variation[0] in ",;.:!? " or not base:
         return base + variation
     return f"{base}, {variation}"
-
-
-def _check_text(field: str, value: Any, spec: Spec) -> str:
-    if not isinstance(value, str):
-        raise FieldError(field, f"must be text, got {type(value).__name__}")
-    if spec.kind == "name" and not value.strip():
-        raise FieldError(field, f"must be {spec.allowed()}, got {_show(value)}")
-    if len(value) > spec.high:
-        raise FieldError(field, f"must be at most {int(spec.high)} characters, got {len(value)}")
-    if "\x00" in value:
-        raise FieldError(field, "must not contain NUL characters")
-    if any("\ud800" <= char <= "\udfff" for char in value):  # valid in a Python str, not in UTF-8
-        raise FieldError(field, "must be valid Unicode text (it holds a lone surrogate)")
-    return value
-
-
-def _show(value: Any) -> str:
-    """A value for a message: short, and never Python's own error text (a 5,000-digit int is fine here)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**40:
-        return f"a {len(str(abs(value))) if abs(value) < 10**4000 else 'huge'}-digit number"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,83 @@
+"""A1111's sampler names, torch-free: which names SeedLab runs as A1111 runs them, and their options.
+
+The table is AUTOMATIC1111 1.10's `samplers_k_diffusion` (modules/sd_samplers_kdiffusion.py): each
+sampler's k-diffusion function, the schedule "Automatic" stands for, and the options that change how
+it is driven. ksampling.py runs them; the file readers (files/infotext.py) and the page read the names
+from here without importing torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KSampler:
+    """One of A1111's k-diffusion samplers and its options (sd_samplers_kdiffusion.samplers_k_diffusion)."""
+
+    label: str
+    function: str  # the name in ksamplers.SAMPLER_FUNCTIONS (k-diffusion's sample_<name>)
+    aliases: tuple[str, ...]
+    schedule: str = "Uniform"  # what "Automatic" means for this sampler
+    discard_penultimate: bool = False
+    brownian: bool = False
+    uses_ensd: bool = False
+    solver_type: str = "midpoint"
+
+
+A1111_SAMPLERS = {sampler.label: sampler for sampler in (
+    KSampler("DPM++ 2M", "dpmpp_2m", ("k_dpmpp_2m",), "Karras"),
+    KSampler("DPM++ SDE", "dpmpp_sde", ("k_dpmpp_sde",), "Karras", brownian=True),
+    KSampler("DPM++ 2M SDE", "dpmpp_2m_sde", ("k_dpmpp_2m_sde",), "Exponential", brownian=True),
+    KSampler("DPM++ 2M SDE Heun", "dpmpp_2m_sde", ("k_dpmpp_2m_sde_heun",), "Exponential", brownian=True,
+             solver_type="heun"),
+    KSampler("DPM++ 2S a", "dpmpp_2s_ancestral", ("k_dpmpp_2s_a",), "Karras", uses_ensd=True),
+    KSampler("DPM++ 3M SDE", "dpmpp_3m_sde", ("k_dpmpp_3m_sde",), "Exponential", discard_penultimate=True,
+             brownian=True),
+    KSampler("Euler a", "euler_ancestral", ("k_euler_a", "k_euler_ancestral"), uses_ensd=True),
+    KSampler("Euler", "euler", ("k_euler",)),
+    KSampler("LMS", "lms", ("k_lms",)),
+    KSampler("Heun", "heun", ("k_heun",)),
+    KSampler("DPM2", "dpm_2", ("k_dpm_2",), "Karras", discard_penultimate=True),
+    KSampler("DPM2 a", "dpm_2_ancestral", ("k_dpm_2_a",), "Karras", discard_penultimate=True, uses_ensd=True),
+)}
+_BY_ALIAS = {alias: sampler for sampler in A1111_SAMPLERS.values() for alias in (sampler.label, *sampler.aliases)}
+# A1111 schedule labels and the other spellings 1.10 accepts after a sampler's name ("DPM++ 2M Karras").
+SCHEDULE_NAMES = {"Automatic": "automatic", "Uniform": "uniform", "Karras": "karras", "Exponential": "exponential",
+                  "Polyexponential": "polyexponential", "SGM Uniform": "sgm_uniform", "KL Optimal": "kl_optimal",
+                  "Align Your Steps": "align_your_steps", "Simple": "simple", "Normal": "normal", "DDIM": "ddim",
+                  "Beta": "beta"}
+_SCHEDULE_SPELLINGS = {**{label: label for label in SCHEDULE_NAMES},
+                       **{name: label for label, name in SCHEDULE_NAMES.items()}, "SGMUniform": "SGM Uniform"}
+DEFAULT_RHO = {"Karras": 7.0, "Polyexponential": 1.0}
+
+
+def split_sampler(name: str) -> tuple[KSampler, str] | None:
+    """An A1111 sampler name as (sampler, schedule label named in it, or "Automatic"); None if not one.
+
+    Before 1.9 the schedule was part of the name ("DPM++ 2M Karras", "DPM++ 2M SDE Exponential");
+    1.10 reads such names as the sampler with that schedule, and "Automatic" where it is the default.
+    """
+    if name in _BY_ALIAS:
+        return _BY_ALIAS[name], "Automatic"
+    for spelling, label in _SCHEDULE_SPELLINGS.items():
+        base = name.removesuffix(" " + spelling)
+        if base != name and base in _BY_ALIAS:
+            sampler = _BY_ALIAS[base]
+            return sampler, "Automatic" if label == sampler.schedule and label != "Uniform" else label
+    return None
+
+
+def is_ksampler(name: str) -> bool:
+    return split_sampler(name) is not None
+
+
+def schedule_label(text: str) -> str | None:
+    """A schedule as A1111 1.10 reads it (label, name or alias: "Karras", "karras", "SGMUniform") as its label."""
+    return _SCHEDULE_SPELLINGS.get(text.strip())
+
+
+def sampler_label(name: str) -> tuple[str, str] | None:
+    """An A1111 sampler name as (label, schedule label); None when it is not one of A1111_SAMPLERS."""
+    found = split_sampler(name.strip())
+    return None if found is None else (found[0].label, found[1])

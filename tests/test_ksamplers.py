@@ -1,0 +1,154 @@
+"""A1111's samplers, schedules, noise conventions and hires fix against k-diffusion driven as A1111 1.10 drives it.
+
+The reference (tests/reference_a1111.py) calls k-diffusion 0.1.1's own sampler and schedule functions
+the way A1111's modules do (CFGDenoiser, ImageRNG, TorchHijack, BrownianTreeNoiseSampler, get_sigmas,
+sample_hr_pass); SeedLab's own implementation (seedlab/engine/ksampling.py) must give the same latents
+bit for bit, on a tiny random-weight SD pipeline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from seedlab.engine import ksampling
+from seedlab.engine.generation import generate
+from seedlab.engine.models import describe
+from seedlab.engine.recipe import LATENT_UPSCALERS, SCHEDULES, Recipe, RecipeError
+from seedlab.engine.sampler_names import A1111_SAMPLERS, split_sampler
+from tests.reference_a1111 import a1111_txt2img
+from tests.tiny import tiny_pipeline
+
+STEPS = 6
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    pipe = tiny_pipeline(tmp_path_factory.mktemp("tok"))
+    with torch.inference_mode():
+        cond, uncond = pipe.encode_prompt("a red circle", "cpu", 1, True, "blue square")
+    betas = (torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2).numpy()
+    alphas_cumprod = torch.tensor(np.cumprod(1 - betas), dtype=torch.float32)  # as CompVis computes them
+    return pipe, cond, uncond, alphas_cumprod
+
+
+def ours(setup, **fields) -> torch.Tensor:
+    pipe, cond, uncond, _ = setup
+    recipe = Recipe(prompt="unused: the embeddings are given", width=64, height=64, guidance_scale=7.0,
+                    num_inference_steps=fields.pop("steps", STEPS), seed=fields.pop("seed", 5), **fields)
+    with torch.inference_mode():
+        return ksampling.sample(pipe, ksampling.model_sigmas(pipe), recipe, cond, uncond, lambda: None)
+
+
+def reference(setup, **options) -> torch.Tensor:
+    pipe, cond, uncond, alphas_cumprod = setup
+    # The tiny VAE scales by 4, A1111 by 8: a 128-pixel A1111 image has the tiny pipeline's 16x16 latents.
+    with torch.inference_mode():
+        return a1111_txt2img(pipe.unet, alphas_cumprod, cond=cond, uncond=uncond, seed=options.pop("seed", 5),
+                             width=128, height=128, steps=options.pop("steps", STEPS), cfg_scale=7.0, **options)
+
+
+@pytest.mark.parametrize("sampler", list(A1111_SAMPLERS))
+@pytest.mark.parametrize("schedule", ["Automatic", "Karras", "Exponential"])
+def test_every_sampler_matches_k_diffusion_as_a1111_drives_it(setup, sampler, schedule):
+    assert torch.equal(ours(setup, scheduler=sampler, schedule=schedule),
+                       reference(setup, sampler=sampler, schedule=schedule))
+
+
+@pytest.mark.parametrize("schedule", [name for name in SCHEDULES if name not in ("Automatic", "Karras", "Exponential")])
+@pytest.mark.parametrize("sampler", ["DPM++ 2M", "Euler a", "DPM++ 3M SDE"])
+def test_every_schedule_type_matches(setup, sampler, schedule):
+    assert torch.equal(ours(setup, scheduler=sampler, schedule=schedule),
+                       reference(setup, sampler=sampler, schedule=schedule))
+
+
+@pytest.mark.parametrize("old, new, schedule", [("DPM++ 2M Karras", "DPM++ 2M", "Automatic"),
+                                                ("DPM++ 2M SDE Heun Karras", "DPM++ 2M SDE Heun", "Karras"),
+                                                ("Euler a Exponential", "Euler a", "Exponential"),
+                                                ("k_dpmpp_2m", "DPM++ 2M", "Automatic")])
+def test_old_names_carry_their_schedule(setup, old, new, schedule):
+    assert split_sampler(old)[0].label == new
+    assert torch.equal(ours(setup, scheduler=old), ours(setup, scheduler=new, schedule=schedule))
+    if not old.startswith("k_"):  # aliases are A1111's API spellings, not names its reader resolves
+        assert torch.equal(ours(setup, scheduler=old), reference(setup, sampler=old))
+
+
+@pytest.mark.parametrize("sampler, fields, options", [
+    ("Euler a", {"eta_noise_seed_delta": 31337}, {"ensd": 31337}),
+    ("DPM2 a", {"eta_noise_seed_delta": 1, "eta": 0.7}, {"ensd": 1, "eta": 0.7}),
+    ("Euler", {"s_churn": 1.0, "s_noise": 0.9, "s_tmin": 0.5, "s_tmax": 10.0},
+     {"s_churn": 1.0, "s_noise": 0.9, "s_tmin": 0.5, "s_tmax": 10.0}),
+    ("Heun", {"s_churn": 2.0}, {"s_churn": 2.0}),
+    ("DPM++ 2M SDE", {"eta": 0.5, "s_noise": 0.9}, {"eta": 0.5, "s_noise": 0.9}),
+    ("DPM++ SDE", {"eta_noise_seed_delta": 31337}, {"ensd": 31337}),
+    ("Euler a", {"eta": 0.0}, {"eta": 0.0}),
+    ("DPM++ 2M", {"schedule": "Karras", "schedule_sigma_min": 0.1, "schedule_sigma_max": 10.0, "schedule_rho": 5.0},
+     {"schedule": "Karras", "sigma_min": 0.1, "sigma_max": 10.0, "rho": 5.0}),
+])
+def test_sampler_settings_act_as_in_a1111(setup, sampler, fields, options):
+    assert torch.equal(ours(setup, scheduler=sampler, **fields), reference(setup, sampler=sampler, **options))
+
+
+def test_ensd_moves_only_the_noise_drawn_after_the_first(setup):
+    assert not torch.equal(ours(setup, scheduler="Euler a"), ours(setup, scheduler="Euler a", eta_noise_seed_delta=7))
+    assert torch.equal(ours(setup, scheduler="Euler"), ours(setup, scheduler="Euler", eta_noise_seed_delta=7))
+    # SDE samplers' Brownian tree is seeded with the seed itself, not seed + ENSD.
+    assert torch.equal(ours(setup, scheduler="DPM++ 2M SDE"), ours(setup, scheduler="DPM++ 2M SDE",
+                                                                   eta_noise_seed_delta=7))
+
+
+@pytest.mark.parametrize("upscaler", list(LATENT_UPSCALERS))
+def test_hires_fix_with_each_latent_upscaler(setup, upscaler):
+    got = ours(setup, scheduler="Euler a", hires_scale=2.0, hires_upscaler=upscaler, hires_steps=4,
+               denoising_strength=0.6)
+    want = reference(setup, sampler="Euler a",
+                     hires={"scale": 2.0, "upscaler": upscaler, "steps": 4, "denoising_strength": 0.6})
+    assert got.shape == (1, 4, 32, 32)
+    assert torch.equal(got, want)
+
+
+def test_hires_fix_with_its_own_sampler_and_schedule(setup):
+    got = ours(setup, scheduler="DPM++ 2M SDE", hires_scale=1.5, hires_sampler="DPM2 a", hires_schedule="Karras",
+               denoising_strength=0.5, eta_noise_seed_delta=31337)
+    want = reference(setup, sampler="DPM++ 2M SDE", ensd=31337, hires={
+        "scale": 1.5, "upscaler": "Latent", "steps": 0, "denoising_strength": 0.5, "sampler": "DPM2 a",
+        "schedule": "Karras"})
+    assert torch.equal(got, want)
+
+
+def test_a_grid_cell_is_its_solo_image(setup, tmp_path):
+    """Cell == solo holds for A1111 samplers and hires fix: each image has its own generator and tree."""
+    pipe = setup[0]
+    model = describe("tiny", pipe, torch.device("cpu"))
+    recipes = [Recipe(prompt="a red circle", seed=seed, scheduler=sampler, num_inference_steps=4, **extra)
+               for seed in (1, 2) for sampler, extra in (("DPM++ SDE", {}), ("Euler a", {"hires_scale": 1.5}))]
+    from seedlab.engine.generation import iter_generate
+
+    together = [result.fingerprint for result in iter_generate(model, recipes)]
+    alone = [generate(model, recipe).fingerprint for recipe in recipes]
+    assert together == alone
+    assert len(set(together)) == 4
+
+
+def test_a1111_fields_are_refused_for_diffusers_schedulers(setup):
+    model = describe("tiny", setup[0], torch.device("cpu"))
+    with pytest.raises(ValueError, match="schedule needs an A1111 sampler"):
+        generate(model, Recipe(prompt="a", scheduler="EulerDiscreteScheduler", schedule="Karras"))
+    with pytest.raises(ValueError, match="hires_scale needs an A1111 sampler"):
+        generate(model, Recipe(prompt="a", hires_scale=2.0))
+    with pytest.raises(ValueError, match="hires_sampler must be one of DPM\\+\\+ 2M"):
+        generate(model, Recipe(prompt="a", scheduler="Euler", hires_scale=2.0, hires_sampler="Euler z"))
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"hires_scale": 1.3}, "hires_scale must be 0 (off) or from 1 to 4"),
+    ({"hires_scale": 0.5}, "hires_scale must be 0 (off) or from 1 to 4"),
+    ({"hires_scale": 2.0, "denoising_strength": 0.0}, "denoising_strength must be above 0"),
+    ({"schedule": "Karras Exponential"}, "schedule must be one of Automatic, Uniform, Karras"),
+    ({"eta": 1.5}, "eta must be a number from 0 to 1"),
+    ({"eta_noise_seed_delta": -1}, "eta_noise_seed_delta must be a whole number from 0 to 4294967295"),
+])
+def test_bad_values_name_the_field_and_the_range(fields, message):
+    with pytest.raises(RecipeError, match=message.replace("(", "\\(").replace(")", "\\)").replace("+", "\\+")):
+        Recipe(prompt="a", scheduler="Euler", **fields)
