@@ -93,11 +93,18 @@ def test_gpu_noise_past_a_cards_threads_is_noted_with_the_cards_it_matches(size,
             assert len(noted) == 1 and noted[0].endswith("rng cuda-philox " + cards)
 
 
-def test_gpu_noise_with_an_ancestral_sampler_says_why_it_cannot_run():
+def test_gpu_noise_with_an_ancestral_sampler_runs_as_a1111s_nv_source():
+    """A1111's own Euler a draws its step noise from NV's philox counters, which rng cuda-philox computes."""
     fields, notes, _ = read_infotext(DUCK.replace("UniPC", "Euler a") + ", RNG: NV")
+    assert fields["rng"] == "cuda-philox" and fields["scheduler"] == "Euler a"
+    assert not any("every step" in note for note in notes)
+
+
+def test_gpu_noise_with_a_diffusers_ancestral_scheduler_says_why_it_cannot_run():
+    text = DUCK.replace("UniPC", "Euler a") + ", RNG: NV, App: SD.Next"  # SD.Next runs diffusers' schedulers
+    fields, notes, _ = read_infotext(text)
     assert fields["rng"] == "cuda-philox" and fields["scheduler"] == "EulerAncestralDiscreteScheduler"
     assert any(note.startswith("EulerAncestralDiscreteScheduler draws noise at every step") for note in notes)
-    assert not any("every step" in note for note in read_infotext(DUCK.replace("UniPC", "Euler a") + ", RNG: CPU")[1])
 
 
 def test_the_writer_speaks_a1111_words_from_one_key_table():

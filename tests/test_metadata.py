@@ -11,6 +11,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from seedlab import MAX_SEED, Recipe, Result, fingerprint, png_info, read_png, save_png
+from seedlab.engine.sampler_names import A1111_SAMPLERS
 from seedlab.files.metadata import SAMPLERS, UnreadableImage, parameters_text, read_parameters
 from tests.test_links import ENV, recipes
 
@@ -102,13 +103,15 @@ def test_a1111_texts_restore_prompt_seed_steps_cfg_size_and_sampler(recipe, samp
         "Version": "v1.10.1",
     }
     restored, print_, notes = read_parameters(a1111_text(recipe.prompt, recipe.negative_prompt, fields))
-    expected_scheduler = SAMPLERS[sampler.removesuffix(" Karras")]
-    assert restored == recipe.replace(scheduler=expected_scheduler, rng="cuda-philox")  # no RNG: A1111's GPU noise
+    # A1111's own samplers, run as A1111 runs them; a name's schedule wins over "Schedule type" (1.10's reading).
+    schedule = "Automatic" if sampler.endswith(" Karras") or not karras_type else "Karras"
+    expected = recipe.replace(scheduler=sampler.removesuffix(" Karras"), schedule=schedule, rng="cuda-philox")
+    assert restored == expected  # no RNG: A1111's GPU noise
     assert print_ is None
     assert any(note.startswith("Model hash 6ce0161689") for note in notes)
     assert any(note.startswith("Lora hashes: add_detail: 7c6bad76eb54, more") for note in notes)
     assert any(note.startswith("Emphasis: Original") for note in notes)
-    assert any("Karras" in note for note in notes) == ("Karras" in sampler or karras_type)
+    assert not any("Karras" in note for note in notes)  # the schedule is applied, not noted
 
 
 @settings(max_examples=150, deadline=None)
@@ -134,27 +137,36 @@ def test_a_real_a1111_png_restores_its_recipe_with_notes():
     assert recipe == Recipe(
         prompt="masterpiece, a lighthouse on a cliff,\n(stormy sea:1.2), <lora:add_detail:0.5>",
         negative_prompt="lowres, bad anatomy\nworst quality", seed=3839811283, num_inference_steps=28,
-        guidance_scale=6.5, width=512, height=768, scheduler="DPMSolverMultistepScheduler",
-        model="v1-5-pruned-emaonly", rng="cuda-philox",
+        guidance_scale=6.5, width=512, height=768, scheduler="DPM++ 2M", schedule="Karras",
+        model="v1-5-pruned-emaonly", rng="cuda-philox", hires_scale=2.0, hires_steps=10, denoising_strength=0.45,
+        hires_upscaler="Latent",
     )
     assert (print_, environment) == (None, None)
     text = "\n".join(notes)
-    for expected in ("Schedule type Karras", "Model hash 6ce0161689", "Clip skip 2",
-                     "hires fix (Denoising strength: 0.45, Hires upscale: 2, Hires steps: 10, Hires upscaler: Latent)",
-                     "Lora hashes: add_detail: 7c6bad76eb54", "TI hashes",
+    for expected in ("Model hash 6ce0161689", "Clip skip 2", "Lora hashes: add_detail: 7c6bad76eb54", "TI hashes",
                      "<lora:add_detail:0.5> in the prompt: A1111 extra networks"):
         assert expected in text, text
+    assert "Karras" not in text and "hires" not in text.lower()  # both are run, not noted
 
 
-@pytest.mark.parametrize(("sampler", "scheduler"), [*SAMPLERS.items(),
-                                                    ("DPM++ 2M Karras", "DPMSolverMultistepScheduler"),
-                                                    ("Euler a Exponential", "EulerAncestralDiscreteScheduler")])
-def test_a1111_sampler_names_map_to_diffusers_schedulers(sampler, scheduler):
+@pytest.mark.parametrize(("sampler", "scheduler"), [(name, scheduler) for name, scheduler in SAMPLERS.items()
+                                                    if name not in A1111_SAMPLERS])
+def test_a1111_samplers_that_are_not_k_diffusions_map_to_diffusers_schedulers(sampler, scheduler):
     recipe, _, _ = read_parameters(f"x\nSteps: 20, Sampler: {sampler}, CFG scale: 7, Seed: 1, Size: 64x64")
     assert recipe.scheduler == scheduler
 
 
-@pytest.mark.parametrize("sampler", ["DPM fast", "DPM adaptive", "Restart", "DPM++ 2M SDE Heun Karras"])
+@pytest.mark.parametrize(("sampler", "label", "schedule"), [
+    *[(name, name, "Automatic") for name in A1111_SAMPLERS], ("DPM++ 2M Karras", "DPM++ 2M", "Automatic"),
+    ("Euler a Exponential", "Euler a", "Exponential"), ("DPM++ 2M SDE Heun Karras", "DPM++ 2M SDE Heun", "Karras"),
+    ("DPM++ 3M SDE Exponential", "DPM++ 3M SDE", "Automatic")])
+def test_a1111_k_diffusion_samplers_are_kept_as_a1111_names_them(sampler, label, schedule):
+    text = f"x\nSteps: 20, Sampler: {sampler}, CFG scale: 7, Seed: 1, Size: 64x64, RNG: CPU"
+    recipe, _, notes = read_parameters(text)
+    assert (recipe.scheduler, recipe.schedule, notes) == (label, schedule, [])
+
+
+@pytest.mark.parametrize("sampler", ["DPM fast", "DPM adaptive", "Restart"])
 def test_a_sampler_without_an_equivalent_uses_the_default_with_a_note(sampler):
     recipe, _, notes = read_parameters(f"x\nSteps: 20, Sampler: {sampler}, CFG scale: 7, Seed: 1, Size: 64x64")
     assert recipe.scheduler == "default"

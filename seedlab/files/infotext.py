@@ -19,6 +19,8 @@ from typing import Any
 
 from ..engine.philox import CUDA_CARDS, cards_matching
 from ..engine.recipe import SPECS
+from ..engine.sampler_names import is_ksampler
+from .a1111_sampling import READ_HERE, read_sampling
 from .formats import A1111_NAMES, MAX_TEXT, SAMPLERS, check_text, loads, sampler_scheduler
 
 # Recipe field -> the A1111 key it is written under, from each field's Spec (recipe.py). Sampler, Size,
@@ -60,6 +62,8 @@ def parameters_text(recipe: Any, fingerprint: str | None = None, version: str | 
 def _a1111_values(name: str, key: str, recipe: Any) -> dict[str, Any]:
     """One field's `key: value` pairs as A1111 spells them."""
     value = getattr(recipe, name)
+    if name == "scheduler" and is_ksampler(value):  # one of A1111's own samplers, run as A1111 runs it
+        return {key: value}
     if name == "scheduler":  # A1111's sampler name and schedule, then the exact diffusers class
         sampler, schedule_type = A1111_NAMES.get(value, (value, None))
         return {key: sampler, **({"Schedule type": schedule_type} if schedule_type else {}),
@@ -206,11 +210,15 @@ def _map_pairs(pairs: list[tuple[str, Any]], fields: dict[str, Any], notes: list
     """Fill recipe fields from A1111 pairs; note what has no SeedLab equivalent. Returns a SeedLab fingerprint."""
     by_key = {_SPELLINGS.get(key.lower(), key): value for key, value in pairs}
     fingerprint = None
+    a1111_sampler = SEEDLAB_SCHEDULER_KEY not in by_key and read_sampling(by_key, fields, notes)
     hires = [f"{key}: {_short(value)}" for key, value in pairs if key.startswith("Hires") or key == "Denoising strength"]
-    if hires:
-        notes.append(f"hires fix ({', '.join(hires)}) is not supported: only the first pass is regenerated")
+    if hires and not a1111_sampler:
+        notes.append(f"hires fix ({', '.join(hires)}) needs one of A1111's samplers; {_short(by_key.get('Sampler'))} is "
+                     "not one: only the first pass is regenerated")
     for raw_key, value in pairs:
         key = _SPELLINGS.get(raw_key.lower(), raw_key)
+        if key in READ_HERE and (a1111_sampler or key != "Sampler"):
+            continue  # read by read_sampling (or, with another sampler, named in the hires note above)
         if not isinstance(value, str):  # a JSON object or array: Hashes, Civitai resources, ...
             notes.append(f"{raw_key}: {_short(json.dumps(value, ensure_ascii=False))} has no SeedLab equivalent "
                          "and is ignored")
@@ -234,14 +242,14 @@ def _map_pairs(pairs: list[tuple[str, Any]], fields: dict[str, Any], notes: list
             notes.append(f"Model hash {_short(value)} is not checked: SeedLab names models, it does not hash them")
         elif key == "Clip skip":
             notes.append(f"Clip skip {_short(value)} is not supported: the text encoder's last layer is used")
-        elif key in _SILENT or key.startswith("Hires") or key == "Denoising strength":
-            continue  # read with Sampler or RNG, with hires, or only says which program wrote the file
+        elif key in _SILENT:
+            continue  # read with Sampler or RNG, or only says which program wrote the file
         else:
             notes.append(f"{_short(raw_key)}: {_short(value)} has no SeedLab equivalent and is ignored")
     return fingerprint
 
 
-_FIELD_OF = {key: name for name, key in A1111_KEYS.items() if key not in ("Size", "Sampler", "RNG")}
+_FIELD_OF = {key: name for name, key in A1111_KEYS.items() if key not in ("Size", "Sampler", "RNG", *READ_HERE)}
 
 
 def _read_value(key: str, value: str, kind: str) -> Any:
@@ -289,7 +297,7 @@ def _default_rng(by_key: dict[str, Any], fields: dict[str, Any], notes: list[str
                 else f"matches none of {others}"
             notes.append(f"at {width}x{height} the GPU drew {count:,} starting noise values, more than some cards "
                          f"draw with one thread each, so the noise depended on the card: rng cuda-philox {which}")
-    if "Ancestral" in str(fields.get("scheduler")):
+    if "Ancestral" in str(fields.get("scheduler")):  # a diffusers class (A1111's own samplers draw NV's noise)
         notes.append(f"{fields['scheduler']} draws noise at every step, which SeedLab cannot draw from rng "
                      "cuda-philox: choose rng device on a CUDA GPU (torch's CUDA noise for every step) or a "
                      "scheduler that draws nothing while stepping")
