@@ -26,12 +26,13 @@ from seedlab import ModelStore, configure_process, resolve_device
 from seedlab.engine import cpu
 from seedlab.engine.models import default_lanes
 from seedlab.engine.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
+from seedlab.engine.sampler_names import A1111_SAMPLERS
 from seedlab.scale.workers import Workers
 from seedlab.serving.admission import Admission, measure_speed
 from seedlab.serving.limits import Limits
 from webui.cells import ANCHOR, CELL, cell_panel, nudge_panel
 from webui.compare import compare_panel, travel_panel
-from webui.fields import DETERMINISM, FIELDS, MAIN, MORE, RESTORED, control, with_fields
+from webui.fields import DETERMINISM, FIELDS, HIRES, MAIN, MORE, RESTORED, SAMPLING, control, with_fields
 from webui.handlers import NO_ANCHOR, WebApp, final_only
 from webui.history import history_panel
 from webui.matrix import matrix_panel
@@ -49,8 +50,11 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
     app = WebApp(admission, image_dir)
     store, model = admission.store, app.default
     defaults = admission.defaults()
-    schedulers = [(f"model default ({model.default_scheduler})", DEFAULT_SCHEDULER), *model.schedulers]
-    choices = {"scheduler": schedulers, "model": store.allowed, "dtype": [store.dtype]}
+    a1111 = list(A1111_SAMPLERS) if model.info.a1111 else []  # A1111's own samplers, run as A1111 runs them
+    schedulers = [(f"model default ({model.default_scheduler})", DEFAULT_SCHEDULER),
+                  *[(f"{name} (A1111)", name) for name in a1111], *model.schedulers]
+    choices = {"scheduler": schedulers, "model": store.allowed, "dtype": [store.dtype],
+               "hires_sampler": [("same as Scheduler", ""), *a1111]}
     ui: dict[str, gr.components.Component] = {}
 
     def add(name: str, **options) -> gr.components.Component:
@@ -80,6 +84,12 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 ui["busy_note"] = gr.HTML("", elem_id="busy-note")  # written and cleared by SHORTCUTS
                 for name in MAIN:
                     add(name)
+                with gr.Accordion("Hires fix (A1111 samplers)", open=False, elem_id="hires-fix"):
+                    for name in HIRES:
+                        add(name)
+                with gr.Accordion("Sampler settings (A1111 samplers)", open=False, elem_id="sampler-settings"):
+                    for name in SAMPLING:
+                        add(name)
                 with gr.Accordion("Seed variation, resize and more", open=False):
                     for name in MORE:
                         add(name)

@@ -61,8 +61,11 @@ def add_recipe_options(command: argparse.ArgumentParser) -> None:
         if spec.kind == "bool":
             command.add_argument(spec.cli, dest=name, action="store_true", help=spec.help)
         else:
-            command.add_argument(spec.cli, dest=name, default=None, metavar=spec.label.upper().replace(" ", "_"),
-                                 help=f"{spec.help} ({spec.allowed()})")
+            command.add_argument(spec.cli, *CLI_ALIASES.get(name, ()), dest=name, default=None,
+                                 metavar=spec.label.upper().replace(" ", "_"), help=f"{spec.help} ({spec.allowed()})")
+
+
+CLI_ALIASES = {"scheduler": ("--sampler",)}  # A1111's word: --sampler "DPM++ 2M" --schedule Karras
 
 
 def build_parser() -> argparse.ArgumentParser:

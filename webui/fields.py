@@ -20,9 +20,12 @@ from seedlab.engine.recipe import SPECS, SPECS_ORDER, Recipe, RecipeError
 FIELDS = tuple(name for name in SPECS_ORDER if name not in ("prompt", "seed"))
 # Where a field's control sits in the layout: the fields the user sets most, then the seed's own fields.
 RESTORED = ("prompt", "seeds", *FIELDS)  # the controls a recipe restores (a link, a PNG, a reproduction)
-MAIN = ("negative_prompt", "num_inference_steps", "guidance_scale", "scheduler", "width", "height")
+MAIN = ("negative_prompt", "num_inference_steps", "guidance_scale", "scheduler", "schedule", "width", "height")
 DETERMINISM = ("model", "rng", "deterministic", "dtype")
-MORE = tuple(name for name in FIELDS if name not in MAIN + DETERMINISM)  # the seed fields, and any new field
+HIRES = ("hires_scale", "hires_upscaler", "hires_steps", "denoising_strength", "hires_sampler", "hires_schedule")
+SAMPLING = ("eta", "eta_noise_seed_delta", "s_churn", "s_tmin", "s_tmax", "s_noise", "schedule_sigma_min",
+            "schedule_sigma_max", "schedule_rho")  # A1111's sampler settings
+MORE = tuple(name for name in FIELDS if name not in MAIN + DETERMINISM + HIRES + SAMPLING)  # the seed fields, any new
 
 
 def control(name: str, value: Any, choices: list | None = None, **options: Any) -> gr.components.Component:

@@ -16,6 +16,7 @@ import diffusers
 from diffusers import DiffusionPipeline
 
 from .recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, FieldError
+from .sampler_names import A1111_SAMPLERS, is_ksampler
 
 EMBEDDED_MODEL_DIR = Path(__file__).resolve().parents[1] / "embedded_model"  # seedlab/embedded_model
 EMBEDDED_GUIDANCE = 2.5  # where the embedded model meets its quality targets (training/evaluate.py, docs/models.md)
@@ -42,20 +43,46 @@ class ModelInfo:
     scheduler_config: dict = field(repr=False)  # the checkpoint's own scheduler config
     default_steps: int = EXPLORING_STEPS
     unconditional: bool = False  # a pipeline without a prompt (DDIM, DDPM): it makes its native size only
+    a1111: bool = False  # runs A1111's samplers (ksampling.py): a Stable Diffusion 1.x / 2.x UNet pipeline
     _made: dict = field(default_factory=dict, repr=False, compare=False)  # name -> an untouched instance
 
     def make_scheduler(self, name: str):
         """A fresh scheduler instance (no state shared between runs) from the checkpoint's config."""
+        if is_ksampler(name):
+            raise FieldError("scheduler", f"{name[:80]!r} is one of A1111's samplers, run by ksampling.py, not a "
+                                          "diffusers scheduler")
         if name == DEFAULT_SCHEDULER:
             name = self.default_scheduler
         if name not in self.schedulers:
-            raise FieldError("scheduler", f"must be one of {', '.join(sorted(self.schedulers))} for model "
+            raise FieldError("scheduler", f"must be one of {', '.join(self.offered())} for model "
                                           f"{self.name}, got {name[:80]!r}")
         # Building one can take a second (KDPM2's take 0.4 to 1 s); a copy of an untouched one takes a
         # millisecond and is the same scheduler, so checking hundreds of recipes costs no more than one.
         if name not in self._made:
             self._made[name] = self.schedulers[name].from_config(self.scheduler_config)
         return copy.deepcopy(self._made[name])
+
+
+    def offered(self) -> list[str]:
+        """Every scheduler name this model runs: A1111's samplers (where it can) and its diffusers classes."""
+        return [*(A1111_SAMPLERS if self.a1111 else ()), *sorted(self.schedulers)]
+
+    def scheduler_name(self, name: str) -> str:
+        """The name a recipe records: an A1111 sampler as named, a diffusers scheduler by its class."""
+        if is_ksampler(name):
+            if not self.a1111:
+                raise FieldError("scheduler", f"must be one of {', '.join(self.offered())} for model {self.name} "
+                                              f"(A1111's samplers run on Stable Diffusion 1.x and 2.x), got {name[:80]!r}")
+            return name
+        return type(self.make_scheduler(name)).__name__
+
+
+def runs_a1111(pipeline_class: type | None, denoiser: str, scheduler_config: dict) -> bool:
+    """Whether A1111's samplers can run on this model (ksampling.check_pipeline says the same of a pipeline)."""
+    return (pipeline_class is not None and pipeline_class.__name__ == "StableDiffusionPipeline" and denoiser == "unet"
+            and scheduler_config.get("prediction_type", "epsilon") in ("epsilon", "v_prediction")
+            and scheduler_config.get("beta_schedule", "scaled_linear") in ("scaled_linear", "linear")
+            and not scheduler_config.get("rescale_betas_zero_snr"))
 
 
 def model_defaults(name: str, pipeline_class: type | None, scheduler_name: str, scheduler_config: dict) -> tuple[int, float]:
@@ -109,7 +136,8 @@ def read_info(name: str) -> ModelInfo:
     steps, guidance = model_defaults(name, pipeline_class, scheduler_class.__name__, scheduler_config)
     return ModelInfo(name, (size, size), guidance, scheduler_class.__name__,
                      compatible_schedulers(scheduler_class, scheduler_config), scheduler_config, steps,
-                     unconditional=pipeline_class is not None and not takes_prompt(pipeline_class))
+                     unconditional=pipeline_class is not None and not takes_prompt(pipeline_class),
+                     a1111=runs_a1111(pipeline_class, denoiser, scheduler_config))
 
 
 def takes_prompt(pipeline_class: type) -> bool:

@@ -34,6 +34,7 @@ from .model_info import (  # noqa: F401  (were here)
     model_defaults,
     model_source,
     read_info,
+    runs_a1111,
     takes_prompt,
 )
 from .recipe import DEFAULT_MODEL, DTYPES, FieldError
@@ -156,7 +157,8 @@ def describe(name: str, pipeline: DiffusionPipeline, device: torch.device, dtype
     steps, guidance = model_defaults(name, type(pipeline), type(pipeline.scheduler).__name__, config)
     info = ModelInfo(name, (size, size), guidance, type(pipeline.scheduler).__name__,
                      compatible_schedulers(type(pipeline.scheduler), config), config, steps,
-                     unconditional=not takes_prompt(type(pipeline)))
+                     unconditional=not takes_prompt(type(pipeline)),
+                     a1111=runs_a1111(type(pipeline), "unet" if hasattr(pipeline, "unet") else "transformer", config))
     traced = device.type == "cpu" and isinstance(getattr(pipeline, "unet", None), diffusers.UNet2DConditionModel)
     return Model(name=name, pipeline=pipeline, device=device, dtype=dtype, info=info,
                  call_parameters=frozenset(inspect.signature(pipeline.__call__).parameters), traced=traced)

@@ -63,7 +63,9 @@ class Recipe:
     model: str = _spec(DEFAULT_MODEL, kind="name", high=300, label="Model", link="model", cli="--model",
                        a1111="Model", help='"embedded", a local diffusers folder or a hub id')
     scheduler: str = _spec(DEFAULT_SCHEDULER, kind="name", high=300, label="Scheduler", link="sampler",
-                           cli="--scheduler", a1111="Sampler", help="a diffusers scheduler class compatible with the model")
+                           cli="--scheduler", a1111="Sampler",
+                           help="one of A1111's samplers (DPM++ 2M, Euler a, ...: run as A1111 runs them) or a "
+                                "diffusers scheduler class compatible with the model")
     num_inference_steps: int = _spec(20, kind="int", low=1, high=MAX_STEPS, label="Steps", link="steps",
                                      cli="--steps", a1111="Steps", help="denoising steps")
     guidance_scale: float = _spec(7.5, kind="float", high=MAX_GUIDANCE, label="Guidance scale", link="cfg",

@@ -23,23 +23,25 @@ class KSampler:
     brownian: bool = False
     uses_ensd: bool = False
     solver_type: str = "midpoint"
+    second_order: bool = False  # two model calls a step
 
 
 A1111_SAMPLERS = {sampler.label: sampler for sampler in (
     KSampler("DPM++ 2M", "dpmpp_2m", ("k_dpmpp_2m",), "Karras"),
-    KSampler("DPM++ SDE", "dpmpp_sde", ("k_dpmpp_sde",), "Karras", brownian=True),
+    KSampler("DPM++ SDE", "dpmpp_sde", ("k_dpmpp_sde",), "Karras", brownian=True, second_order=True),
     KSampler("DPM++ 2M SDE", "dpmpp_2m_sde", ("k_dpmpp_2m_sde",), "Exponential", brownian=True),
     KSampler("DPM++ 2M SDE Heun", "dpmpp_2m_sde", ("k_dpmpp_2m_sde_heun",), "Exponential", brownian=True,
              solver_type="heun"),
-    KSampler("DPM++ 2S a", "dpmpp_2s_ancestral", ("k_dpmpp_2s_a",), "Karras", uses_ensd=True),
+    KSampler("DPM++ 2S a", "dpmpp_2s_ancestral", ("k_dpmpp_2s_a",), "Karras", uses_ensd=True, second_order=True),
     KSampler("DPM++ 3M SDE", "dpmpp_3m_sde", ("k_dpmpp_3m_sde",), "Exponential", discard_penultimate=True,
              brownian=True),
     KSampler("Euler a", "euler_ancestral", ("k_euler_a", "k_euler_ancestral"), uses_ensd=True),
     KSampler("Euler", "euler", ("k_euler",)),
     KSampler("LMS", "lms", ("k_lms",)),
-    KSampler("Heun", "heun", ("k_heun",)),
-    KSampler("DPM2", "dpm_2", ("k_dpm_2",), "Karras", discard_penultimate=True),
-    KSampler("DPM2 a", "dpm_2_ancestral", ("k_dpm_2_a",), "Karras", discard_penultimate=True, uses_ensd=True),
+    KSampler("Heun", "heun", ("k_heun",), second_order=True),
+    KSampler("DPM2", "dpm_2", ("k_dpm_2",), "Karras", discard_penultimate=True, second_order=True),
+    KSampler("DPM2 a", "dpm_2_ancestral", ("k_dpm_2_a",), "Karras", discard_penultimate=True, uses_ensd=True,
+             second_order=True),
 )}
 _BY_ALIAS = {alias: sampler for sampler in A1111_SAMPLERS.values() for alias in (sampler.label, *sampler.aliases)}
 # A1111 schedule labels and the other spellings 1.10 accepts after a sampler's name ("DPM++ 2M Karras").
@@ -81,3 +83,17 @@ def sampler_label(name: str) -> tuple[str, str] | None:
     """An A1111 sampler name as (label, schedule label); None when it is not one of A1111_SAMPLERS."""
     found = split_sampler(name.strip())
     return None if found is None else (found[0].label, found[1])
+
+
+def model_calls(name: str, steps: int) -> int | None:
+    """How many denoiser calls an A1111 sampler makes in `steps` steps (None: not an A1111 sampler)."""
+    found = split_sampler(name)
+    if found is None:
+        return None
+    return 2 * steps if found[0].second_order else steps
+
+
+def draws_each_step(name: str) -> bool:
+    """Whether an A1111 sampler draws noise while stepping (ancestral and SDE samplers, at A1111's eta)."""
+    found = split_sampler(name)
+    return found is not None and (found[0].brownian or found[0].uses_ensd)

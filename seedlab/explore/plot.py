@@ -135,8 +135,7 @@ def _cell_recipe(admission: Admission, values: Mapping[str, Any], chosen: list[t
         where = ", ".join(f"{option}: {axis.label} value {axis.texts[index][:40]!r}" for option, axis, index in chosen)
         problems = error.named(lambda f: f) if isinstance(error, RecipeError) else str(error)
         raise ValueError(f"{where}: {problems}") from None
-    scheduler = admission.store.info(recipe.model).make_scheduler(recipe.scheduler)
-    return recipe.replace(scheduler=type(scheduler).__name__)
+    return recipe.replace(scheduler=admission.store.info(recipe.model).scheduler_name(recipe.scheduler))
 
 
 # The command line: python -m seedlab plot ...

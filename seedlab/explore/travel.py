@@ -27,6 +27,7 @@ from PIL import Image
 
 from ..engine.noise import draws_noise
 from ..engine.recipe import Recipe
+from ..engine.sampler_names import draws_each_step, is_ksampler
 from ..engine.seeds import parse_seeds
 from ..files.links import encode_link
 from ..serving.admission import Admission
@@ -76,8 +77,7 @@ def travel_recipes(admission: Admission, values: Mapping[str, Any], seeds: list[
         raise ValueError(f"frames: a travel here makes at most {limit} images, and {len(seeds)} seeds at {frames} "
                          f"frames per segment make {count}")
     base = admission.recipe({**values, "seed": seeds[0]})
-    scheduler = admission.store.info(base.model).make_scheduler(base.scheduler)
-    base = base.replace(scheduler=type(scheduler).__name__)  # named as generation records it
+    base = base.replace(scheduler=admission.store.info(base.model).scheduler_name(base.scheduler))  # as recorded
     recipes = []
     for a, b in zip(seeds, seeds[1:]):
         recipes.append(base.replace(seed=a))
@@ -87,6 +87,8 @@ def travel_recipes(admission: Admission, values: Mapping[str, Any], seeds: list[
 
 def steps_draw_noise(admission: Admission, recipe: Recipe) -> bool:
     """Does the recipe's scheduler draw noise while stepping (ancestral, SDE)? From its config, no weights."""
+    if is_ksampler(recipe.scheduler):
+        return draws_each_step(recipe.scheduler) or recipe.s_churn > 0
     return draws_noise(admission.store.info(recipe.model).make_scheduler(recipe.scheduler))
 
 

@@ -18,6 +18,7 @@ from ..engine.model_info import check_unconditional
 from ..engine.models import Model, ModelStore
 from ..engine.noise import check_scheduler
 from ..engine.recipe import DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
+from ..engine.sampler_names import A1111_SAMPLERS, draws_each_step, is_ksampler
 from ..engine.seeds import parse_seeds
 from .budget import Ledger, Speed, measure
 from .limits import Limits
@@ -112,8 +113,8 @@ class Admission:
             errors += check_unconditional(info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
         except FieldError as error:
             return errors + [error]
-        return errors + list(self._scheduler_errors(recipe.model, recipe.scheduler, recipe.rng,
-                                                    recipe.num_inference_steps))
+        return errors + _sampling_errors(recipe) + list(self._scheduler_errors(recipe.model, recipe.scheduler,
+                                                                             recipe.rng, recipe.num_inference_steps))
 
     def _scheduler_errors(self, model: str, name: str, rng: str, steps: int) -> tuple[FieldError, ...]:
         """What the scheduler refuses (a noise source, a step count); each combination is worked out once.
@@ -125,6 +126,15 @@ class Admission:
         if key in self._checked:
             return self._checked[key]
         errors: list[FieldError] = []
+        if is_ksampler(name):  # A1111's samplers: the model must run them, the noise source must draw their noise
+            try:
+                self.store.info(model).scheduler_name(name)
+            except FieldError as error:
+                return (error,)
+            if rng == "numpy-pcg64" and draws_each_step(name):
+                return (FieldError("rng", f"cannot be used here: numpy-pcg64 cannot draw the noise {name} draws at "
+                                          "every step; choose rng cpu or cuda-philox"),)
+            return ()
         try:
             scheduler = self.store.info(model).make_scheduler(name)
         except FieldError as error:
@@ -198,11 +208,13 @@ class Admission:
         if recipe.dtype != self.store.dtype:
             notes.append(f"dtype {recipe.dtype} is not served here: {self.store.dtype} is used")
             recipe = recipe.replace(dtype=self.store.dtype)
-        offered = self.store.info(recipe.model).schedulers
-        if recipe.scheduler != DEFAULT_SCHEDULER and recipe.scheduler not in offered:
+        offered = self.store.info(recipe.model).offered()
+        if recipe.scheduler != DEFAULT_SCHEDULER and recipe.scheduler not in offered and not (
+                is_ksampler(recipe.scheduler) and self.store.info(recipe.model).a1111):
             notes.append(f"scheduler {recipe.scheduler} is not offered by this model: its default is used")
             recipe = recipe.replace(scheduler=DEFAULT_SCHEDULER)
-        if recipe.rng != "cpu":  # A1111's GPU noise (cuda-philox) cannot drive a sampler that draws while stepping
+        if recipe.rng != "cpu" and not is_ksampler(recipe.scheduler):  # A1111's GPU noise (cuda-philox) cannot
+            # drive a diffusers scheduler that draws while stepping (A1111's own samplers draw NV's noise)
             try:
                 check_scheduler(recipe.rng, self.store.info(recipe.model).make_scheduler(recipe.scheduler))
             except FieldError:
@@ -244,3 +256,17 @@ class Admission:
             return self.recipe(candidate.to_dict())
         except ValueError:  # refused for something a smaller size does not change (its prompt, its noise source)
             return None
+
+
+def _sampling_errors(recipe: Recipe) -> list[FieldError]:
+    """A1111's sampler fields together: its schedule and hires fix need one of its samplers."""
+    errors = []
+    if not is_ksampler(recipe.scheduler):
+        for field, used in (("schedule", recipe.schedule != "Automatic"), ("hires_scale", recipe.hires_scale > 0)):
+            if used:
+                errors.append(FieldError(field, f"needs one of A1111's samplers ({', '.join(A1111_SAMPLERS)}); "
+                                                f"{recipe.scheduler} runs its own sigmas"))
+    if recipe.hires_sampler and not is_ksampler(recipe.hires_sampler):
+        errors.append(FieldError("hires_sampler", f"must be empty (the same) or one of {', '.join(A1111_SAMPLERS)}, "
+                                                  f"got {recipe.hires_sampler[:60]!r}"))
+    return errors

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..engine.recipe import Recipe
+from ..engine.sampler_names import model_calls as sampler_calls
 from .limits import Limits
 
 WINDOW_SECONDS = 600  # the per-visitor window
@@ -59,9 +60,27 @@ class Speed:
         return self.step_seconds(self.measured) * (pixels / self.measured) ** 2
 
     def seconds(self, recipe: Recipe) -> float:
-        """Estimated seconds for one image of `recipe`: its model calls, what each image costs besides, its noise."""
-        calls = recipe.num_inference_steps * (2 if recipe.scheduler in TWO_CALL_SCHEDULERS else 1) + IMAGE_CALLS
-        return calls * self.step_seconds(recipe.width * recipe.height) + noise_seconds(recipe)
+        """Estimated seconds for one image of `recipe`: its model calls, what each image costs besides, its noise.
+
+        Hires fix adds its second pass: its own steps at its own size, and its own noise.
+        """
+        calls = model_calls(recipe.scheduler, recipe.num_inference_steps) + IMAGE_CALLS
+        seconds = calls * self.step_seconds(recipe.width * recipe.height) + noise_seconds(recipe)
+        if recipe.hires_scale:
+            width, height = int(recipe.width * recipe.hires_scale), int(recipe.height * recipe.hires_scale)
+            steps = recipe.hires_steps or recipe.num_inference_steps
+            calls = model_calls(recipe.hires_sampler or recipe.scheduler, steps) + IMAGE_CALLS
+            seconds += calls * self.step_seconds(width * height) + noise_seconds(recipe.replace(
+                width=width, height=height, hires_scale=0.0))
+        return seconds
+
+
+def model_calls(scheduler: str, steps: int) -> int:
+    """Denoiser calls for `steps` steps: twice a step for second-order samplers (A1111's and diffusers')."""
+    calls = sampler_calls(scheduler, steps)
+    if calls is not None:
+        return calls
+    return steps * (2 if scheduler in TWO_CALL_SCHEDULERS else 1)
 
 
 def noise_seconds(recipe: Recipe) -> float:

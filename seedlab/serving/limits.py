@@ -86,6 +86,15 @@ class Limits:
             if value > self.max_size:
                 errors.append(FieldError(name, f"must be at most {self.max_size} pixels a side on this server "
                                                f"({self.setting('max_size')}), got {value}"))
+        if recipe.hires_scale:  # hires fix's second pass is made at its own size and steps
+            hires = (int(recipe.width * recipe.hires_scale), int(recipe.height * recipe.hires_scale))
+            if max(hires) > self.max_size:
+                errors.append(FieldError("hires_scale", f"makes a {hires[0]}x{hires[1]} image, more than {self.max_size} "
+                                                        f"pixels a side ({self.setting('max_size')}); got "
+                                                        f"{recipe.hires_scale:g}"))
+            if recipe.hires_steps > self.max_steps:
+                errors.append(FieldError("hires_steps", f"must be at most {self.max_steps} on this server "
+                                                        f"({self.setting('max_steps')}), got {recipe.hires_steps}"))
         for name in ("prompt", "negative_prompt"):
             length = len(getattr(recipe, name))
             if length > self.max_prompt_chars:

@@ -1,0 +1,110 @@
+"""A1111 PNGs made on the embedded model by k-diffusion's own samplers, driven as A1111 1.10 drives them,
+come back from `python -m seedlab reproduce FILE` as the same image.
+
+The PNGs are made here with tests/reference_a1111.py (k-diffusion 0.1.1's functions, A1111's CFG
+denoiser, ImageRNG, Brownian noise and hires pass), decoded by the model's VAE, and carry the text A1111
+writes: the sampler under its A1111 name (old and new spellings), Schedule type, ENSD, hires fix keys.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from PIL.PngImagePlugin import PngInfo
+
+from seedlab.engine.models import EMBEDDED_MODEL_DIR
+
+pytestmark = pytest.mark.skipif(not (EMBEDDED_MODEL_DIR / "model_index.json").exists(), reason="no embedded model")
+
+PROMPT, SEED, STEPS, CFG, SIZE = "a red circle on a blue background", 42, 12, 2.5, 64
+CASES = {  # name: (sampler as written, schedule for the reference, reference options, further A1111 keys)
+    "dpmpp_2m_karras_old_name": ("DPM++ 2M Karras", "Automatic", {}, ""),
+    "euler_karras": ("Euler", "Karras", {}, "Schedule type: Karras"),
+    "euler_a_ensd": ("Euler a", "Automatic", {"ensd": 31337}, "ENSD: 31337"),
+    "dpmpp_sde": ("DPM++ SDE", "Automatic", {}, "Schedule type: Karras"),
+    "dpmpp_2m_sde_exponential": ("DPM++ 2M SDE", "Exponential", {}, "Schedule type: Exponential"),
+    "dpm2_a": ("DPM2 a", "Automatic", {}, ""),
+    "hires_latent": ("Euler a", "Automatic", {"hires": {"scale": 2, "upscaler": "Latent", "steps": 6,
+                                                        "denoising_strength": 0.6}},
+                     "Denoising strength: 0.6, Hires upscale: 2, Hires steps: 6, Hires upscaler: Latent"),
+    "hires_bicubic_antialiased": ("DPM++ 2M", "Automatic", {"hires": {
+        "scale": 1.5, "upscaler": "Latent (bicubic antialiased)", "steps": 0, "denoising_strength": 0.5}},
+        "Denoising strength: 0.5, Hires upscale: 1.5, Hires upscaler: Latent (bicubic antialiased)"),
+}
+
+
+@pytest.fixture(scope="module")
+def a1111_pngs(tmp_path_factory):
+    """The PNGs, as A1111 1.10 with RNG CPU would have made them on the embedded model."""
+    from diffusers import StableDiffusionPipeline
+
+    import tests.reference_a1111 as reference
+
+    pipe = StableDiffusionPipeline.from_pretrained(EMBEDDED_MODEL_DIR)
+    channels, factor = pipe.unet.config.in_channels, pipe.vae_scale_factor
+    betas = (torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2).numpy()
+    alphas_cumprod = torch.tensor(np.cumprod(1 - betas), dtype=torch.float32)
+    folder = tmp_path_factory.mktemp("a1111")
+    saved = (reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR)
+    reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR = channels, factor  # the embedded model's latents
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the CLI's default on a CPU: the same kernels, the same low bits
+    try:
+        with torch.inference_mode():
+            cond, uncond = pipe.encode_prompt(PROMPT, "cpu", 1, True, "")
+            for name, (sampler, schedule, options, keys) in CASES.items():
+                latents = reference.a1111_txt2img(pipe.unet, alphas_cumprod, cond=cond, uncond=uncond, seed=SEED,
+                                                  width=SIZE, height=SIZE, steps=STEPS, cfg_scale=CFG, sampler=sampler,
+                                                  schedule=schedule, **options)
+                decoded = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
+                image = pipe.image_processor.postprocess(decoded, output_type="pil")[0]
+                text = (f"{PROMPT}\nSteps: {STEPS}, Sampler: {sampler}, CFG scale: {CFG}, Seed: {SEED}, "
+                        f"Size: {SIZE}x{SIZE}, Model: embedded, RNG: CPU" + (f", {keys}" if keys else ""))
+                info = PngInfo()
+                info.add_text("parameters", text)
+                image.save(folder / f"{name}.png", pnginfo=info)
+    finally:
+        reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR = saved
+        torch.set_num_threads(threads)
+    return folder
+
+
+@pytest.mark.parametrize("name", ["dpmpp_2m_karras_old_name", "hires_latent"])
+def test_an_a1111_png_regenerates_as_the_same_image_from_the_command_line(a1111_pngs, name, tmp_path):
+    out = tmp_path / "regenerated.png"
+    run = subprocess.run([sys.executable, "-m", "seedlab", "reproduce", str(a1111_pngs / f"{name}.png"), "--out",
+                          str(out), "--json"], capture_output=True, text=True, timeout=600)
+    assert run.stdout.strip(), run.stderr[-3000:]
+    verdict = json.loads(run.stdout.strip().splitlines()[-1])
+    assert verdict["max_difference"] <= 2, verdict["summary"]
+    assert Image.open(out).size == Image.open(a1111_pngs / f"{name}.png").size
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    import seedlab
+
+    return seedlab.load_model("embedded", torch.device("cpu"))
+
+
+@pytest.mark.parametrize("name", [name for name in CASES if name not in ("dpmpp_2m_karras_old_name", "hires_latent")])
+def test_an_a1111_png_regenerates_as_the_same_image(a1111_pngs, embedded, name):
+    import seedlab
+
+    recipe, _, _, notes = seedlab.read_png(a1111_pngs / f"{name}.png")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        regenerated = np.asarray(seedlab.generate(embedded, recipe).image, dtype=np.int16)
+    finally:
+        torch.set_num_threads(threads)
+    original = np.asarray(Image.open(a1111_pngs / f"{name}.png").convert("RGB"), dtype=np.int16)
+    assert notes == []
+    assert regenerated.shape == original.shape
+    assert np.abs(regenerated - original).max() <= 2
