@@ -179,3 +179,21 @@ def test_only_an_original_without_a_baseline_is_retried_natively_and_only_when_i
     same = Original(result.recipe, result.fingerprint, old)
     assert not wants_native_retry(same, compare(result, same), "cpu")  # exact already
     assert not wants_native_retry(Original(result.recipe, None, None), differs, "cpu")  # nothing to compare with
+
+
+def test_the_verdict_says_how_close_and_names_the_known_cause_first(result):
+    """Within a few levels: the same image to the eye; many pixels far off: a different image, and the note
+    that explains it (a sampler SeedLab does not run) comes before the environment."""
+    pixels = np.asarray(result.image)
+    note = "Sampler DPM adaptive has no clear diffusers equivalent: the model's default scheduler is used"
+    close = compare(result, Original(result.recipe, None, None, pixels=altered(result.image, 2, 40)))
+    assert "(within 2 levels at every pixel: the same image to the eye)" in close.summary
+    far_pixels = ((pixels.astype(int) + 128) % 256).astype(np.uint8)  # every pixel 128 levels off
+    far = compare(result, Original(result.recipe, None, None, pixels=far_pixels, notes=(note,)))
+    assert far.pixels_far == far.pixels_total == pixels.shape[0] * pixels.shape[1]
+    assert "(a different image: 100% of the pixels are more than 32 levels off)" in far.summary
+    assert far.summary.index("Known causes: " + note) < far.summary.index("Not recorded by the original")
+    assert "a link altered or mis-copied" not in far.summary
+    plain = compare(result, Original(result.recipe, None, None, pixels=far_pixels, notes=("Model hash 1 is not "
+                                                                                          "checked",)))
+    assert "Known causes" not in plain.summary  # a note that changes nothing is not a cause

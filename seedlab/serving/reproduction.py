@@ -28,6 +28,12 @@ from ..files.links import check_fingerprint, decode_link
 from ..files.metadata import MAX_PIXELS, read_metadata, recipe_from_reading
 from ..scale.pool import Failed, Pool
 
+CLOSE_LEVELS = 8  # at most this many levels at every pixel: rounding, invisible to the eye
+FAR_LEVELS = 32  # a pixel this far off is visibly different
+DIFFERENT_SHARE = 0.1  # a tenth of the pixels visibly off: another image, not a close one
+# Words of the notes that name something the regeneration could not keep (a sampler, a model, an upscaler).
+CONSEQUENCES = ("differs", "is not applied", "not supported", "no clear", "is used", "only the first pass",
+                "does not run", "not available", "is off")
 
 @dataclass(frozen=True, eq=False)
 class Original:
@@ -57,6 +63,8 @@ class Verdict:
     notes: tuple[str, ...] = ()
     lossy_original: bool = False  # compared against a JPEG/WebP: the difference is measured, not judged
     environment_unknown: tuple[str, ...] = ()  # parts that can change pixels and the original does not record
+    pixels_far: int | None = None  # pixels with a channel more than FAR_LEVELS off, when the original pixels are here
+    pixels_total: int | None = None
 
     @property
     def summary(self) -> str:
@@ -73,16 +81,31 @@ class Verdict:
         if self.original_fingerprint is None and self.max_difference is None:
             return "Regenerated, but there is no original fingerprint or image to compare it with."
         if self.max_difference is not None:
-            how = f"max difference {self.max_difference} levels, {self.pixels_differing} pixels differ"
+            how = f"max difference {self.max_difference} levels, {self.pixels_differing} pixels differ{self._closeness()}"
         elif any(note.startswith("size differs") for note in self.notes):
             how = "the image size differs"
         else:
             how = "the fingerprint differs; the original pixels are not here to measure by how much"
         return f"Differs from the original: {how}.{self._cause()}"
 
+    def _closeness(self) -> str:
+        """How close: the same image to the eye, a different image, or between (measured on the pixels)."""
+        if self.max_difference <= CLOSE_LEVELS:
+            return f" (within {self.max_difference} levels at every pixel: the same image to the eye)"
+        share = (self.pixels_far or 0) / max(1, self.pixels_total or 1)
+        if share >= DIFFERENT_SHARE:
+            return f" (a different image: {share:.0%} of the pixels are more than {FAR_LEVELS} levels off)"
+        return f" (close: {share:.1%} of the pixels are more than {FAR_LEVELS} levels off)"
+
     def _cause(self) -> str:
         """What is known to differ, and what is not known: never "the same" where it is not recorded."""
         unknown = ", ".join(self.environment_unknown)
+        causes = [note for note in self.notes if any(word in note for word in CONSEQUENCES)]
+        if causes:  # what the recipe could not keep (a sampler, a model, an upscaler): said first
+            known = f" Known causes: {'; '.join(causes)}."
+            if self.environment_differences:
+                known += f" Environment: {'; '.join(self.environment_differences)}."
+            return known + (f" Not recorded by the original: {unknown}." if unknown else "")
         if self.environment_differences:
             known = f" Environment: {'; '.join(self.environment_differences)}."
             return known + (f" Not recorded by the original: {unknown}." if unknown else "")
@@ -104,13 +127,15 @@ class Verdict:
             "notes": list(self.notes),
             "lossy_original": self.lossy_original,
             "environment_unknown": list(self.environment_unknown),
+            "pixels_far": self.pixels_far,
+            "pixels_total": self.pixels_total,
         }
 
 
 def compare(result: Result, original: Original) -> Verdict:
     """The verdict for `result`, regenerated from `original.recipe`."""
     notes = list(original.notes)
-    max_difference = pixels_differing = None
+    max_difference = pixels_differing = pixels_far = pixels_total = None
     exact = original.fingerprint is not None and result.fingerprint == original.fingerprint
     if original.pixels is not None:
         mine = np.asarray(result.image.convert("RGB"))
@@ -121,6 +146,8 @@ def compare(result: Result, original: Original) -> Verdict:
             difference = np.abs(mine.astype(np.int16) - original.pixels.astype(np.int16))
             max_difference = int(difference.max())
             pixels_differing = int(np.count_nonzero(difference.max(axis=2)))
+            pixels_far = int(np.count_nonzero(difference.max(axis=2) > FAR_LEVELS))
+            pixels_total = int(difference.shape[0] * difference.shape[1])
             exact = max_difference == 0 and not original.lossy
     return Verdict(
         exact=exact,
@@ -132,6 +159,8 @@ def compare(result: Result, original: Original) -> Verdict:
         notes=tuple(notes),
         lossy_original=original.lossy,
         environment_unknown=tuple(environment_unknown(result.environment, original.environment)),
+        pixels_far=pixels_far,
+        pixels_total=pixels_total,
     )
 
 
