@@ -58,7 +58,11 @@ def model(tiny_model_dir):
         ("Size: 64x64, 32X48", "size", [(64, 64), (32, 48)]),
         ("width: 32, 64", "width", [32, 64]),
         ("height: 32-64 (+32)", "height", [32, 64]),
-        ("Sampler: Euler a, DDIMScheduler", "scheduler", ["EulerAncestralDiscreteScheduler", "DDIMScheduler"]),
+        ("Sampler: Euler a, DPM++ 2M Karras, DDIM, DDIMScheduler", "scheduler",
+         ["Euler a", "DPM++ 2M Karras", "DDIMScheduler", "DDIMScheduler"]),  # A1111's own run as A1111 runs them
+        ("Schedule type: Karras, exponential, SGMUniform", "schedule", ["Karras", "Exponential", "SGM Uniform"]),
+        ("Hires upscaler: Latent, Latent (nearest-exact)", "hires_upscaler", ["Latent", "Latent (nearest-exact)"]),
+        ("Denoising: 0.3-0.7 [3]", "denoising_strength", [0.3, 0.5, 0.7]),
         ("Checkpoint name: embedded, other/model", "model", ["embedded", "other/model"]),
         ("RNG source: cpu, numpy-pcg64", "rng", ["cpu", "numpy-pcg64"]),
         ("seed_resize_from: 32x32, 64x48", "seed_resize_from", [(32, 32), (64, 48)]),
@@ -77,7 +81,8 @@ def test_axis_values(text, name, values):
 def test_every_a1111_label_is_an_alias_whatever_its_case():
     for label, field in A1111_AXES.items():
         value = {"size": "64x64", "prompt_sr": "a, b", "scheduler": "Euler", "model": "embedded", "rng": "cpu",
-                 "negative_prompt": "x"}.get(field, "1")
+                 "negative_prompt": "x", "schedule": "Karras", "hires_sampler": "Euler",
+                 "hires_upscaler": "Latent"}.get(field, "1")
         assert parse_axis(f"{label.upper()}: {value}").name == field
         assert parse_axis(f"  {label.lower()} : {value}").name == field
 
@@ -174,7 +179,7 @@ def test_expensive_axes_change_least_often(admission):
                         parse_axis("seed: 1, 2, 3"))
     order = plot.generation_order()
     schedulers = [plot.cells[number].recipe.scheduler for number in order]
-    assert schedulers == ["EulerDiscreteScheduler"] * 3 + ["DDIMScheduler"] * 3
+    assert schedulers == ["Euler"] * 3 + ["DDIMScheduler"] * 3  # A1111's Euler, run as A1111 runs it
     assert sorted(order) == list(range(6))
 
 

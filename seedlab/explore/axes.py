@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.recipe import SPECS, FieldError
+from ..engine.sampler_names import is_ksampler, schedule_label
 from ..engine.seeds import random_seeds
 from ..files.formats import SAMPLERS
 
@@ -29,7 +30,11 @@ A1111_AXES = {
     "Seed": "seed", "Var. seed": "variation_seed", "Var. strength": "variation_strength",
     "Steps": "num_inference_steps", "CFG Scale": "guidance_scale", "Prompt S/R": "prompt_sr",
     "Sampler": "scheduler", "Checkpoint name": "model", "Size": "size", "RNG source": "rng",
-    "Negative prompt": "negative_prompt",
+    "Negative prompt": "negative_prompt", "Schedule type": "schedule", "Hires sampler": "hires_sampler",
+    "Eta": "eta", "Sigma Churn": "s_churn", "Sigma min": "s_tmin", "Sigma max": "s_tmax", "Sigma noise": "s_noise",
+    "Schedule min sigma": "schedule_sigma_min", "Schedule max sigma": "schedule_sigma_max",
+    "Schedule rho": "schedule_rho", "Hires steps": "hires_steps", "Hires upscaler": "hires_upscaler",
+    "Denoising": "denoising_strength",
 }
 _NUMBER = r"[0-9]+(?:\.[0-9]*)?"
 _RANGE = re.compile(rf"^({_NUMBER})\s*-\s*({_NUMBER})\s*(?:\(\s*([+-]?\s*{_NUMBER})\s*\)|\[\s*([0-9]+)\s*\])?$")
@@ -139,8 +144,10 @@ def _values(name: str, item: str, rng: random.Random | None) -> list[Any]:
         if item.lower() not in (*_TRUE, *_FALSE):
             raise FieldError(name, f"must be {spec.allowed()}, got {item!r}")
         return [item.lower() in _TRUE]
-    if name == "scheduler":
-        item = SAMPLERS.get(item, item)  # A1111's sampler names ("Euler a") as diffusers classes
+    if name == "scheduler" and not is_ksampler(item):
+        item = SAMPLERS.get(item, item)  # A1111's other sampler names ("DDIM", "UniPC") as diffusers classes
+    if name in ("schedule", "hires_schedule"):
+        item = schedule_label(item) or item  # "karras", "SGMUniform": A1111's other spellings
     return [spec.check(name, spec.coerce(item))]
 
 
