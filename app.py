@@ -50,6 +50,8 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
     app = WebApp(admission, image_dir)
     store, model = admission.store, app.default
     defaults = admission.defaults()
+    if model.info.a1111:  # prompts typed on the page are read as A1111 reads them (links and the API keep plain)
+        defaults["prompt_syntax"] = "a1111"
     a1111 = list(A1111_SAMPLERS) if model.info.a1111 else []  # A1111's own samplers, run as A1111 runs them
     schedulers = [(f"model default ({model.default_scheduler})", DEFAULT_SCHEDULER),
                   *[(f"{name} (A1111)", name) for name in a1111], *model.schedulers]
@@ -70,7 +72,8 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 ui["prompt"] = gr.Textbox(
                     label="Prompt", value="" if unconditional else "a red circle on a blue background", lines=2,
                     info="this model is unconditional: leave it empty (Ctrl+Enter generates)" if unconditional
-                    else "Ctrl+Enter generates", elem_id="prompt")
+                    else "Ctrl+Enter generates; read with A1111's syntax: (word:1.2), [word], BREAK (Prompt syntax)"
+                    if model.info.a1111 else "Ctrl+Enter generates", elem_id="prompt")
                 with gr.Row(equal_height=True):
                     ui["seeds"] = gr.Textbox(label="Seeds", value="0-3", scale=4, elem_id="seeds",
                                              info='"42", "0-7" or "3, 17, 99" (0 to 18446744073709551615)')

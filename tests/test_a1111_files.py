@@ -3,11 +3,14 @@ come back from `python -m seedlab reproduce FILE` as the same image.
 
 The PNGs are made here with tests/reference_a1111.py (k-diffusion 0.1.1's functions, A1111's CFG
 denoiser, ImageRNG, Brownian noise and hires pass), decoded by the model's VAE, and carry the text A1111
-writes: the sampler under its A1111 name (old and new spellings), Schedule type, ENSD, hires fix keys.
+writes: the sampler under its A1111 name (old and new spellings), Schedule type, ENSD, hires fix keys; and
+prompts in A1111's syntax (weights, nesting, No norm, Clip skip 2, more than one chunk, BREAK) conditioned as
+A1111 conditions them (tests/reference_a1111_prompt.py).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -19,6 +22,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from seedlab.engine.models import EMBEDDED_MODEL_DIR
+from tests.reference_a1111_prompt import a1111_conditioning
 
 pytestmark = pytest.mark.skipif(not (EMBEDDED_MODEL_DIR / "model_index.json").exists(), reason="no embedded model")
 
@@ -36,6 +40,17 @@ CASES = {  # name: (sampler as written, schedule for the reference, reference op
     "hires_bicubic_antialiased": ("DPM++ 2M", "Automatic", {"hires": {
         "scale": 1.5, "upscaler": "Latent (bicubic antialiased)", "steps": 0, "denoising_strength": 0.5}},
         "Denoising strength: 0.5, Hires upscale: 1.5, Hires upscaler: Latent (bicubic antialiased)"),
+}
+
+
+# Prompts A1111 reads with its syntax (issue 29): conditioning built as A1111 builds it, sampled with Euler.
+PROMPT_CASES = {  # name: (prompt, negative prompt, emphasis, clip skip)
+    "weights": ("a (red:1.4) circle on a [blue] background", "", "Original", 1),
+    "nested_no_norm": ("a ((red)) circle (on a [blue:0.8] background:1.2)", "(dark:1.3)", "No norm", 1),
+    "clip_skip_2": ("a red circle on a blue background", "", "Original", 2),
+    "long_and_break": ("a red circle, on a blue background, with soft light, and a thin white outline, seen from "
+                       "above, centred, simple shapes, flat colours BREAK a small yellow square in the corner",
+                       "blurry", "Original", 1),
 }
 
 
@@ -69,6 +84,21 @@ def a1111_pngs(tmp_path_factory):
                 info = PngInfo()
                 info.add_text("parameters", text)
                 image.save(folder / f"{name}.png", pnginfo=info)
+            for name, (prompt, negative, emphasis, clip_skip) in PROMPT_CASES.items():
+                encode = functools.partial(a1111_conditioning, pipe.tokenizer, pipe.text_encoder, emphasis=emphasis,
+                                           clip_skip=clip_skip)
+                latents = reference.a1111_txt2img(pipe.unet, alphas_cumprod, cond=encode(prompt),
+                                                  uncond=encode(negative), seed=SEED, width=SIZE, height=SIZE,
+                                                  steps=STEPS, cfg_scale=CFG, sampler="Euler")
+                decoded = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
+                image = pipe.image_processor.postprocess(decoded, output_type="pil")[0]
+                keys = "".join([f", Emphasis: {emphasis}" if emphasis != "Original" else "",
+                                f", Clip skip: {clip_skip}" if clip_skip > 1 else ""])
+                text = (f"{prompt}\nNegative prompt: {negative}\nSteps: {STEPS}, Sampler: Euler, CFG scale: {CFG}, "
+                        f"Seed: {SEED}, Size: {SIZE}x{SIZE}, Model: embedded, RNG: CPU{keys}")
+                info = PngInfo()
+                info.add_text("parameters", text)
+                image.save(folder / f"{name}.png", pnginfo=info)
     finally:
         reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR = saved
         torch.set_num_threads(threads)
@@ -93,7 +123,8 @@ def embedded():
     return seedlab.load_model("embedded", torch.device("cpu"))
 
 
-@pytest.mark.parametrize("name", [name for name in CASES if name not in ("dpmpp_2m_karras_old_name", "hires_latent")])
+@pytest.mark.parametrize("name", [name for name in CASES if name not in ("dpmpp_2m_karras_old_name", "hires_latent")]
+                         + list(PROMPT_CASES))
 def test_an_a1111_png_regenerates_as_the_same_image(a1111_pngs, embedded, name):
     import seedlab
 

@@ -152,3 +152,17 @@ def test_a1111_fields_are_refused_for_diffusers_schedulers(setup):
 def test_bad_values_name_the_field_and_the_range(fields, message):
     with pytest.raises(RecipeError, match=message.replace("(", "\\(").replace(")", "\\)").replace("+", "\\+")):
         Recipe(prompt="a", scheduler="Euler", **fields)
+
+
+@pytest.mark.parametrize("sampler", ["Euler a", "DPM++ 2M", "DPM++ SDE"])
+def test_a_prompt_and_negative_of_different_lengths_run_apart_as_in_a1111(setup, sampler):
+    """A1111-syntax prompts of different chunk counts: one UNet call each per step, as A1111's CFGDenoiser does."""
+    pipe, cond, uncond, alphas_cumprod = setup
+    longer = torch.cat([cond, cond * 0.5], dim=1)  # two chunks against the negative's one
+    recipe = Recipe(prompt="x", width=64, height=64, guidance_scale=7.0, num_inference_steps=STEPS, seed=5,
+                    scheduler=sampler)
+    with torch.inference_mode():
+        mine = ksampling.sample(pipe, ksampling.model_sigmas(pipe), recipe, longer, uncond, lambda: None)
+        theirs = a1111_txt2img(pipe.unet, alphas_cumprod, cond=longer, uncond=uncond, seed=5, width=128, height=128,
+                               steps=STEPS, cfg_scale=7.0, sampler=sampler)
+    assert torch.equal(mine, theirs)

@@ -105,12 +105,13 @@ def test_a1111_texts_restore_prompt_seed_steps_cfg_size_and_sampler(recipe, samp
     restored, print_, notes = read_parameters(a1111_text(recipe.prompt, recipe.negative_prompt, fields))
     # A1111's own samplers, run as A1111 runs them; a name's schedule wins over "Schedule type" (1.10's reading).
     schedule = "Automatic" if sampler.endswith(" Karras") or not karras_type else "Karras"
-    expected = recipe.replace(scheduler=sampler.removesuffix(" Karras"), schedule=schedule, rng="cuda-philox")
+    expected = recipe.replace(scheduler=sampler.removesuffix(" Karras"), schedule=schedule, rng="cuda-philox",
+                              prompt_syntax="a1111")  # A1111's text: its prompt read with its syntax
     assert restored == expected  # no RNG: A1111's GPU noise
     assert print_ is None
     assert any(note.startswith("Model hash 6ce0161689") for note in notes)
     assert any(note.startswith("Lora hashes: add_detail: 7c6bad76eb54, more") for note in notes)
-    assert any(note.startswith("Emphasis: Original") for note in notes)
+    assert not any("Emphasis" in note for note in notes)  # A1111's emphasis mode is a recipe field
     assert not any("Karras" in note for note in notes)  # the schedule is applied, not noted
 
 
@@ -139,11 +140,11 @@ def test_a_real_a1111_png_restores_its_recipe_with_notes():
         negative_prompt="lowres, bad anatomy\nworst quality", seed=3839811283, num_inference_steps=28,
         guidance_scale=6.5, width=512, height=768, scheduler="DPM++ 2M", schedule="Karras",
         model="v1-5-pruned-emaonly", rng="cuda-philox", hires_scale=2.0, hires_steps=10, denoising_strength=0.45,
-        hires_upscaler="Latent",
+        hires_upscaler="Latent", prompt_syntax="a1111", clip_skip=2,
     )
     assert (print_, environment) == (None, None)
     text = "\n".join(notes)
-    for expected in ("Model hash 6ce0161689", "Clip skip 2", "Lora hashes: add_detail: 7c6bad76eb54", "TI hashes",
+    for expected in ("Model hash 6ce0161689", "Lora hashes: add_detail: 7c6bad76eb54", "TI hashes",
                      "<lora:add_detail:0.5> in the prompt: A1111 extra networks"):
         assert expected in text, text
     assert "Karras" not in text and "hires" not in text.lower()  # both are run, not noted

@@ -11,6 +11,7 @@ import re
 
 import torch
 
+from . import prompts
 from .models import Model
 from .recipe import Recipe
 
@@ -57,12 +58,15 @@ class Embeddings:
         self.model = model
         self._cache: dict[tuple, dict] = {}
 
-    def arguments(self, recipe: Recipe, guided: bool | None = None) -> dict:
+    def arguments(self, recipe: Recipe, guided: bool | None = None, same_length: bool = True) -> dict:
         """Call arguments for `recipe`'s prompt: the embeddings, or the texts when they cannot be reused.
 
         `guided`: whether the negative prompt is encoded too; by default as the pipeline's call decides
-        (guidance above 1), True for samplers that always guide (A1111's).
+        (guidance above 1), True for samplers that always guide (A1111's). `same_length`: A1111-syntax
+        embeddings of different chunk counts padded to one length (diffusers' pipelines need it).
         """
+        if recipe.prompt_syntax == "a1111":
+            return self._a1111(recipe, guided if guided is not None else recipe.guidance_scale > 1, same_length)
         texts = {"prompt": recipe.prompt, "negative_prompt": recipe.negative_prompt or self.no_negative}
         if not self.usable or (recipe.negative_prompt and not self.guided):
             return texts
@@ -82,6 +86,29 @@ class Embeddings:
             self._cache[key] = {name: value for name, value in zip(names, encoded) if name}
             if "negative_prompt" in self.model.call_parameters:  # PixArt's call defaults it to "": not with embeddings
                 self._cache[key]["negative_prompt"] = None
+        return self._cache[key]
+
+    def _a1111(self, recipe: Recipe, guided: bool, same_length: bool) -> dict:
+        """A1111's conditioning of the prompt and the negative prompt (prompts.py), encoded once per request."""
+        pipe = self.model.pipeline
+        prompts.check_encoder(pipe)
+        key = ("a1111", recipe.prompt, recipe.negative_prompt, guided, same_length, recipe.emphasis, recipe.clip_skip)
+        if key not in self._cache:
+            def encode(text: str) -> torch.Tensor:
+                return prompts.encode(pipe.tokenizer, pipe.text_encoder, text, emphasis=recipe.emphasis,
+                                      clip_skip=recipe.clip_skip, device=self.model.device).to(pipe.unet.dtype)
+
+            with torch.no_grad():
+                cond = encode(recipe.prompt)
+                encoded = {"prompt_embeds": cond}
+                if guided:
+                    uncond = encode(recipe.negative_prompt)
+                    if same_length and cond.shape[1] != uncond.shape[1]:  # A1111's pad_cond_uncond: empty chunks
+                        empty = encode("")
+                        cond, uncond = (torch.cat([z, *[empty] * ((max(cond.shape[1], uncond.shape[1]) - z.shape[1])
+                                                                  // empty.shape[1])], dim=1) for z in (cond, uncond))
+                    encoded = {"prompt_embeds": cond, "negative_prompt_embeds": uncond}
+            self._cache[key] = encoded
         return self._cache[key]
 
     def _names(self, encoded) -> tuple:

@@ -38,6 +38,7 @@ from .image import Result, fingerprint
 from .model_info import check_unconditional
 from .models import Model
 from .noise import UnsupportedPipeline, check_scheduler, make_noise
+from .prompts import check_prompt_fields
 from .recipe import Recipe, join_prompt
 
 ProgressFn = Callable[[int, int], None]  # (steps done, steps in all)
@@ -220,6 +221,7 @@ def _prepare(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Reci
     if ksampling.is_ksampler(recipe.scheduler):
         return _prepare_k(model, recipe, embeddings)
     ksampling.check_diffusers_recipe(recipe)
+    check_prompt_fields(recipe)
     scheduler = model.make_scheduler(recipe.scheduler)
     recipe = recipe.replace(model=model.name, scheduler=type(scheduler).__name__)
     unconditional = check_unconditional(model.info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
@@ -251,8 +253,9 @@ def _prepare(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Reci
 def _prepare_k(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Recipe, object, dict]:
     """An A1111 sampler's recipe: checked against the model; its call arguments are the two embeddings."""
     ksampling.check_recipe(model.pipeline, recipe)
+    check_prompt_fields(recipe)
     recipe = recipe.replace(model=model.name)
-    encoded = embeddings.arguments(recipe, guided=True)
+    encoded = embeddings.arguments(recipe, guided=True, same_length=False)
     if "prompt_embeds" not in encoded or encoded.get("negative_prompt_embeds") is None:
         raise ValueError(f"{type(model.pipeline).__name__} cannot run A1111 samplers here (its prompt encoding "
                          "cannot be reused); choose a diffusers scheduler")

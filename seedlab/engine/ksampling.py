@@ -161,23 +161,32 @@ class Guided:
     def __init__(self, unet, model: schedules.ModelSigmas, cond: torch.Tensor, uncond: torch.Tensor,
                  guidance: float, v_prediction: bool, on_step: StepFn):
         self.unet, self.model, self.guidance, self.v = unet, model, guidance, v_prediction
-        self.context = torch.cat([cond, uncond])
+        self.cond, self.uncond = cond, uncond
+        # Prompts of different lengths (A1111's chunks) cannot share a call: one each, as A1111 runs them.
+        self.context = torch.cat([cond, uncond]) if cond.shape[1] == uncond.shape[1] else None
         self.on_step = on_step
 
     def __call__(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
         x_in, sigma_in = torch.cat([x, x]), torch.cat([sigma, sigma])
-        c_in = (1 / (sigma_in ** 2 + 1.0 ** 2) ** 0.5)[:, None, None, None]
-        t = self.model.sigma_to_t(sigma_in)
-        output = self.unet(x_in * c_in, t, encoder_hidden_states=self.context, return_dict=False)[0]
-        if self.v:
-            c_skip = (1.0 ** 2 / (sigma_in ** 2 + 1.0 ** 2))[:, None, None, None]
-            c_out = (-sigma_in * 1.0 / (sigma_in ** 2 + 1.0 ** 2) ** 0.5)[:, None, None, None]
-            out = output * c_out + x_in * c_skip
+        if self.context is not None:
+            out = self._denoise(x_in, sigma_in, self.context)
         else:
-            out = x_in + output * (-sigma_in)[:, None, None, None]
+            out = torch.cat([self._denoise(x_in[:1], sigma_in[:1], self.cond),
+                             self._denoise(x_in[1:], sigma_in[1:], self.uncond)])
         self.on_step()
         uncond = out[1:]
         return uncond + (out[:1] - uncond) * (1.0 * self.guidance)
+
+    def _denoise(self, x_in: torch.Tensor, sigma_in: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        """k-diffusion's CompVis(V)Denoiser: the UNet at the sigma's fractional timestep, as denoised latents."""
+        c_in = (1 / (sigma_in ** 2 + 1.0 ** 2) ** 0.5)[:, None, None, None]
+        t = self.model.sigma_to_t(sigma_in)
+        output = self.unet(x_in * c_in, t, encoder_hidden_states=context, return_dict=False)[0]
+        if self.v:
+            c_skip = (1.0 ** 2 / (sigma_in ** 2 + 1.0 ** 2))[:, None, None, None]
+            c_out = (-sigma_in * 1.0 / (sigma_in ** 2 + 1.0 ** 2) ** 0.5)[:, None, None, None]
+            return output * c_out + x_in * c_skip
+        return x_in + output * (-sigma_in)[:, None, None, None]
 
 
 A1111 = "A1111"  # generation's marker for a recipe run here rather than by a diffusers scheduler

@@ -240,13 +240,25 @@ def _map_pairs(pairs: list[tuple[str, Any]], fields: dict[str, Any], notes: list
             fingerprint = value
         elif key == "Model hash":
             notes.append(f"Model hash {_short(value)} is not checked: SeedLab names models, it does not hash them")
-        elif key == "Clip skip":
-            notes.append(f"Clip skip {_short(value)} is not supported: the text encoder's last layer is used")
         elif key in _SILENT:
             continue  # read with Sampler or RNG, or only says which program wrote the file
         else:
             notes.append(f"{_short(raw_key)}: {_short(value)} has no SeedLab equivalent and is ignored")
+    if "Prompt syntax" not in by_key:
+        fields["prompt_syntax"] = _syntax_of(by_key)
     return fingerprint
+
+
+_SEEDLAB_ONLY = ("SeedLab", "Fingerprint", "Full determinism", "Dtype", SEEDLAB_SCHEDULER_KEY, SEEDLAB_RNG_KEY)
+
+
+def _syntax_of(by_key: dict[str, Any]) -> str:
+    """How the program that wrote the text read its prompts: A1111's syntax, but for SeedLab's own (plain),
+    SD.Next's (its own parsers) and ComfyUI's savers (ComfyUI's weighting, not yet run here)."""
+    if any(key in by_key for key in _SEEDLAB_ONLY) or str(by_key.get("App", "")).startswith("SD.Next") \
+            or str(by_key.get("Version", "")).startswith("ComfyUI"):
+        return "plain"
+    return "a1111"
 
 
 _FIELD_OF = {key: name for name, key in A1111_KEYS.items() if key not in ("Size", "Sampler", "RNG", *READ_HERE)}

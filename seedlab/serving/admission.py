@@ -113,6 +113,9 @@ class Admission:
             errors += check_unconditional(info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
         except FieldError as error:
             return errors + [error]
+        if recipe.prompt_syntax == "a1111" and not info.a1111:
+            errors.append(FieldError("prompt_syntax", f"a1111 is read for Stable Diffusion 1.x and 2.x; {recipe.model} "
+                                                      "reads prompts its own way: use plain"))
         return errors + _sampling_errors(recipe) + list(self._scheduler_errors(recipe.model, recipe.scheduler,
                                                                              recipe.rng, recipe.num_inference_steps))
 
@@ -208,6 +211,10 @@ class Admission:
         if recipe.dtype != self.store.dtype:
             notes.append(f"dtype {recipe.dtype} is not served here: {self.store.dtype} is used")
             recipe = recipe.replace(dtype=self.store.dtype)
+        if recipe.prompt_syntax == "a1111" and not self.store.info(recipe.model).a1111:
+            notes.append(f"its prompt is written in A1111's syntax, which SeedLab reads for Stable Diffusion 1.x and "
+                         f"2.x only: {recipe.model} reads it as plain text, so weights and BREAK are not applied")
+            recipe = recipe.replace(prompt_syntax="plain", emphasis="Original", clip_skip=1)
         offered = self.store.info(recipe.model).offered()
         if recipe.scheduler != DEFAULT_SCHEDULER and recipe.scheduler not in offered and not (
                 is_ksampler(recipe.scheduler) and self.store.info(recipe.model).a1111):
@@ -266,6 +273,10 @@ def _sampling_errors(recipe: Recipe) -> list[FieldError]:
             if used:
                 errors.append(FieldError(field, f"needs one of A1111's samplers ({', '.join(A1111_SAMPLERS)}); "
                                                 f"{recipe.scheduler} runs its own sigmas"))
+    if recipe.prompt_syntax != "a1111":
+        errors += [FieldError(name, f"needs prompt_syntax a1111 (A1111's reading of prompts); with plain it stays "
+                                    f"{default}") for name, default in (("emphasis", "Original"), ("clip_skip", 1))
+                   if getattr(recipe, name) != default]
     if recipe.hires_sampler and not is_ksampler(recipe.hires_sampler):
         errors.append(FieldError("hires_sampler", f"must be empty (the same) or one of {', '.join(A1111_SAMPLERS)}, "
                                                   f"got {recipe.hires_sampler[:60]!r}"))
