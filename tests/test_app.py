@@ -55,7 +55,8 @@ def solo(model, **fields):
     """The reference: one recipe generated alone, in this process, with the app's thread count."""
     with torch_threads(APP_THREADS):
         fields = {"guidance_scale": model.default_guidance, **fields}  # the app starts from the model's default
-        return generate(model, Recipe(model=model.name, num_inference_steps=STEPS, **fields))
+        # and reads typed prompts as A1111 does (the page's default for SD 1.x/2.x models)
+        return generate(model, Recipe(model=model.name, num_inference_steps=STEPS, prompt_syntax="a1111", **fields))
 
 
 def pixels(path: str) -> np.ndarray:
@@ -130,7 +131,10 @@ def test_only_grid_vary_matrix_reproduce_and_reverify_are_public(client):
     assert not info["unnamed_endpoints"]
     recipe_fields = ["negative_prompt", "model", "scheduler", "num_inference_steps", "guidance_scale", "width",
                      "height", "rng", "variation_seed", "variation_strength", "seed_resize_from", "deterministic",
-                     "dtype"]  # the recipe's own fields, in its order: derived from its definitions
+                     "dtype", "prompt_syntax", "emphasis", "clip_skip", "schedule", "eta", "eta_noise_seed_delta",
+                     "s_churn", "s_tmin", "s_tmax", "s_noise", "schedule_sigma_min", "schedule_sigma_max",
+                     "schedule_rho", "hires_scale", "hires_upscaler", "hires_steps", "denoising_strength",
+                     "hires_sampler", "hires_schedule"]  # the recipe's own fields, in its order: from its definitions
     grid = [p["parameter_name"] for p in info["named_endpoints"]["/grid"]["parameters"]]
     vary = [p["parameter_name"] for p in info["named_endpoints"]["/vary"]["parameters"]]
     assert grid == ["prompt", "seeds", *recipe_fields]
@@ -459,9 +463,11 @@ def test_an_a1111_png_is_restored_with_notes(seedlab_app, tmp_path):
     assert (values["prompt"], values["negative_prompt"], values["seeds"], values["num_inference_steps"]) == (
         "a red circle", "blue", "9", 3)
     assert values["model"] == seedlab_app.store.default
-    for expected in ("Schedule type Karras", "Model hash", "Clip skip 2",
-                     "model v1-5-pruned-emaonly is not available on this server"):
+    assert (values["scheduler"], values["schedule"], values["clip_skip"], values["prompt_syntax"]) == (
+        "DPM++ 2M", "Automatic", 2, "a1111")  # A1111's sampler, its Karras default, its clip skip: run, not noted
+    for expected in ("Model hash", "model v1-5-pruned-emaonly is not available on this server"):
         assert expected in notes, notes
+    assert "Karras" not in notes and "Clip skip" not in notes
     verdict = last(seedlab_app.reproduction.reproduce_pending(original, None))["verdict"]
     assert verdict["exact"] is False and verdict["max_difference"] is not None  # measured against the PNG's pixels
 
@@ -513,9 +519,18 @@ def test_an_a1111_png_with_an_ancestral_sampler_and_gpu_noise_still_regenerates_
     Image.new("RGB", (64, 64)).save(tmp_path / "euler-a.png", pnginfo=info)
     update = seedlab_app.reproduction.open_png(str(tmp_path / "euler-a.png"))
     values = restored(update)
+    # A1111's own Euler a draws its step noise as A1111's NV source does: cuda-philox runs it, no fallback
+    assert values["rng"] == "cuda-philox" and values["scheduler"] == "Euler a"
+    assert "cannot drive" not in update["png_notes"]
+    assert update["regenerate_png"].interactive and update["pending"] is not None
+    info = PngInfo()  # SD.Next runs diffusers' Euler a: its GPU noise cannot drive it, rng cpu is used
+    info.add_text("parameters", "a red circle\nSteps: 3, Sampler: Euler a, CFG scale: 7, Seed: 9, Size: 64x64, "
+                                "App: SD.Next")
+    Image.new("RGB", (64, 64)).save(tmp_path / "euler-a-sdnext.png", pnginfo=info)
+    update = seedlab_app.reproduction.open_png(str(tmp_path / "euler-a-sdnext.png"))
+    values = restored(update)
     assert values["rng"] == "cpu" and values["scheduler"] == "EulerAncestralDiscreteScheduler"
     assert "draws noise at every step, which rng cuda-philox cannot drive here: rng cpu is used" in update["png_notes"]
-    assert update["regenerate_png"].interactive and update["pending"] is not None
     info = PngInfo()  # a sampler that draws nothing while stepping keeps A1111's GPU noise
     info.add_text("parameters", "a red circle\nSteps: 3, Sampler: Euler, CFG scale: 7, Seed: 9, Size: 64x64, RNG: NV")
     Image.new("RGB", (64, 64)).save(tmp_path / "euler.png", pnginfo=info)

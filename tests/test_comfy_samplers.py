@@ -1,0 +1,128 @@
+"""ComfyUI's samplers and schedulers against a re-creation of ComfyUI's KSampler node.
+
+The reference (tests/reference_comfyui.py) follows ComfyUI's own sources step by step (KSampler,
+ModelSamplingDiscrete, calc_cond_batch, its copies of the k-diffusion samplers); SeedLab's implementation
+(seedlab/engine/comfy_sampling.py) must give the same latents bit for bit, on a tiny random-weight SD pipeline.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from seedlab.engine.comfy_sampling import COMFY_SAMPLERS, COMFY_SCHEDULES, comfy_sigmas, sample_comfy
+from tests.reference_comfyui import SAMPLERS, SCHEDULERS, SD1_LATENT_SCALE_FACTOR, comfyui_ksampler, comfyui_sigmas
+from tests.tiny import tiny_pipeline
+
+STEPS = 4  # enough for every multistep order (3M SDE reaches its third order at the third step)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    pipe = tiny_pipeline(tmp_path_factory.mktemp("tok"))
+    with torch.inference_mode():
+        cond, uncond = pipe.encode_prompt("a red circle", "cpu", 1, True, "blue square")
+    return pipe, cond, uncond
+
+
+def recipe(**fields):
+    # Until the Recipe accepts ComfyUI's scheduler names, a namespace with the fields sample_comfy reads.
+    values = {"seed": 5, "width": 64, "height": 64, "num_inference_steps": STEPS, "guidance_scale": 7.0,
+              "scheduler": "euler", "schedule": "normal", "rng": "cpu"}
+    return types.SimpleNamespace(**{**values, **fields})
+
+
+def ours(setup, **fields) -> torch.Tensor:
+    pipe, cond, uncond = setup
+    calls = []
+    with torch.inference_mode():
+        latents = sample_comfy(pipe, recipe(**fields), cond, uncond, lambda: calls.append(1))
+    assert calls, "on_step is called"
+    return latents / SD1_LATENT_SCALE_FACTOR  # as the reference's process_latent_out
+
+
+def reference(setup, sampler="euler", scheduler="normal", seed=5, steps=STEPS, cfg=7.0) -> torch.Tensor:
+    pipe, cond, uncond = setup
+    with torch.inference_mode():
+        return comfyui_ksampler(pipe.unet, dict(pipe.scheduler.config), cond=cond, uncond=uncond, seed=seed,
+                                latent=torch.zeros(1, 4, 16, 16), steps=steps, cfg=cfg, sampler_name=sampler,
+                                scheduler=scheduler)
+
+
+def test_the_names_are_the_references():
+    assert set(COMFY_SAMPLERS) == set(SAMPLERS)
+    assert set(COMFY_SCHEDULES) == set(SCHEDULERS)
+
+
+@pytest.mark.parametrize("sampler", COMFY_SAMPLERS)
+@pytest.mark.parametrize("schedule", ["normal", "karras"])
+def test_every_sampler_matches_comfyui(setup, sampler, schedule):
+    assert torch.equal(ours(setup, scheduler=sampler, schedule=schedule), reference(setup, sampler, schedule))
+
+
+@pytest.mark.parametrize("schedule", [name for name in COMFY_SCHEDULES if name not in ("normal", "karras")])
+@pytest.mark.parametrize("sampler", ["euler", "dpmpp_2m_sde", "dpm_2_ancestral"])
+def test_every_schedule_matches_comfyui(setup, sampler, schedule):
+    assert torch.equal(ours(setup, scheduler=sampler, schedule=schedule), reference(setup, sampler, schedule))
+
+
+@pytest.mark.parametrize("sampler", ["euler", "euler_ancestral", "dpmpp_3m_sde"])
+def test_cfg_one_skips_the_negative_prompt_as_comfyui_does(setup, sampler):
+    got = ours(setup, scheduler=sampler, guidance_scale=1.0)
+    assert torch.equal(got, reference(setup, sampler, cfg=1.0))
+    assert not torch.equal(got, ours(setup, scheduler=sampler, guidance_scale=1.5))
+
+
+@pytest.mark.parametrize("sampler, seed", [("euler_ancestral", 0), ("dpmpp_2m_sde_gpu", 123456789),
+                                           ("lms", 2 ** 32 + 7)])
+def test_seeds(setup, sampler, seed):
+    assert torch.equal(ours(setup, scheduler=sampler, seed=seed), reference(setup, sampler, seed=seed))
+
+
+# kl_optimal divides by steps - 1: one step is NaN, in ComfyUI as here.
+@pytest.mark.parametrize("sampler, schedule, steps", [("dpmpp_3m_sde", "exponential", 1), ("heun", "beta", 1),
+                                                      ("dpm_2", "ddim_uniform", 2), ("lms", "simple", 9),
+                                                      ("dpmpp_2s_ancestral", "kl_optimal", 2)])
+def test_step_counts(setup, sampler, schedule, steps):
+    assert torch.equal(ours(setup, scheduler=sampler, schedule=schedule, num_inference_steps=steps),
+                       reference(setup, sampler, schedule, steps=steps))
+
+
+def test_automatic_is_normal(setup):
+    assert torch.equal(ours(setup, scheduler="dpmpp_2m", schedule="Automatic"), reference(setup, "dpmpp_2m"))
+
+
+@pytest.mark.parametrize("schedule", COMFY_SCHEDULES)
+@pytest.mark.parametrize("sampler, steps, denoise", [("euler", 20, 1.0), ("dpm_2", 7, 1.0), ("euler", 10, 0.6),
+                                                      ("dpm_2_ancestral", 9, 0.35), ("euler", 3, 0.0)])
+def test_sigmas_match_comfyui(setup, schedule, sampler, steps, denoise):
+    from tests.reference_comfyui import _ksampler_sigmas, _ModelSampling
+
+    config = dict(setup[0].scheduler.config)
+    want = _ksampler_sigmas(_ModelSampling(config), sampler, schedule, steps, denoise)
+    assert torch.equal(comfy_sigmas(config, sampler, schedule, steps, denoise), want)
+    if denoise == 1.0 and sampler == "euler":
+        assert torch.equal(comfy_sigmas(config, sampler, schedule, steps), comfyui_sigmas(config, schedule, steps))
+
+
+def test_a_prompt_and_negative_of_different_lengths(setup):
+    pipe, cond, uncond = setup
+    longer = torch.cat([cond, cond * 0.5], dim=1)  # padded to a shared length, as ComfyUI concatenates them
+    with torch.inference_mode():
+        mine = sample_comfy(pipe, recipe(scheduler="dpmpp_2m"), longer, uncond, lambda: None)
+        theirs = comfyui_ksampler(pipe.unet, dict(pipe.scheduler.config), cond=longer, uncond=uncond, seed=5,
+                                  latent=torch.zeros(1, 4, 16, 16), steps=STEPS, cfg=7.0, sampler_name="dpmpp_2m",
+                                  scheduler="normal")
+    assert torch.equal(mine / SD1_LATENT_SCALE_FACTOR, theirs)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"rng": "cuda-philox"}, "rng must be cpu"),
+    ({"scheduler": "Euler a"}, "sampler must be one of euler"),
+    ({"schedule": "Karras"}, "schedule must be one of normal"),
+])
+def test_bad_values_are_refused(setup, fields, message):
+    with pytest.raises(ValueError, match=message):
+        ours(setup, **fields)
