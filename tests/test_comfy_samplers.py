@@ -126,3 +126,22 @@ def test_a_prompt_and_negative_of_different_lengths(setup):
 def test_bad_values_are_refused(setup, fields, message):
     with pytest.raises(ValueError, match=message):
         ours(setup, **fields)
+
+
+def test_comfyui_names_in_a_recipe_run_as_comfyui_and_a_cell_is_its_solo_image(tmp_path):
+    """Recipes name ComfyUI's sampler and scheduler as ComfyUI writes them ("dpmpp_2m_sde" + "karras")."""
+    from seedlab.engine.generation import generate, iter_generate
+    from seedlab.engine.models import describe
+    from seedlab.engine.recipe import Recipe
+
+    model = describe("tiny", tiny_pipeline(tmp_path), torch.device("cpu"))
+    recipes = [Recipe(prompt="a red circle", seed=seed, scheduler=name, schedule=schedule, num_inference_steps=3)
+               for seed in (1, 2) for name, schedule in (("dpmpp_2m_sde", "karras"), ("euler_ancestral", "normal"))]
+    together = [result.fingerprint for result in iter_generate(model, recipes)]
+    assert together == [generate(model, recipe).fingerprint for recipe in recipes]
+    assert len(set(together)) == 4
+    for fields, message in (({"rng": "cuda-philox"}, "rng must be cpu for ComfyUI's euler"),
+                            ({"hires_scale": 2.0}, "hires fix runs with A1111's samplers"),
+                            ({"schedule": "Karras"}, "schedule must be one of normal, karras")):
+        with pytest.raises(ValueError, match=message):
+            generate(model, Recipe(prompt="a", scheduler="euler", num_inference_steps=2, **fields))

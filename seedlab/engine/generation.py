@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from . import ksampling
+from .comfy_sampling import sample_comfy
 from .determinism import current_environment, full_determinism
 from .embeddings import Embeddings
 from .image import Result, fingerprint
@@ -40,6 +41,7 @@ from .models import Model
 from .noise import UnsupportedPipeline, check_scheduler, make_noise
 from .prompts import check_prompt_fields
 from .recipe import Recipe, join_prompt
+from .sampler_names import is_comfy_sampler
 
 ProgressFn = Callable[[int, int], None]  # (steps done, steps in all)
 
@@ -272,8 +274,11 @@ def _run_k(model: Model, pipe, recipe: Recipe, arguments: dict, switches, steps:
             raise Cancelled("generation cancelled")
 
     with torch.inference_mode():
-        latents = ksampling.sample(pipe, ksampling.model_sigmas(pipe), recipe, arguments["cond"], arguments["uncond"],
-                                   on_step)
+        if is_comfy_sampler(recipe.scheduler):  # ComfyUI's names: run as ComfyUI runs them
+            latents = sample_comfy(pipe, recipe, arguments["cond"], arguments["uncond"], on_step)
+        else:
+            latents = ksampling.sample(pipe, ksampling.model_sigmas(pipe), recipe, arguments["cond"],
+                                       arguments["uncond"], on_step)
         decoded = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
         image = pipe.image_processor.postprocess(decoded, output_type="pil", do_denormalize=[True])[0]
     environment = current_environment(model.device, pipe.dtype, switches)

@@ -30,7 +30,9 @@ from . import sigmas as schedules
 from .noise import make_noise
 from .philox import cuda_normal
 from .recipe import LATENT_UPSCALERS, SCHEDULES, Recipe
-from .sampler_names import A1111_SAMPLERS, DEFAULT_RHO, KSampler, is_ksampler, split_sampler
+from .sampler_names import (  # noqa: F401  (is_ksampler and KSampler: part of this module's API)
+    A1111_SAMPLERS, COMFY_SCHEDULES, DEFAULT_RHO, KSampler, is_comfy_sampler, is_ksampler, schedule_label, split_sampler,
+)
 
 StepFn = Callable[[], None]  # called after every UNet call (progress, Stop)
 
@@ -214,14 +216,33 @@ def check_pipeline(pipe) -> None:
 def check_recipe(pipe, recipe: Recipe) -> None:
     """What an A1111 sampler's recipe needs beyond its fields' ranges: sampler names, the rng, the pipeline."""
     check_pipeline(pipe)
+    if is_comfy_sampler(recipe.scheduler):
+        return _check_comfy(recipe)
     errors = []
     for field, name in (("scheduler", recipe.scheduler), ("hires_sampler", recipe.hires_sampler)):
         if name and split_sampler(name) is None:
             errors.append(f"{field} must be one of {', '.join(A1111_SAMPLERS)} here, got {name!r:.60}")
+    for field, name in (("schedule", recipe.schedule), ("hires_schedule", recipe.hires_schedule)):
+        if name and schedule_label(name) is None:
+            errors.append(f"{field} {name} is ComfyUI's: A1111's samplers take {', '.join(SCHEDULES)}")
     draws = [split_sampler(name)[0] for name in (recipe.scheduler, recipe.hires_sampler) if name and is_ksampler(name)]
     if recipe.rng == "numpy-pcg64" and any(_draws_each_step(sampler, recipe) for sampler in draws):
         errors.append("rng numpy-pcg64 cannot draw the noise ancestral and SDE samplers need at every step: choose "
                       "rng cpu or cuda-philox, or a sampler that draws nothing while stepping")
+    if errors:
+        raise ValueError("; ".join(errors))
+
+
+def _check_comfy(recipe: Recipe) -> None:
+    """ComfyUI's samplers: its schedulers, its CPU noise, one pass (its two-pass graphs are not run yet)."""
+    errors = []
+    if recipe.schedule not in ("Automatic", *COMFY_SCHEDULES):
+        errors.append(f"schedule must be one of {', '.join(COMFY_SCHEDULES)} for ComfyUI's {recipe.scheduler}, "
+                      f"got {recipe.schedule}")
+    if recipe.rng != "cpu":
+        errors.append(f"rng must be cpu for ComfyUI's {recipe.scheduler} (ComfyUI draws its noise on the CPU)")
+    if recipe.hires_scale:
+        errors.append("hires_scale: hires fix runs with A1111's samplers; ComfyUI's two-pass graphs are not run yet")
     if errors:
         raise ValueError("; ".join(errors))
 
@@ -305,4 +326,5 @@ def _sampler_of(name: str, schedule: str) -> tuple[KSampler, str]:
     if found is None:
         raise ValueError(f"sampler must be one of {', '.join(A1111_SAMPLERS)}, got {name!r:.60}")
     sampler, named = found
+    schedule = schedule_label(schedule) or schedule  # "karras": A1111's name for its Karras
     return sampler, schedule if schedule != "Automatic" else named

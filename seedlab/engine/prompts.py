@@ -27,7 +27,7 @@ from .recipe import FieldError
 MAX_CHUNKS = 32  # a prompt of at most 2,000 characters has at most ~10 chunks of 75 tokens
 COMMA_BACKTRACK = 20  # A1111's comma_padding_backtrack default
 _ATTENTION = re.compile(r"\\\(|\\\)|\\\[|\\]|\\\\|\\|\(|\[|:\s*([+-]?[.\d]+)\s*\)|\)|]|[^\\()\[\]:]+|:")
-_BREAK = re.compile(r"\s*\bBREAK\b\s*", re.S)
+_BREAK = re.compile(r"\s*\bBREAK\b\s*", re.DOTALL)
 _BREAK_MARK = ("BREAK", -1.0)
 
 

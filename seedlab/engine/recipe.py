@@ -44,6 +44,9 @@ LATENT_UPSCALERS = {"Latent": ("bilinear", False), "Latent (antialiased)": ("bil
                     "Latent (bicubic)": ("bicubic", False), "Latent (bicubic antialiased)": ("bicubic", True),
                     "Latent (nearest)": ("nearest", False), "Latent (nearest-exact)": ("nearest-exact", False)}
 MAX_HIRES_SCALE = 4.0
+# ComfyUI's KSampler schedulers, for ComfyUI's sampler names ("dpmpp_2m" + "karras").
+COMFY_SCHEDULES = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta",
+                   "linear_quadratic", "kl_optimal")
 PROMPT_SYNTAXES = ("plain", "a1111")
 EMPHASES = ("Original", "No norm", "None")  # A1111's emphasis modes (modules/sd_emphasis.py)
 
@@ -109,9 +112,10 @@ class Recipe:
                            a1111="Clip skip", a1111_when="clip_skip",
                            help="A1111's Clip skip: the text encoder's layer from the end (1: the last)")
     # A1111's sampler settings (used by A1111 sampler names in `scheduler`: "DPM++ 2M", "Euler a", ...).
-    schedule: str = _spec("Automatic", kind="choice", choices=SCHEDULES, label="Schedule type", link="schedule",
-                          cli="--schedule", a1111="Schedule type", a1111_when="schedule",
-                          help="A1111's noise schedule for an A1111 sampler (Automatic: the sampler's own)")
+    schedule: str = _spec("Automatic", kind="choice", choices=(*SCHEDULES, *COMFY_SCHEDULES), label="Schedule type",
+                          link="schedule", cli="--schedule", a1111="Schedule type", a1111_when="schedule",
+                          help="the noise schedule of an A1111 sampler (Automatic: the sampler's own) or of a "
+                               "ComfyUI sampler (its scheduler: normal, karras, ...)")
     eta: float = _spec(1.0, kind="float", high=1.0, label="Eta", link="eta", cli="--eta", a1111="Eta", a1111_when="eta",
                        help="how much noise ancestral and SDE samplers add back at each step (A1111's default 1)")
     eta_noise_seed_delta: int = _spec(0, kind="int", high=2**32 - 1, label="ENSD", link="ensd", cli="--ensd", a1111="ENSD",

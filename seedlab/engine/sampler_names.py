@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .recipe import COMFY_SCHEDULES  # noqa: F401  (ComfyUI's scheduler names, beside its sampler names)
+
 
 @dataclass(frozen=True)
 class KSampler:
@@ -70,8 +72,25 @@ def split_sampler(name: str) -> tuple[KSampler, str] | None:
     return None
 
 
+# ComfyUI's KSampler sampler names that SeedLab runs as ComfyUI runs them (comfy_sampling.py): two calls a step,
+# noise drawn while stepping.
+COMFY_SAMPLERS = {
+    "euler": (False, False), "euler_ancestral": (False, True), "heun": (True, False), "dpm_2": (True, False),
+    "dpm_2_ancestral": (True, True), "lms": (False, False), "dpmpp_2s_ancestral": (True, True),
+    "dpmpp_sde": (True, True), "dpmpp_sde_gpu": (True, True), "dpmpp_2m": (False, False),
+    "dpmpp_2m_sde": (False, True), "dpmpp_2m_sde_gpu": (False, True), "dpmpp_2m_sde_heun": (False, True),
+    "dpmpp_2m_sde_heun_gpu": (False, True), "dpmpp_3m_sde": (False, True), "dpmpp_3m_sde_gpu": (False, True),
+    "ddim": (False, False),
+}
+
+
+def is_comfy_sampler(name: str) -> bool:
+    return name in COMFY_SAMPLERS
+
+
 def is_ksampler(name: str) -> bool:
-    return split_sampler(name) is not None
+    """One of the samplers SeedLab runs itself, as A1111 (its names) or ComfyUI (its names) runs it."""
+    return name in COMFY_SAMPLERS or split_sampler(name) is not None
 
 
 def schedule_label(text: str) -> str | None:
@@ -87,6 +106,8 @@ def sampler_label(name: str) -> tuple[str, str] | None:
 
 def model_calls(name: str, steps: int) -> int | None:
     """How many denoiser calls an A1111 sampler makes in `steps` steps (None: not an A1111 sampler)."""
+    if name in COMFY_SAMPLERS:
+        return 2 * steps if COMFY_SAMPLERS[name][0] else steps
     found = split_sampler(name)
     if found is None:
         return None
@@ -95,5 +116,7 @@ def model_calls(name: str, steps: int) -> int | None:
 
 def draws_each_step(name: str) -> bool:
     """Whether an A1111 sampler draws noise while stepping (ancestral and SDE samplers, at A1111's eta)."""
+    if name in COMFY_SAMPLERS:
+        return COMFY_SAMPLERS[name][1]
     found = split_sampler(name)
     return found is not None and (found[0].brownian or found[0].uses_ensd)

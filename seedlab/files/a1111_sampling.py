@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.recipe import LATENT_UPSCALERS, MAX_HIRES_SCALE
-from ..engine.sampler_names import A1111_SAMPLERS, sampler_label, schedule_label
+from ..engine.sampler_names import A1111_SAMPLERS, is_comfy_sampler, sampler_label, schedule_label
 
 HIRES_KEYS = ("Hires upscale", "Hires resize", "Hires steps", "Hires upscaler", "Hires sampler", "Hires schedule type",
               "Hires prompt", "Hires negative prompt", "Hires CFG Scale", "Hires checkpoint", "Hires Module 1")
@@ -29,7 +29,12 @@ READ_HERE = {"Sampler", "Schedule type", "Denoising strength", *HIRES_KEYS, "Dis
 
 def read_sampling(by_key: dict[str, Any], fields: dict[str, Any], notes: list[str]) -> bool:
     """Fill the sampler, schedule and hires fields from A1111 pairs. False when the sampler is not an A1111 one."""
-    found = sampler_label(str(by_key.get("Sampler", "")))
+    name = str(by_key.get("Sampler", "")).strip()
+    if is_comfy_sampler(name) and any(key in by_key for key in ("SeedLab", "Dtype", "Full determinism")):
+        fields["scheduler"] = name  # SeedLab's own text, naming one of ComfyUI's samplers it runs
+        fields["schedule"] = str(by_key.get("Schedule type", "Automatic")).strip()
+        return True
+    found = sampler_label(name)
     if found is None or str(by_key.get("App", "")).startswith("SD.Next") \
             or str(by_key.get("Version", "")).startswith("ComfyUI"):
         return False  # SD.Next runs diffusers' schedulers; ComfyUI's savers name ComfyUI's samplers A1111's way

@@ -18,7 +18,7 @@ from ..engine.model_info import check_unconditional
 from ..engine.models import Model, ModelStore
 from ..engine.noise import check_scheduler
 from ..engine.recipe import DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
-from ..engine.sampler_names import A1111_SAMPLERS, draws_each_step, is_ksampler
+from ..engine.sampler_names import A1111_SAMPLERS, draws_each_step, is_comfy_sampler, is_ksampler
 from ..engine.seeds import parse_seeds
 from .budget import Ledger, Speed, measure
 from .limits import Limits
@@ -134,6 +134,8 @@ class Admission:
                 self.store.info(model).scheduler_name(name)
             except FieldError as error:
                 return (error,)
+            if is_comfy_sampler(name) and rng != "cpu":
+                return (FieldError("rng", f"must be cpu with ComfyUI's {name} (ComfyUI draws its noise on the CPU)"),)
             if rng == "numpy-pcg64" and draws_each_step(name):
                 return (FieldError("rng", f"cannot be used here: numpy-pcg64 cannot draw the noise {name} draws at "
                                           "every step; choose rng cpu or cuda-philox"),)
