@@ -57,7 +57,7 @@ DEFAULT_API = {
     "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "ComfyUI", "images": ["8", 0]}},
 }
 EXPECTED = {"seed": 156680208700286, "num_inference_steps": 20, "guidance_scale": 8,
-            "scheduler": "EulerDiscreteScheduler", "prompt": POSITIVE, "negative_prompt": "text, watermark",
+            "scheduler": "euler", "schedule": "normal", "prompt": POSITIVE, "negative_prompt": "text, watermark",
             "width": 512, "height": 768, "model": "v1-5-pruned-emaonly"}
 
 
@@ -113,9 +113,9 @@ def test_advanced_sampler_primitive_seed_reroutes_and_notes():
     }
     _, fields, notes = read_comfyui_workflow(json.dumps(workflow))
     assert fields == {"seed": 987654321, "num_inference_steps": 30, "guidance_scale": 6.5,
-                      "scheduler": "DPMSolverMultistepScheduler", "prompt": "a lighthouse", "negative_prompt": "blurry",
-                      "width": 1024, "height": 1024, "model": "sdxl/juggernaut"}
-    assert any("Schedule type karras" in note for note in notes)
+                      "scheduler": "dpmpp_2m", "schedule": "karras", "prompt": "a lighthouse",
+                      "negative_prompt": "blurry", "width": 1024, "height": 1024, "model": "sdxl/juggernaut"}
+    assert not any("karras" in note for note in notes)  # ComfyUI's sampler and scheduler, run as ComfyUI runs them
     assert not any("Note" in note or "Reroute" in note for note in notes)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..engine.sampler_names import COMFY_SCHEDULES, is_comfy_sampler
 from .formats import loads, sampler_scheduler
 
 _MAX_HOPS = 64  # a chain of links longer than this is not followed (and cycles end here)
@@ -272,7 +273,9 @@ def _sampler_fields(graph: dict[str, Any], key: str, notes: list[str]) -> dict[s
         sampler = _follow(graph, inputs["sampler"], ("sampler_name",), ())
     sampler = _follow(graph, sampler, ("sampler_name", "value", "string"), ())
     schedule = _follow(graph, inputs.get("scheduler", sigmas.get("scheduler")), ("scheduler", "value", "string"), ())
-    if isinstance(sampler, str):
+    if isinstance(sampler, str) and is_comfy_sampler(sampler) and schedule in (None, *COMFY_SCHEDULES):
+        fields["scheduler"], fields["schedule"] = sampler, schedule or "normal"  # run as ComfyUI runs them
+    elif isinstance(sampler, str):
         fields["scheduler"] = sampler_scheduler(sampler, schedule, notes)
     for field, name in (("prompt", "positive"), ("negative_prompt", "negative")):
         # BasicGuider (Flux's usual graph) has no positive/negative, only the one conditioning it guides with
