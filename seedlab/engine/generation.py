@@ -39,9 +39,8 @@ from .image import Result, fingerprint
 from .model_info import check_unconditional
 from .models import Model
 from .noise import UnsupportedPipeline, check_scheduler, make_noise
-from .prompts import check_prompt_fields
 from .recipe import Recipe, join_prompt
-from .sampler_names import is_comfy_sampler
+from .sampler_names import is_comfy_sampler, sampling_errors
 
 ProgressFn = Callable[[int, int], None]  # (steps done, steps in all)
 
@@ -222,8 +221,7 @@ def _prepare(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Reci
         raise ValueError(f"dtype {recipe.dtype} was asked for, but this model is loaded in {model.dtype}")
     if ksampling.is_ksampler(recipe.scheduler):
         return _prepare_k(model, recipe, embeddings)
-    ksampling.check_diffusers_recipe(recipe)
-    check_prompt_fields(recipe)
+    _check_fields(recipe)
     scheduler = model.make_scheduler(recipe.scheduler)
     recipe = recipe.replace(model=model.name, scheduler=type(scheduler).__name__)
     unconditional = check_unconditional(model.info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
@@ -252,10 +250,17 @@ def _prepare(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Reci
     return recipe, scheduler, arguments
 
 
+def _check_fields(recipe: Recipe) -> None:
+    """The sampler and prompt fields together (sampler_names.sampling_errors), the first refusal raised."""
+    errors = sampling_errors(recipe)
+    if errors:
+        raise ValueError(str(errors[0]))
+
+
 def _prepare_k(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Recipe, object, dict]:
     """An A1111 sampler's recipe: checked against the model; its call arguments are the two embeddings."""
     ksampling.check_recipe(model.pipeline, recipe)
-    check_prompt_fields(recipe)
+    _check_fields(recipe)
     recipe = recipe.replace(model=model.name)
     encoded = embeddings.arguments(recipe, guided=True, same_length=False)
     if "prompt_embeds" not in encoded or encoded.get("negative_prompt_embeds") is None:

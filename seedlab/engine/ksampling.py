@@ -27,6 +27,7 @@ import torch
 
 from . import ksamplers
 from . import sigmas as schedules
+from .model_info import runs_a1111
 from .noise import make_noise
 from .philox import cuda_normal
 from .recipe import LATENT_UPSCALERS, SCHEDULES, Recipe
@@ -200,17 +201,11 @@ def model_sigmas(pipe) -> schedules.ModelSigmas:
 
 
 def check_pipeline(pipe) -> None:
-    """A1111's samplers run on Stable Diffusion 1.x / 2.x pipelines (a UNet predicting eps or v)."""
-    name = type(pipe).__name__
-    config = dict(pipe.scheduler.config) if hasattr(pipe, "scheduler") else {}
-    supported = (hasattr(pipe, "unet") and hasattr(pipe, "vae") and not hasattr(pipe, "text_encoder_2")
-                 and getattr(pipe.unet.config, "in_channels", None) == getattr(pipe.vae.config, "latent_channels", 4)
-                 and config.get("prediction_type", "epsilon") in ("epsilon", "v_prediction")
-                 and config.get("beta_schedule", "scaled_linear") in ("scaled_linear", "linear")
-                 and not config.get("rescale_betas_zero_snr"))
-    if not supported:
-        raise ValueError(f"A1111 samplers run here on Stable Diffusion 1.x and 2.x pipelines, not on {name}: choose one "
-                         "of this model's diffusers schedulers")
+    """A1111's samplers run on Stable Diffusion 1.x / 2.x pipelines (model_info.runs_a1111 of the pipeline)."""
+    denoiser = "unet" if hasattr(pipe, "unet") else "transformer"
+    if not runs_a1111(type(pipe), denoiser, dict(pipe.scheduler.config)):
+        raise ValueError(f"A1111 samplers run here on Stable Diffusion 1.x and 2.x pipelines, not on "
+                         f"{type(pipe).__name__}: choose one of this model's diffusers schedulers")
 
 
 def check_recipe(pipe, recipe: Recipe) -> None:
@@ -252,14 +247,6 @@ def _draws_each_step(sampler: KSampler, recipe: Recipe) -> bool:
         sampler.function in ksamplers.TAKES_CHURN and recipe.s_churn > 0)
 
 
-def check_diffusers_recipe(recipe: Recipe) -> None:
-    """A diffusers scheduler runs its own sigmas: A1111's schedule, churn and hires fields do not apply to it."""
-    if recipe.schedule != "Automatic" or recipe.hires_scale:
-        field = "schedule" if recipe.schedule != "Automatic" else "hires_scale"
-        raise ValueError(f"{field} needs an A1111 sampler ({', '.join(A1111_SAMPLERS)}); the diffusers scheduler "
-                         f"{recipe.scheduler} runs its own sigmas, so leave {field} at its default")
-
-
 def sample(pipe, model: schedules.ModelSigmas, recipe: Recipe, cond: torch.Tensor, uncond: torch.Tensor,
            on_step: StepFn) -> torch.Tensor:
     """The final latents of a recipe (both passes when hires fix is on)."""
@@ -281,7 +268,7 @@ def sample(pipe, model: schedules.ModelSigmas, recipe: Recipe, cond: torch.Tenso
 def _hires(pipe, model, denoiser: Guided, latents: torch.Tensor, recipe: Recipe, sdxl: bool) -> torch.Tensor:
     """A1111's sample_hr_pass with a latent upscaler, then sample_img2img for the second pass."""
     sampler, schedule = _sampler_of(recipe.hires_sampler or recipe.scheduler, recipe.hires_schedule or recipe.schedule)
-    width, height = hires_size(recipe)
+    width, height = recipe.hires_size
     mode, antialias = LATENT_UPSCALERS[recipe.hires_upscaler]
     factor = getattr(pipe, "vae_scale_factor", 8)
     latents = torch.nn.functional.interpolate(latents, size=(height // factor, width // factor), mode=mode,
@@ -296,11 +283,6 @@ def _hires(pipe, model, denoiser: Guided, latents: torch.Tensor, recipe: Recipe,
     x = latents + noise.latents * tail[0]
     step_noise = StepNoise(recipe, noise.generator, x.shape, x)
     return _run(sampler, denoiser, x, tail, recipe, step_noise, brownian_sigmas=sigmas)
-
-
-def hires_size(recipe: Recipe) -> tuple[int, int]:
-    """The hires pass's image size: A1111's int(size * Hires upscale)."""
-    return int(recipe.width * recipe.hires_scale), int(recipe.height * recipe.hires_scale)
 
 
 def _run(sampler: KSampler, denoiser: Guided, x: torch.Tensor, sigmas: torch.Tensor, recipe: Recipe,

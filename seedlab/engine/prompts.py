@@ -164,12 +164,3 @@ def check_encoder(pipe) -> None:
             or type(encoder).__name__ != "CLIPTextModel" or not hasattr(encoder, "final_layer_norm"):
         raise FieldError("prompt_syntax", f"a1111 needs one CLIP text encoder (Stable Diffusion 1.x, 2.x); "
                                           f"{type(pipe).__name__} encodes prompts its own way: use plain")
-
-
-def check_prompt_fields(recipe) -> None:
-    """Emphasis and clip skip are A1111's: with the plain syntax they stay at their defaults."""
-    if recipe.prompt_syntax != "a1111":
-        for name, default in (("emphasis", "Original"), ("clip_skip", 1)):
-            if getattr(recipe, name) != default:
-                raise FieldError(name, f"needs prompt_syntax a1111 (A1111's reading of prompts); with plain it stays "
-                                       f"{default}")

@@ -190,6 +190,11 @@ class Recipe:
         return cls(**{name: SPECS[name].coerce(value) for name, value in data.items()})
 
     @property
+    def hires_size(self) -> tuple[int, int]:
+        """Hires fix's second-pass size: A1111's int(size * Hires upscale)."""
+        return int(self.width * self.hires_scale), int(self.height * self.hires_scale)
+
+    @property
     def total_steps(self) -> int:
         """The denoising steps asked for, both passes of hires fix counted."""
         return self.num_inference_steps + ((self.hires_steps or self.num_inference_steps) if self.hires_scale else 0)
@@ -220,7 +225,7 @@ def check_fields(values: dict[str, Any]) -> dict[str, Any]:
 def _check_hires(recipe: Recipe) -> None:
     """Hires fix's fields together: a scale of at least 1 that gives a valid size, a strength above 0."""
     errors = []
-    sizes = [int(side * recipe.hires_scale) for side in (recipe.width, recipe.height)]
+    sizes = recipe.hires_size
     if recipe.hires_scale < 1 or any(side > MAX_SIZE or side % SIZE_MULTIPLE for side in sizes):
         errors.append(FieldError("hires_scale", f"must be 0 (off) or from 1 to {MAX_HIRES_SCALE:g} with width and height "
                                                 f"times it whole multiples of {SIZE_MULTIPLE} up to {MAX_SIZE}, got "

@@ -120,3 +120,26 @@ def draws_each_step(name: str) -> bool:
         return COMFY_SAMPLERS[name][1]
     found = split_sampler(name)
     return found is not None and (found[0].brownian or found[0].uses_ensd)
+
+
+def sampling_errors(recipe) -> list:
+    """What a recipe's sampler and prompt fields refuse together (admission names them, generation raises them):
+    A1111's schedule and hires fix need one of the samplers SeedLab runs itself, emphasis and clip skip need
+    A1111's prompt syntax."""
+    from .recipe import FieldError
+
+    errors = []
+    if not is_ksampler(recipe.scheduler):
+        for field, used in (("schedule", recipe.schedule != "Automatic"), ("hires_scale", recipe.hires_scale > 0)):
+            if used:
+                errors.append(FieldError(field, f"needs an A1111 sampler ({', '.join(A1111_SAMPLERS)}); the diffusers "
+                                                f"scheduler {recipe.scheduler} runs its own sigmas, so leave {field} at "
+                                                "its default"))
+    if recipe.hires_sampler and not is_ksampler(recipe.hires_sampler):
+        errors.append(FieldError("hires_sampler", f"must be empty (the same) or one of {', '.join(A1111_SAMPLERS)}, "
+                                                  f"got {recipe.hires_sampler[:60]!r}"))
+    if recipe.prompt_syntax != "a1111":
+        errors += [FieldError(name, f"needs prompt_syntax a1111 (A1111's reading of prompts); with plain it stays "
+                                    f"{default}") for name, default in (("emphasis", "Original"), ("clip_skip", 1))
+                   if getattr(recipe, name) != default]
+    return errors

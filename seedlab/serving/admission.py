@@ -18,7 +18,7 @@ from ..engine.model_info import check_unconditional
 from ..engine.models import Model, ModelStore
 from ..engine.noise import check_scheduler
 from ..engine.recipe import DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
-from ..engine.sampler_names import A1111_SAMPLERS, draws_each_step, is_comfy_sampler, is_ksampler
+from ..engine.sampler_names import draws_each_step, is_comfy_sampler, is_ksampler, sampling_errors
 from ..engine.seeds import parse_seeds
 from .budget import Ledger, Speed, measure
 from .limits import Limits
@@ -116,7 +116,7 @@ class Admission:
         if recipe.prompt_syntax == "a1111" and not info.a1111:
             errors.append(FieldError("prompt_syntax", f"a1111 is read for Stable Diffusion 1.x and 2.x; {recipe.model} "
                                                       "reads prompts its own way: use plain"))
-        return errors + _sampling_errors(recipe) + list(self._scheduler_errors(recipe.model, recipe.scheduler,
+        return errors + sampling_errors(recipe) + list(self._scheduler_errors(recipe.model, recipe.scheduler,
                                                                              recipe.rng, recipe.num_inference_steps))
 
     def _scheduler_errors(self, model: str, name: str, rng: str, steps: int) -> tuple[FieldError, ...]:
@@ -266,20 +266,3 @@ class Admission:
         except ValueError:  # refused for something a smaller size does not change (its prompt, its noise source)
             return None
 
-
-def _sampling_errors(recipe: Recipe) -> list[FieldError]:
-    """A1111's sampler fields together: its schedule and hires fix need one of its samplers."""
-    errors = []
-    if not is_ksampler(recipe.scheduler):
-        for field, used in (("schedule", recipe.schedule != "Automatic"), ("hires_scale", recipe.hires_scale > 0)):
-            if used:
-                errors.append(FieldError(field, f"needs one of A1111's samplers ({', '.join(A1111_SAMPLERS)}); "
-                                                f"{recipe.scheduler} runs its own sigmas"))
-    if recipe.prompt_syntax != "a1111":
-        errors += [FieldError(name, f"needs prompt_syntax a1111 (A1111's reading of prompts); with plain it stays "
-                                    f"{default}") for name, default in (("emphasis", "Original"), ("clip_skip", 1))
-                   if getattr(recipe, name) != default]
-    if recipe.hires_sampler and not is_ksampler(recipe.hires_sampler):
-        errors.append(FieldError("hires_sampler", f"must be empty (the same) or one of {', '.join(A1111_SAMPLERS)}, "
-                                                  f"got {recipe.hires_sampler[:60]!r}"))
-    return errors

@@ -67,7 +67,7 @@ class Speed:
         calls = model_calls(recipe.scheduler, recipe.num_inference_steps) + IMAGE_CALLS
         seconds = calls * self.step_seconds(recipe.width * recipe.height) + noise_seconds(recipe)
         if recipe.hires_scale:
-            width, height = int(recipe.width * recipe.hires_scale), int(recipe.height * recipe.hires_scale)
+            width, height = recipe.hires_size
             steps = recipe.hires_steps or recipe.num_inference_steps
             calls = model_calls(recipe.hires_sampler or recipe.scheduler, steps) + IMAGE_CALLS
             seconds += calls * self.step_seconds(width * height) + noise_seconds(recipe.replace(

@@ -87,7 +87,7 @@ class Limits:
                 errors.append(FieldError(name, f"must be at most {self.max_size} pixels a side on this server "
                                                f"({self.setting('max_size')}), got {value}"))
         if recipe.hires_scale:  # hires fix's second pass is made at its own size and steps
-            hires = (int(recipe.width * recipe.hires_scale), int(recipe.height * recipe.hires_scale))
+            hires = recipe.hires_size
             if max(hires) > self.max_size:
                 errors.append(FieldError("hires_scale", f"makes a {hires[0]}x{hires[1]} image, more than {self.max_size} "
                                                         f"pixels a side ({self.setting('max_size')}); got "
