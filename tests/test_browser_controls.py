@@ -181,3 +181,20 @@ def test_a_verdict_goes_with_its_file(browser, app_server, tmp_path):  # noqa: F
                            ".test(document.querySelector('#png-notes textarea').value)")
     nothing_left()
     page.context.close()
+
+
+def test_the_page_offers_a1111s_samplers_hires_fix_and_reads_prompts_as_a1111(browser, app_server):  # noqa: F811
+    """After the page has settled: the prompt syntax starts at a1111 (and the box says so), the Scheduler menu
+    lists A1111's samplers, and Hires fix and Sampler settings have their own groups."""
+    from tests.settle import open_settled, value
+
+    page = open_settled(browser, app_server.url)
+    page.get_by_text("Seed variation, resize and more").click()  # the closed group where Prompt syntax sits
+    page.locator("#prompt-syntax input").wait_for()
+    assert value(page, "prompt-syntax") == "a1111"
+    assert "A1111's syntax" in page.locator("#prompt").inner_text()
+    for group in ("#hires-fix", "#sampler-settings"):
+        assert page.locator(group).count() == 1
+    page.locator("#scheduler input").click()
+    page.get_by_role("option", name="DPM++ 2M (A1111)", exact=True).wait_for()
+    page.context.close()
