@@ -23,7 +23,7 @@ import torch
 from starlette.middleware import Middleware
 
 from seedlab import ModelStore, configure_process, resolve_device
-from seedlab.engine import cpu
+from seedlab.engine import cpu, library
 from seedlab.engine.models import default_lanes
 from seedlab.engine.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
 from seedlab.engine.sampler_names import A1111_SAMPLERS
@@ -264,6 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="CPU kernels: avx2 (default) gives the same pixels on every x86-64 CPU of a vendor, "
                              "portable across Intel and AMD too (slower), native is fastest and CPU-bound; links "
                              "record it (env SEEDLAB_CPU_ISA)")
+    parser.add_argument("--models-dir", default=os.environ.get(library.ENV) or None,
+                        help="a models folder laid out as A1111's models/ or ComfyUI's: the LoRAs that prompts "
+                             f"(<lora:NAME:W>) and the LoRA field name are read from it (env {library.ENV})")
     parser.add_argument("--mcp", action="store_true", default=os.environ.get("SEEDLAB_MCP", "") in ("1", "true", "yes"),
                         help="also serve the public endpoints (grid, vary, matrix, reproduce, reverify) as MCP tools "
                              "at /gradio_api/mcp/ (env SEEDLAB_MCP=1; needs the mcp package)")
@@ -281,6 +284,7 @@ def main(argv: list[str] | None = None) -> None:
         # made here reproduces on any machine that pins one thread, whatever its core count.
         threads = args.threads or (1 if device.type == "cpu" else None)
         configure_process(threads, args.cpu_isa)
+        library.configure(args.models_dir)
         lanes = args.lanes or default_lanes(device, torch.get_num_threads())
         workers = args.workers
         if lanes < 1 or (workers is not None and (workers < 0 or (workers and device.type != "cpu"))):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from .engine import cpu, determinism, generation, models
+from .engine import cpu, determinism, generation, library, models
 from .engine.recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
 from .explore import plot as plot_command
 from .explore import travel as travel_command
@@ -92,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
                              help="torch intra-op threads per image (grid, vary: 1 on a CPU, images side by side as "
                                   "in the app; sweep: cores / workers)")
         add_cpu_isa_option(command)
+        add_models_dir_option(command)
         command.add_argument("--json", action="store_true", help="print one JSON object per image")
         command.add_argument("--base-url", default=DEFAULT_BASE_URL, help="where links point (the app's address)")
     for command in (grid, vary):
@@ -106,11 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--threads", type=int, default=None,
                            help="torch's intra-op thread count (default: the original's, when it is recorded)")
     add_cpu_isa_option(reproduce, default_help="the original's baseline, when it is recorded")
+    add_models_dir_option(reproduce)
     reproduce.add_argument("--out", type=Path, default=None, help="also write the regenerated image to this PNG")
     reproduce.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
     info = commands.add_parser("info", help="print the recipe an image's metadata holds (PNG, JPEG, WebP); no model")
     info_command.add_arguments(info)
     return parser
+
+
+def add_models_dir_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--models-dir", dest="models_dir", type=Path, default=None,
+                         help="a models folder laid out as A1111's models/ or ComfyUI's (Lora/ or loras/): LoRAs named "
+                              f"in prompts (<lora:NAME:W>) or --lora are read from it (default: ${library.ENV})")
 
 
 def add_cpu_isa_option(command: argparse.ArgumentParser, default_help: str = "") -> None:
@@ -288,6 +296,8 @@ def _check_writable(path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if getattr(args, "models_dir", None) is not None:
+            library.configure(args.models_dir)
         return run(args)
     except RecipeError as error:
         print(f"seedlab: error: {error.named(option_name)}", file=sys.stderr)

@@ -195,3 +195,23 @@ def test_a_preset_that_is_not_a_size_gives_none():
     graph["5"] = {"class_type": "EmptyLatentImageFromPresetsSDXL", "inputs": {"preset": "Custom", "batch_size": 1}}
     _, fields, _ = read_comfyui(json.dumps(graph))
     assert "width" not in fields and "height" not in fields
+
+
+def test_lora_loaders_on_the_model_chain_become_the_loras_field_in_the_order_comfyui_applies_them():
+    graph = json.loads(json.dumps(DEFAULT_API))
+    graph["10"] = {"class_type": "LoraLoader", "inputs": {"model": ["4", 0], "clip": ["4", 1], "strength_model": 0.8,
+                                                          "lora_name": "styles\\ink.safetensors", "strength_clip": 1}}
+    graph["11"] = {"class_type": "ModelSamplingDiscrete", "inputs": {"model": ["10", 0], "sampling": "eps"}}
+    graph["12"] = {"class_type": "LoraLoaderModelOnly", "inputs": {"model": ["11", 0], "lora_name": "detail.safetensors",
+                                                                   "strength_model": -0.5}}
+    graph["13"] = {"class_type": "LoraLoader", "inputs": {"model": ["12", 0], "clip": ["10", 1], "strength_model": 0,
+                                                          "lora_name": "off.safetensors", "strength_clip": 0}}
+    graph["3"]["inputs"]["model"] = ["13", 0]
+    _, fields, notes = read_comfyui(json.dumps(graph))
+    assert fields["loras"] == "<lora:ink:1:0.8> <lora:detail:0:-0.5>"  # <lora:NAME:CLIP:MODEL>; strength 0 left out
+    assert not any("Lora" in note for note in notes)
+    graph["12"]["inputs"].update(lora_name="a<b>:c.safetensors", strength_model=200)
+    _, fields, notes = read_comfyui(json.dumps(graph))
+    assert fields["loras"] == "<lora:ink:1:0.8>"
+    assert any(note.startswith("LoRA loader 'a<b>:c.safetensors' with strengths (0.0, 200) cannot be restored")
+               for note in notes)

@@ -106,11 +106,12 @@ def test_a1111_texts_restore_prompt_seed_steps_cfg_size_and_sampler(recipe, samp
     # A1111's own samplers, run as A1111 runs them; a name's schedule wins over "Schedule type" (1.10's reading).
     schedule = "Automatic" if sampler.endswith(" Karras") or not karras_type else "Karras"
     expected = recipe.replace(scheduler=sampler.removesuffix(" Karras"), schedule=schedule, rng="cuda-philox",
-                              prompt_syntax="a1111")  # A1111's text: its prompt read with its syntax
+                              prompt_syntax="a1111",  # A1111's text: its prompt read with its syntax
+                              lora_hashes="add_detail: 7c6bad76eb54, more_details: 3b8aa1d351ef")
     assert restored == expected  # no RNG: A1111's GPU noise
     assert print_ is None
     assert any(note.startswith("Model hash 6ce0161689") for note in notes)
-    assert any(note.startswith("Lora hashes: add_detail: 7c6bad76eb54, more") for note in notes)
+    assert not any("Lora hashes" in note for note in notes)  # a recipe field: the files a LoRA is found by
     assert not any("Emphasis" in note for note in notes)  # A1111's emphasis mode is a recipe field
     assert not any("Karras" in note for note in notes)  # the schedule is applied, not noted
 
@@ -140,13 +141,13 @@ def test_a_real_a1111_png_restores_its_recipe_with_notes():
         negative_prompt="lowres, bad anatomy\nworst quality", seed=3839811283, num_inference_steps=28,
         guidance_scale=6.5, width=512, height=768, scheduler="DPM++ 2M", schedule="Karras",
         model="v1-5-pruned-emaonly", rng="cuda-philox", hires_scale=2.0, hires_steps=10, denoising_strength=0.45,
-        hires_upscaler="Latent", prompt_syntax="a1111", clip_skip=2,
+        hires_upscaler="Latent", prompt_syntax="a1111", clip_skip=2, lora_hashes="add_detail: 7c6bad76eb54",
     )
     assert (print_, environment) == (None, None)
     text = "\n".join(notes)
-    for expected in ("Model hash 6ce0161689", "Lora hashes: add_detail: 7c6bad76eb54", "TI hashes",
-                     "<lora:add_detail:0.5> in the prompt: A1111 extra networks"):
+    for expected in ("Model hash 6ce0161689", "TI hashes"):
         assert expected in text, text
+    assert "add_detail" not in text  # its tag and hash are the recipe's: the LoRA is applied (test_lora.py)
     assert "Karras" not in text and "hires" not in text.lower()  # both are run, not noted
 
 
@@ -225,16 +226,22 @@ def test_only_files_that_cannot_be_opened_as_images_are_unreadable(tmp_path):
         assert not isinstance(error.value, UnreadableImage)
 
 
-def test_inline_lora_and_hypernet_tags_stay_in_the_prompt_with_a_note_naming_them():
+def test_inline_lora_tags_are_kept_for_their_syntax_and_other_tags_named_in_a_note():
     prompt = "a castle <lora:add_detail:0.8>, <hypernet:anime_v2:1>\nat dusk <lora:add_detail:0.8> <lyco:film:0.4>"
     text = f"{prompt}\nNegative prompt: <lora:bad_hands:1>\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 5, Size: 64x64"
     recipe, _, notes = read_parameters(text)
     assert (recipe.prompt, recipe.negative_prompt) == (prompt, "<lora:bad_hands:1>")  # as written
+    assert recipe.prompt_syntax == "a1111"  # A1111 applies the LoRA tags (test_lora.py): no note for them
+    (note,) = [note for note in notes if "anime_v2" in note]
+    assert note.startswith("<hypernet:anime_v2:1> in the prompt: hypernetworks are not run here")
+    assert not any("add_detail" in note or "film" in note for note in notes)
+    assert parameters_text(recipe).startswith(prompt + "\nNegative prompt: <lora:bad_hands:1>\n")  # round trip
+    # SD.Next's text: its own prompt parser, read as plain text here, so the tags are words and a note says so
+    _, _, notes = read_parameters(f"{prompt}\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 5, App: SD.Next")
     (note,) = [note for note in notes if "extra networks" in note]
     assert note.startswith("<lora:add_detail:0.8>, <hypernet:anime_v2:1>, <lyco:film:0.4> in the prompt: ")
-    assert parameters_text(recipe).startswith(prompt + "\nNegative prompt: <lora:bad_hands:1>\n")  # round trip
     _, _, notes = read_parameters("a castle <b>bold</b> at 3:00\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 5")
-    assert not any("extra networks" in note for note in notes)
+    assert not any("extra networks" in note or "hypernetworks" in note for note in notes)
 
 
 @pytest.mark.parametrize(("word", "rng"), [("NV", "cuda-philox"), ("GPU", "cuda-philox"), ("CPU", "cpu")])

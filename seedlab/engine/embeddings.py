@@ -11,7 +11,7 @@ import re
 
 import torch
 
-from . import prompts
+from . import lora_names, prompts
 from .models import Model
 from .recipe import Recipe
 
@@ -99,7 +99,7 @@ class Embeddings:
                                       clip_skip=recipe.clip_skip, device=self.model.device).to(pipe.unet.dtype)
 
             with torch.no_grad():
-                cond = encode(recipe.prompt)
+                cond = encode(lora_names.extract(recipe.prompt)[0])  # the <lora:...> tags out, as A1111 does
                 encoded = {"prompt_embeds": cond}
                 if guided:
                     uncond = encode(recipe.negative_prompt)

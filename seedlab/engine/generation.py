@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import ksampling
+from . import ksampling, lora, lora_names
 from .comfy_sampling import sample_comfy
 from .determinism import current_environment, full_determinism
 from .embeddings import Embeddings
@@ -108,15 +108,38 @@ def iter_generate(
     and the switches are held per such chunk, never across a yield.
     """
     steps = _Steps(sum(r.total_steps for r in recipes), progress)
-    embeddings = Embeddings(model)
+    encoders: dict[int, Embeddings] = {}  # one per model (a LoRA set's merged copy is a model of its own)
     chunk: list[Recipe] = []
+    chunk_model = model
+    resolved: dict[tuple, tuple[Model, str]] = {}  # the folder is looked up once per LoRA set
     for recipe in recipes:
-        if chunk and (len(chunk) == max(1, model.lanes) or recipe.deterministic != chunk[0].deterministic):
-            yield from _generate_chunk(model, chunk, embeddings, steps, cancel)
+        merged, recipe = with_loras(model, recipe, resolved)
+        if chunk and (len(chunk) == max(1, model.lanes) or recipe.deterministic != chunk[0].deterministic
+                      or merged is not chunk_model):
+            yield from _generate_chunk(chunk_model, chunk, encoders[id(chunk_model)], steps, cancel)
             chunk = []
+        chunk_model = merged
+        encoders.setdefault(id(merged), Embeddings(merged))
         chunk.append(recipe)
     if chunk:
-        yield from _generate_chunk(model, chunk, embeddings, steps, cancel)
+        yield from _generate_chunk(chunk_model, chunk, encoders[id(chunk_model)], steps, cancel)
+
+
+def with_loras(model: Model, recipe: Recipe, memo: dict | None = None) -> tuple[Model, Recipe]:
+    """The model with the recipe's LoRAs merged (lora.py), and the recipe with the hashes of the files used."""
+    uses = lora_names.uses_of(recipe)
+    if not uses:
+        return model, recipe
+    key = (tuple(uses), recipe.lora_hashes)
+    if memo is None or key not in memo:
+        resolved = lora.resolve(uses, lora_names.parse_hashes(recipe.lora_hashes))
+        hashes = lora_names.format_hashes({item.use.name: item.found.hash for item in resolved})
+        found = (lora.merged(model, resolved), hashes)
+        if memo is None:
+            memo = {}
+        memo[key] = found
+    merged, hashes = memo[key]
+    return merged, recipe.replace(lora_hashes=hashes)
 
 
 class _Steps:

@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from . import lora_names
 from .spec import (  # noqa: F401  (part of this module's API)
     MAX_SAFE_JS_INT,
     MAX_SIZE,
@@ -48,6 +49,7 @@ MAX_HIRES_SCALE = 4.0
 COMFY_SCHEDULES = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta",
                    "linear_quadratic", "kl_optimal")
 PROMPT_SYNTAXES = ("plain", "a1111")
+MAX_LORA_CHARS = 1000
 EMPHASES = ("Original", "No norm", "None")  # A1111's emphasis modes (modules/sd_emphasis.py)
 
 
@@ -111,6 +113,15 @@ class Recipe:
     clip_skip: int = _spec(1, kind="int", low=1, high=12, label="Clip skip", link="clipskip", cli="--clip-skip",
                            a1111="Clip skip", a1111_when="clip_skip",
                            help="A1111's Clip skip: the text encoder's layer from the end (1: the last)")
+    # LoRA from the models folder (--models-dir): A1111's tags, also for prompts of any syntax (ComfyUI's loaders).
+    loras: str = _spec("", kind="text", high=MAX_LORA_CHARS, label="LoRA", link="lora", cli="--lora", a1111="LoRA",
+                       a1111_when="loras",
+                       help='LoRAs from the models folder as A1111 tags: "<lora:NAME:WEIGHT>", "<lora:NAME:TE:UNET>" '
+                            "for the text encoder's and the UNet's weights; an a1111-syntax prompt may hold them too")
+    lora_hashes: str = _spec("", kind="text", high=MAX_LORA_CHARS, label="LoRA hashes", link="lorahash",
+                             cli="--lora-hashes", a1111="Lora hashes", a1111_when="lora_hashes",
+                             help='each LoRA\'s A1111 hash, "NAME: HASH, ...": the file with that hash is used '
+                                  "(filled in when an image is made)")
     # A1111's sampler settings (used by A1111 sampler names in `scheduler`: "DPM++ 2M", "Euler a", ...).
     schedule: str = _spec("Automatic", kind="choice", choices=(*SCHEDULES, *COMFY_SCHEDULES), label="Schedule type",
                           link="schedule", cli="--schedule", a1111="Schedule type", a1111_when="schedule",
@@ -164,6 +175,8 @@ class Recipe:
             object.__setattr__(self, name, value)
         if self.hires_scale:
             _check_hires(self)
+        if self.loras or self.lora_hashes or (self.prompt_syntax == "a1111" and "<" in self.prompt):
+            _check_loras(self)
 
     def replace(self, **changes: Any) -> Recipe:
         """A copy with some fields changed (validated again)."""
@@ -232,6 +245,26 @@ def _check_hires(recipe: Recipe) -> None:
                                                 f"{recipe.hires_scale:g} ({sizes[0]}x{sizes[1]})"))
     if recipe.denoising_strength == 0:
         errors.append(FieldError("denoising_strength", "must be above 0 with hires fix on (Hires upscale), got 0"))
+    if errors:
+        raise RecipeError(errors)
+
+
+def _check_loras(recipe: Recipe) -> None:
+    """The LoRA tags of `loras` and of an A1111-syntax prompt, and the hashes: well formed and few enough."""
+    errors, count = [], 0
+    checks = [("loras", lambda: lora_names.parse_field(recipe.loras)),
+              ("lora_hashes", lambda: lora_names.parse_hashes(recipe.lora_hashes))]
+    if recipe.prompt_syntax == "a1111":
+        checks.append(("prompt", lambda: lora_names.extract(recipe.prompt)[1]))
+    for name, check in checks:
+        try:
+            found = check()
+            count += len(found) if isinstance(found, list) else 0
+        except ValueError as error:
+            errors.append(FieldError(name, str(error).removeprefix(f"{name}: ").removeprefix(f"{name} ")))
+    if count > lora_names.MAX_LORAS:
+        errors.append(FieldError("loras", f"at most {lora_names.MAX_LORAS} LoRAs at once (the field and the prompt's "
+                                          f"tags together), got {count}"))
     if errors:
         raise RecipeError(errors)
 

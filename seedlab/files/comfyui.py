@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from ..engine.sampler_names import COMFY_SCHEDULES, is_comfy_sampler
+from .comfyui_loras import lora_loaders
 from .formats import loads, sampler_scheduler
 
 _MAX_HOPS = 64  # a chain of links longer than this is not followed (and cycles end here)
@@ -25,7 +26,7 @@ _CONDITIONING = ("conditioning", "conditioning_1", "conditioning_to", "positive"
 _HANDLED = {"KSampler", "KSamplerAdvanced", "SamplerCustom", "SamplerCustomAdvanced", "CLIPTextEncode",
             "EmptyLatentImage", "CheckpointLoaderSimple", "CheckpointLoader", "VAEDecode", "SaveImage",
             "PreviewImage", "Reroute", "KSamplerSelect", "BasicScheduler", "RandomNoise", "CFGGuider",
-            "UNETLoader", "VAELoader", "CLIPLoader", "PrimitiveNode"}
+            "UNETLoader", "VAELoader", "CLIPLoader", "PrimitiveNode", "LoraLoader", "LoraLoaderModelOnly"}
 # The UI graph's widget values in order, by node type. None: the "control after generate" value the UI
 # stores after a seed ("randomize", "fixed", ...), when present.
 WIDGETS = {
@@ -33,6 +34,8 @@ WIDGETS = {
     "KSamplerAdvanced": ("add_noise", "noise_seed", None, "steps", "cfg", "sampler_name", "scheduler",
                          "start_at_step", "end_at_step", "return_with_leftover_noise"),
     "CheckpointLoaderSimple": ("ckpt_name",),
+    "LoraLoader": ("lora_name", "strength_model", "strength_clip"),
+    "LoraLoaderModelOnly": ("lora_name", "strength_model"),
     "CLIPTextEncode": ("text",),
     "EmptyLatentImage": ("width", "height", "batch_size"),
     "EmptySD3LatentImage": ("width", "height", "batch_size"),
@@ -287,6 +290,8 @@ def _sampler_fields(graph: dict[str, Any], key: str, notes: list[str]) -> dict[s
     model = _follow(graph, inputs.get("model", guider.get("model")), ("ckpt_name", "unet_name"), ("model",))
     if isinstance(model, str):
         fields["model"] = model.rsplit(".", 1)[0] if model.endswith((".safetensors", ".ckpt")) else model
+    if loras := lora_loaders(graph, inputs.get("model", guider.get("model")), _link, notes):
+        fields["loras"] = loras
     denoise = sigmas.get("denoise", inputs.get("denoise"))
     if isinstance(denoise, (int, float)) and denoise < 1:
         notes.append(f"denoise {denoise:g} (img2img or a partial pass) is not supported: SeedLab starts from noise")

@@ -222,7 +222,7 @@ def _a1111_flavour(text: str) -> str:
 
 
 def _extra_networks(fields: dict[str, Any]) -> list[str]:
-    """A1111's inline <lora:NAME:WEIGHT>, <hypernet:...>, <lyco:...> tags: kept as written, with a note."""
+    """Notes on A1111's inline <lora:NAME:WEIGHT>, <hypernet:...>, <lyco:...> tags: which are not applied."""
     prompt = fields.get("prompt")
     if not isinstance(prompt, str) or "<" not in prompt:
         return []
@@ -239,7 +239,11 @@ def _extra_networks(fields: dict[str, Any]) -> list[str]:
             if tag.startswith(("<lora:", "<hypernet:", "<lyco:")) and "\n" not in tag and tag[-2] != ":":
                 tags[tag] = None
         position = start + 1 if following < 0 or following < end else end + 1
+    if fields.get("prompt_syntax") == "a1111":  # its LoRA tags are applied (lora.py); A1111 drops the others
+        others = [tag for tag in tags if not tag.startswith(("<lora:", "<lyco:"))]
+        return [f"{', '.join(others)[:200]} in the prompt: hypernetworks are not run here (the tags are taken out "
+                "of the prompt, as A1111 does)"] if others else []
     if not tags:
         return []
-    return [f"{', '.join(tags)[:200]} in the prompt: A1111 extra networks (LoRA, hypernetworks) are not loaded, "
-            "and the tags stay in the prompt as written, where the text encoder reads them as words"]
+    return [f"{', '.join(tags)[:200]} in the prompt: A1111 extra networks (LoRA, hypernetworks) are not loaded for "
+            "this prompt syntax, and the tags stay in the prompt as written, where the text encoder reads them as words"]

@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ..engine import lora_names
 from ..engine.generation import generate, grid_recipes, variation_recipes
 from ..engine.model_info import check_unconditional
 from ..engine.models import Model, ModelStore
@@ -116,6 +117,7 @@ class Admission:
         if recipe.prompt_syntax == "a1111" and not info.a1111:
             errors.append(FieldError("prompt_syntax", f"a1111 is read for Stable Diffusion 1.x and 2.x; {recipe.model} "
                                                       "reads prompts its own way: use plain"))
+        errors += lora_names.missing(recipe)
         return errors + sampling_errors(recipe) + list(self._scheduler_errors(recipe.model, recipe.scheduler,
                                                                              recipe.rng, recipe.num_inference_steps))
 
@@ -217,6 +219,8 @@ class Admission:
             notes.append(f"its prompt is written in A1111's syntax, which SeedLab reads for Stable Diffusion 1.x and "
                          f"2.x only: {recipe.model} reads it as plain text, so weights and BREAK are not applied")
             recipe = recipe.replace(prompt_syntax="plain", emphasis="Original", clip_skip=1)
+        recipe, missing = lora_names.adapt(recipe)
+        notes += missing
         offered = self.store.info(recipe.model).offered()
         if recipe.scheduler != DEFAULT_SCHEDULER and recipe.scheduler not in offered and not (
                 is_ksampler(recipe.scheduler) and self.store.info(recipe.model).a1111):
