@@ -139,3 +139,76 @@ def test_an_a1111_png_regenerates_as_the_same_image(a1111_pngs, embedded, name):
     assert notes == []
     assert regenerated.shape == original.shape
     assert np.abs(regenerated - original).max() <= 2
+
+
+LORA_PROMPT = "a red circle <lora:detail:0.8> on a blue background"
+
+
+@pytest.fixture(scope="module")
+def a1111_lora_png(tmp_path_factory):
+    """A1111 1.10's image with a kohya LoRA named inline: merged as A1111 merges it (tests/reference_a1111_lora.py),
+    conditioned and sampled as above; the LoRA kept in an A1111 models folder (models/Lora)."""
+    import copy
+
+    from diffusers import StableDiffusionPipeline
+
+    import tests.reference_a1111 as reference
+    import tests.reference_a1111_lora as lora_reference
+
+    pipe = StableDiffusionPipeline.from_pretrained(EMBEDDED_MODEL_DIR)
+    folder = tmp_path_factory.mktemp("a1111-lora")
+    (folder / "models" / "Lora").mkdir(parents=True)
+    path = lora_reference.write_kohya_lora(folder / "models" / "Lora" / "detail.safetensors", pipe.unet,
+                                           pipe.text_encoder, rank=4, alpha=2.0, relative_std=0.3)
+    text, loras = lora_reference.parse_extra_networks(LORA_PROMPT)
+    unet, text_encoder = copy.deepcopy(pipe.unet), copy.deepcopy(pipe.text_encoder)
+    assert lora_reference.apply_a1111_loras(unet, text_encoder, [(path, te, un) for _, te, un in loras]) > 0
+    betas = (torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2).numpy()
+    alphas_cumprod = torch.tensor(np.cumprod(1 - betas), dtype=torch.float32)
+    saved = (reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR)
+    reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR = pipe.unet.config.in_channels, pipe.vae_scale_factor
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.inference_mode():
+            encode = functools.partial(a1111_conditioning, pipe.tokenizer, text_encoder)
+            latents = reference.a1111_txt2img(unet, alphas_cumprod, cond=encode(text), uncond=encode("blurry"),
+                                              seed=SEED, width=SIZE, height=SIZE, steps=STEPS, cfg_scale=CFG,
+                                              sampler="Euler")
+            decoded = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
+            image = pipe.image_processor.postprocess(decoded, output_type="pil")[0]
+    finally:
+        reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR = saved
+        torch.set_num_threads(threads)
+    hashes = lora_reference.lora_hashes_infotext([("detail", path)])
+    info = PngInfo()
+    info.add_text("parameters", f"{LORA_PROMPT}\nNegative prompt: blurry\nSteps: {STEPS}, Sampler: Euler, CFG scale: "
+                                f"{CFG}, Seed: {SEED}, Size: {SIZE}x{SIZE}, Model: embedded, RNG: CPU, "
+                                f'Lora hashes: "{hashes}", Version: v1.10.1')
+    image.save(folder / "lora.png", pnginfo=info)
+    return folder
+
+
+def reproduce(png, env_models=None):
+    import os
+
+    env = {key: value for key, value in os.environ.items() if key != "SEEDLAB_MODELS_DIR"}
+    if env_models is not None:
+        env["SEEDLAB_MODELS_DIR"] = str(env_models)
+    env["SEEDLAB_CACHE_DIR"] = str(png.parent / "cache")
+    return subprocess.run([sys.executable, "-m", "seedlab", "reproduce", str(png), "--json"], capture_output=True,
+                          text=True, timeout=600, env=env)
+
+
+def test_an_a1111_png_with_a_kohya_lora_in_the_models_folder_regenerates_as_the_same_image(a1111_lora_png):
+    run = reproduce(a1111_lora_png / "lora.png", a1111_lora_png / "models")
+    assert run.stdout.strip(), run.stderr[-3000:]
+    verdict = json.loads(run.stdout.strip().splitlines()[-1])
+    assert verdict["max_difference"] <= 2, verdict["summary"]
+    assert not any("LoRA" in note for note in verdict.get("notes", [])), verdict
+
+
+def test_without_its_lora_the_command_line_names_it_its_hash_and_the_models_folder(a1111_lora_png):
+    run = reproduce(a1111_lora_png / "lora.png")
+    assert run.returncode == 2 and not run.stdout
+    assert run.stderr.startswith("seedlab: error: LoRA 'detail' (hash ") and "SEEDLAB_MODELS_DIR" in run.stderr

@@ -237,3 +237,33 @@ def test_a_lora_for_another_model_is_refused(folders, model):
                "lora_unet_nothing_here.lora_up.weight": torch.ones(3, 2)}, folders / "Lora" / "other.safetensors")
     with pytest.raises(ValueError, match="matches no layer of this model"):
         generate(model, Recipe(**{**BASE, "prompt": "a <lora:other:1>"}))
+
+
+# --- a server: a link names what it needs, another tool's file runs without what is missing -------------------
+
+def test_a_server_refuses_a_link_naming_a_missing_lora_and_runs_a_dropped_file_without_it(folders, pipe, model):
+    from seedlab.engine.models import ModelStore
+    from seedlab.serving.admission import Admission
+    from seedlab.serving.limits import Limits
+    from seedlab.serving.reproduction import Original
+
+    store = ModelStore(["tiny"], device=torch.device("cpu"))
+    store.add(model)
+    admission = Admission(store, Limits())
+    reference.write_kohya_lora(folders / "Lora" / "ink.safetensors", pipe.unet, pipe.text_encoder)
+    here = library.find("lora", "ink").hash
+    with pytest.raises(RecipeError) as error:
+        admission.recipe({**BASE, "model": "tiny", "prompt": "a <lora:gone:1> <lora:ink:1>"})
+    assert str(error.value) == f"prompt LoRA 'gone' is not found in the models folder {folders}"
+    with pytest.raises(RecipeError, match="loras LoRA 'gone' is not found"):
+        admission.recipe({**BASE, "model": "tiny", "prompt": "a", "loras": "<lora:gone:1>"})
+    dropped = Recipe(**{**BASE, "model": "tiny", "prompt": "a <lora:gone:1>, <lora:ink:0.5> cat",
+                        "lora_hashes": "gone: 0123456789ab, ink: 111111111111"})
+    adapted = admission.original(Original(dropped, None, None, None, ()), strict=False)
+    assert adapted.recipe.prompt == "a , <lora:ink:0.5> cat" and adapted.recipe.lora_hashes == "ink: 111111111111"
+    assert adapted.notes == (f"LoRA 'gone' (hash 0123456789ab) is not found in the models folder {folders}: it is "
+                             "left out, so the image differs",
+                             f"LoRA ink's file here has hash {here}, the image was made with 111111111111: another "
+                             "version of it, so the image may differ")
+    assert np.array_equal(pixels(generate(model, adapted.recipe)),  # the tag is taken out, as A1111 would
+                          pixels(generate(model, adapted.recipe.replace(prompt="a , cat", loras="<lora:ink:0.5>"))))

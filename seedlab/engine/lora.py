@@ -58,7 +58,8 @@ def resolve(uses: list[LoraUse], hashes: dict[str, str] | None = None) -> list[R
         try:
             found = library.find("lora", use.name, hashes.get(use.name, ""))
         except library.NotFound as error:
-            raise ValueError(str(error)) from None
+            raise ValueError(f"{error}; put it there, or take it out of the prompt (or loras) to make the image "
+                             "without it") from None
         except ValueError as error:  # a file the hash cannot read
             raise ValueError(f"LoRA {error}") from None
         resolved.append(Resolved(use, found))
