@@ -25,14 +25,14 @@ from starlette.middleware import Middleware
 from seedlab import ModelStore, configure_process, resolve_device
 from seedlab.engine import cpu, library
 from seedlab.engine.models import default_lanes
-from seedlab.engine.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES
+from seedlab.engine.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES, SPECS
 from seedlab.engine.sampler_names import A1111_SAMPLERS
 from seedlab.scale.workers import Workers
 from seedlab.serving.admission import Admission, measure_speed
 from seedlab.serving.limits import Limits
 from webui.cells import ANCHOR, CELL, cell_panel, nudge_panel
 from webui.compare import compare_panel, travel_panel
-from webui.fields import DETERMINISM, FIELDS, HIRES, MAIN, MORE, RESTORED, SAMPLING, control, with_fields
+from webui.fields import DETERMINISM, FIELDS, HIRES, LORA, MAIN, MORE, RESTORED, SAMPLING, control, with_fields
 from webui.handlers import NO_ANCHOR, WebApp, final_only
 from webui.history import history_panel
 from webui.matrix import matrix_panel
@@ -93,6 +93,9 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 with gr.Accordion("Sampler settings (A1111 samplers)", open=False, elem_id="sampler-settings"):
                     for name in SAMPLING:
                         add(name)
+                with gr.Accordion("LoRA", open=False, elem_id="lora-group"):
+                    for name in LORA:
+                        add(name, **({"info": lora_help()} if name == "loras" else {}))
                 with gr.Accordion("Seed variation, resize and more", open=False):
                     for name in MORE:
                         add(name)
@@ -239,6 +242,19 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     stopped.then(by_name(app.history.remember_stopped, ui, [ui[name] for name in kept]),
                  [ui["history"], ui["anchor"], ui["anchor_fingerprint"], ui["grid_results"], ui["vary_results"],
                   ui["matrix_results"], ui["nudges_results"]], [ui[name] for name in kept], queue=False, **PRIVATE)
+
+
+def lora_help() -> str:
+    """The LoRA field's help with the LoRAs the models folder holds (read when the page is built)."""
+    names = sorted(library.files("lora"), key=str.lower)
+    if library.models_dir() is None:
+        where = f"no models folder is set (--models-dir or {library.ENV}), so none can be used"
+    elif not names:
+        where = f"the models folder {library.models_dir().name}/ holds none (Lora/ or loras/)"
+    else:
+        shown = ", ".join(names[:40]) + (f" and {len(names) - 40} more" if len(names) > 40 else "")
+        where = f"in the models folder: {shown}"
+    return f"{SPECS['loras'].help}; {where}"
 
 
 def build_parser() -> argparse.ArgumentParser:

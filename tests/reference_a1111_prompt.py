@@ -30,15 +30,27 @@ Not re-created (a prompt using them is outside what `a1111_conditioning` stands 
   whole batch; with one text (the only case here) the batch is 1.
 - `AND` (composable diffusion) and a trailing `:weight` on the whole prompt: these give several conds or a
   weight applied in the CFG denoiser, not one tensor; `a1111_conditioning` raises ValueError for them.
-- textual inversion: A1111's embedding database is taken to be empty (`find_embedding_at_position` finds
-  nothing), so every token is an ordinary token and no chunk has fixes.
+- textual inversion is re-created only when an `EmbeddingDatabase` is passed (without one, the database is
+  empty: `find_embedding_at_position` finds nothing and no chunk has fixes). Re-created from
+  modules/textual_inversion/textual_inversion.py (`Embedding`, `EmbeddingDatabase.register_embedding_by_name`,
+  `load_from_file`, `load_from_dir`, `find_embedding_at_position`, `create_embedding_from_data`), the fixes of
+  `tokenize_line`, modules/sd_hijack.py (`EmbeddingsWithFixes`, swapped in for the text encoder's token
+  embedding as `StableDiffusionModelHijack.hijack` does) and the "TI hashes" of `TextConditionalModel.forward`
+  (modules/processing.py: the negative prompt is encoded first, `setup_conds`). Not re-created: embeddings in
+  PNG/WEBP images, `devices.cond_cast_unet` under --upcast-sampling, the SDXL (clip_g/clip_l) pair on SDXL.
+  `.pt` / `.bin` files are read with `torch.load(weights_only=True)` (A1111's `modules/safe.py` restricts its
+  unpickler too; the test files hold only dicts, strings, numbers and tensors).
 - SD2's `id_pad != id_end` re-padding in `process_tokens` (SD1 pads with the end token, so it is a no-op).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+from collections import namedtuple
 
+import safetensors.torch
 import torch
 
 A1111_VERSION = "1.10"
@@ -161,11 +173,16 @@ def a1111_subprompts(prompt: str) -> list[tuple[str, float]]:
 
 
 class PromptChunk:
-    """One chunk: L + 2 token ids (BOS, L prompt/padding tokens, EOS) and one multiplier per id."""
+    """One chunk: L + 2 token ids (BOS, L prompt/padding tokens, EOS), one multiplier per id, and the fixes
+    (textual inversion: an embedding's vectors go at `offset`, counted before BOS is put in front)."""
 
     def __init__(self):
         self.tokens: list[int] = []
         self.multipliers: list[float] = []
+        self.fixes: list[PromptChunkFix] = []
+
+
+PromptChunkFix = namedtuple("PromptChunkFix", ["offset", "embedding"])
 
 
 def _chunk_length(tokenizer) -> int:
@@ -183,9 +200,10 @@ def _tokenize(tokenizer, texts: list[str]) -> list[list[int]]:
 
 
 def a1111_chunks(
-    tokenizer, prompt: str, *, emphasis: str = "Original", comma_padding_backtrack: int = 20
+    tokenizer, prompt: str, *, emphasis: str = "Original", comma_padding_backtrack: int = 20, embedding_db=None
 ) -> tuple[list[PromptChunk], int]:
     """TextConditionalModel.tokenize_line: the prompt's chunks and A1111's token count."""
+    embedding_db = embedding_db or EmbeddingDatabase(tokenizer)  # an empty database: never finds anything
     _check_emphasis(emphasis)
     chunk_length = _chunk_length(tokenizer)
     comma_token, id_start, id_end = _special_ids(tokenizer)
@@ -246,10 +264,23 @@ def a1111_chunks(
             if len(chunk.tokens) == chunk_length:
                 close_chunk()
 
-            # textual inversion: the embedding database is empty, so the token is always an ordinary one
-            chunk.tokens.append(token)
-            chunk.multipliers.append(weight)
-            position += 1
+            embedding, embedding_length_in_tokens = embedding_db.find_embedding_at_position(tokens, position)
+            if embedding is None:
+                chunk.tokens.append(token)
+                chunk.multipliers.append(weight)
+                position += 1
+                continue
+
+            # an embedding that does not fit in what is left of the chunk starts the next one
+            emb_len = int(embedding.vectors)
+            if len(chunk.tokens) + emb_len > chunk_length:
+                close_chunk()
+
+            chunk.fixes.append(PromptChunkFix(len(chunk.tokens), embedding))
+
+            chunk.tokens += [0] * emb_len  # placeholders (token 0), replaced by the vectors in EmbeddingsWithFixes
+            chunk.multipliers += [weight] * emb_len
+            position += embedding_length_in_tokens
 
     if chunk.tokens or not chunks:
         close_chunk(is_last=True)
@@ -306,31 +337,48 @@ def a1111_conditioning(
     clip_skip: int = 1,
     emphasis: str = "Original",
     comma_padding_backtrack: int = 20,
+    embedding_db: EmbeddingDatabase | None = None,
+    extra_generation_params: dict | None = None,
+    is_negative_prompt: bool = False,
 ) -> torch.Tensor:
-    """(1, chunks * (L + 2), hidden) as A1111 1.10 conditions SD 1.x, L = the tokenizer's model_max_length - 2."""
+    """(1, chunks * (L + 2), hidden) as A1111 1.10 conditions SD 1.x, L = the tokenizer's model_max_length - 2.
+
+    `embedding_db`: the textual inversion embeddings A1111 has loaded (none by default); "TI hashes" goes into
+    `extra_generation_params` as TextConditionalModel.forward writes it into the hijack's. `is_negative_prompt`:
+    the text as `get_learned_conditioning` gets it (no AND split, no trailing weight cut off).
+    """
     _check_emphasis(emphasis)
     if clip_skip < 1:
         raise ValueError(f"clip_skip must be at least 1, not {clip_skip}")
 
-    # get_multicond_prompt_list: the text A1111 encodes is what re_weight leaves of the prompt
-    subprompts = a1111_subprompts(prompt)
-    if len(subprompts) != 1 or subprompts[0][1] != 1.0:
-        raise ValueError(
-            f"{prompt!r} gives A1111 {len(subprompts)} cond(s) with weights "
-            f"{[weight for _, weight in subprompts]}: not one conditioning tensor"
-        )
-    text = subprompts[0][0]
+    text = prompt
+    if not is_negative_prompt:
+        # get_multicond_prompt_list: the text A1111 encodes is what re_weight leaves of the prompt
+        subprompts = a1111_subprompts(prompt)
+        if len(subprompts) != 1 or subprompts[0][1] != 1.0:
+            raise ValueError(
+                f"{prompt!r} gives A1111 {len(subprompts)} cond(s) with weights "
+                f"{[weight for _, weight in subprompts]}: not one conditioning tensor"
+            )
+        text = subprompts[0][0]
 
     # TextConditionalModel.forward with texts = [text] (process_texts: one line, so one list of chunks)
     batch_chunks = [
-        a1111_chunks(tokenizer, text, emphasis=emphasis, comma_padding_backtrack=comma_padding_backtrack)[0]
+        a1111_chunks(tokenizer, text, emphasis=emphasis, comma_padding_backtrack=comma_padding_backtrack,
+                     embedding_db=embedding_db)[0]
     ]
     chunk_count = max(len(chunks) for chunks in batch_chunks)
 
+    hijack = _Hijack()
+    used_embeddings = {}
     zs = []
-    with torch.no_grad():
+    with torch.no_grad(), _embeddings_with_fixes(text_encoder, hijack):
         for index in range(chunk_count):
             batch_chunk = [chunks[index] for chunks in batch_chunks]  # a batch of one: never an empty_chunk
+            hijack.fixes = [c.fixes for c in batch_chunk]
+            for fixes in hijack.fixes:
+                for _position, embedding in fixes:
+                    used_embeddings[embedding.name] = embedding
             zs.append(
                 _process_tokens(
                     text_encoder,
@@ -340,4 +388,244 @@ def a1111_conditioning(
                     emphasis=emphasis,
                 )
             )
-        return torch.hstack(zs)
+        conditioning = torch.hstack(zs)
+
+    # opts.textual_inversion_add_hashes_to_infotext (True by default)
+    if extra_generation_params is not None and used_embeddings:
+        hashes = []
+        for name, embedding in used_embeddings.items():
+            shorthash = embedding.shorthash
+            if not shorthash:
+                continue
+            name = name.replace(":", "").replace(",", "")
+            hashes.append(f"{name}: {shorthash}")
+        if hashes:
+            if extra_generation_params.get("TI hashes"):
+                hashes.append(extra_generation_params.get("TI hashes"))
+            extra_generation_params["TI hashes"] = ", ".join(hashes)
+    return conditioning
+
+
+def a1111_ti_hashes(tokenizer, text_encoder, prompt: str, negative_prompt: str, embedding_db: EmbeddingDatabase,
+                    *, emphasis: str = "Original") -> str:
+    """The "TI hashes" of one image: processing.py's setup_conds encodes the negative prompt (uc) first, then the
+    prompt (c), into one hijack's extra_generation_params (cleared by clear_comments before). `prompt` is the text
+    after the extra-network tags are taken out."""
+    extra: dict = {}
+    a1111_conditioning(tokenizer, text_encoder, negative_prompt, emphasis=emphasis, embedding_db=embedding_db,
+                       extra_generation_params=extra, is_negative_prompt=True)
+    a1111_conditioning(tokenizer, text_encoder, prompt, emphasis=emphasis, embedding_db=embedding_db,
+                       extra_generation_params=extra)
+    return extra.get("TI hashes", "")
+
+
+# --- modules/sd_hijack.py -------------------------------------------------------------------------------------
+
+
+class _Hijack:
+    """The part of StableDiffusionModelHijack that carries a chunk's fixes to EmbeddingsWithFixes."""
+
+    fixes = None
+
+
+class EmbeddingsWithFixes(torch.nn.Module):
+    """sd_hijack.EmbeddingsWithFixes: the token embeddings, with each fix's vectors written over its placeholders
+    (devices.cond_cast_unet is the identity without --upcast-sampling)."""
+
+    def __init__(self, wrapped, embeddings, textual_inversion_key="clip_l"):
+        super().__init__()
+        self.wrapped = wrapped
+        self.embeddings = embeddings
+        self.textual_inversion_key = textual_inversion_key
+
+    def forward(self, input_ids):
+        batch_fixes = self.embeddings.fixes
+        self.embeddings.fixes = None
+
+        inputs_embeds = self.wrapped(input_ids)
+
+        if batch_fixes is None or len(batch_fixes) == 0 or max([len(x) for x in batch_fixes]) == 0:
+            return inputs_embeds
+
+        vecs = []
+        for fixes, tensor in zip(batch_fixes, inputs_embeds):
+            for offset, embedding in fixes:
+                vec = embedding.vec[self.textual_inversion_key] if isinstance(embedding.vec, dict) else embedding.vec
+                emb = vec
+                emb_len = min(tensor.shape[0] - offset - 1, emb.shape[0])
+                tensor = torch.cat([tensor[0:offset + 1], emb[0:emb_len], tensor[offset + 1 + emb_len:]]).to(
+                    dtype=inputs_embeds.dtype)
+            vecs.append(tensor)
+
+        return torch.stack(vecs)
+
+
+class _embeddings_with_fixes:
+    """StableDiffusionModelHijack.hijack / undo_hijack for the token embedding of a transformers CLIPTextModel
+    (A1111: `transformer.text_model.embeddings`; transformers 5.x has `embeddings` at the top)."""
+
+    def __init__(self, text_encoder, hijack):
+        self.embeddings = getattr(text_encoder, "text_model", text_encoder).embeddings
+        self.hijack = hijack
+
+    def __enter__(self):
+        self.original = self.embeddings.token_embedding
+        self.embeddings.token_embedding = EmbeddingsWithFixes(self.original, self.hijack)
+
+    def __exit__(self, *exc):
+        self.embeddings.token_embedding = self.original
+
+
+# --- modules/textual_inversion/textual_inversion.py ---------------------------------------------------------------
+
+
+class Embedding:
+    """textual_inversion.Embedding (the parts that conditioning reads)."""
+
+    def __init__(self, vec, name, step=None):
+        self.vec = vec
+        self.name = name
+        self.step = step
+        self.shape = None
+        self.vectors = 0
+        self.sd_checkpoint = None
+        self.sd_checkpoint_name = None
+        self.filename = None
+        self.hash = None
+        self.shorthash = None
+
+    def set_hash(self, v):
+        self.hash = v
+        self.shorthash = self.hash[0:12]
+
+
+def calculate_sha256(filename) -> str:
+    """modules/hashes.py calculate_sha256 (what hashes.sha256 computes when its cache has nothing)."""
+    digest = hashlib.sha256()
+    with open(filename, "rb") as file:
+        for chunk in iter(lambda: file.read(1024 * 1024), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def create_embedding_from_data(data, name, filename="unknown embedding file", filepath=None):
+    """textual_inversion.create_embedding_from_data (vectors kept on the CPU, as float32)."""
+    if "string_to_param" in data:  # textual inversion embeddings
+        param_dict = data["string_to_param"]
+        param_dict = getattr(param_dict, "_parameters", param_dict)
+        assert len(param_dict) == 1, "embedding file has multiple terms in it"
+        emb = next(iter(param_dict.items()))[1]
+        vec = emb.detach().to("cpu", dtype=torch.float32)
+        shape = vec.shape[-1]
+        vectors = vec.shape[0]
+    elif type(data) == dict and "clip_g" in data and "clip_l" in data:  # SDXL embedding
+        vec = {k: v.detach().to("cpu", dtype=torch.float32) for k, v in data.items()}
+        shape = data["clip_g"].shape[-1] + data["clip_l"].shape[-1]
+        vectors = data["clip_g"].shape[0]
+    elif type(data) == dict and type(next(iter(data.values()))) == torch.Tensor:  # diffuser concepts
+        assert len(data.keys()) == 1, "embedding file has multiple terms in it"
+        emb = next(iter(data.values()))
+        if len(emb.shape) == 1:
+            emb = emb.unsqueeze(0)
+        vec = emb.detach().to("cpu", dtype=torch.float32)
+        shape = vec.shape[-1]
+        vectors = vec.shape[0]
+    else:
+        raise ValueError(f"Couldn't identify {filename} as neither textual inversion embedding nor diffuser concept.")
+
+    embedding = Embedding(vec, name)
+    embedding.step = data.get("step", None)
+    embedding.sd_checkpoint = data.get("sd_checkpoint", None)
+    embedding.sd_checkpoint_name = data.get("sd_checkpoint_name", None)
+    embedding.vectors = vectors
+    embedding.shape = shape
+
+    if filepath:
+        embedding.filename = filepath
+        embedding.set_hash(calculate_sha256(filepath) or "")
+
+    return embedding
+
+
+class EmbeddingDatabase:
+    """textual_inversion.EmbeddingDatabase: embeddings by name, and by the token ids of their names.
+
+    `expected_shape` is the text encoder's width (get_expected_shape: the width of the token embedding of ",").
+    """
+
+    def __init__(self, tokenizer, expected_shape: int = -1):
+        self.tokenizer = tokenizer
+        self.ids_lookup = {}
+        self.word_embeddings = {}
+        self.skipped_embeddings = {}
+        self.errors = {}  # A1111 reports a file it cannot load (errors.report) and goes on
+        self.expected_shape = expected_shape
+
+    def register_embedding(self, embedding):
+        return self.register_embedding_by_name(embedding, embedding.name)
+
+    def register_embedding_by_name(self, embedding, name):
+        ids = _tokenize(self.tokenizer, [name])[0]  # model.cond_stage_model.tokenize([name])[0]
+        first_id = ids[0]
+        if first_id not in self.ids_lookup:
+            self.ids_lookup[first_id] = []
+        if name in self.word_embeddings:
+            lookup = [x for x in self.ids_lookup[first_id] if x[1].name != name]
+        else:
+            lookup = self.ids_lookup[first_id]
+        if embedding is not None:
+            lookup += [(ids, embedding)]
+        self.ids_lookup[first_id] = sorted(lookup, key=lambda x: len(x[0]), reverse=True)
+        if embedding is None:
+            if name in self.word_embeddings:
+                del self.word_embeddings[name]
+            if len(self.ids_lookup[first_id]) == 0:
+                del self.ids_lookup[first_id]
+            return None
+        self.word_embeddings[name] = embedding
+        return embedding
+
+    def load_from_file(self, path, filename):
+        name, ext = os.path.splitext(filename)
+        ext = ext.upper()
+        if ext in [".BIN", ".PT"]:
+            data = torch.load(path, map_location="cpu", weights_only=True)
+        elif ext in [".SAFETENSORS"]:
+            data = safetensors.torch.load_file(path, device="cpu")
+        else:
+            return  # (PNG / WEBP / JXL / AVIF embeddings: not re-created)
+
+        if data is not None:
+            embedding = create_embedding_from_data(data, name, filename=filename, filepath=path)
+            if self.expected_shape == -1 or self.expected_shape == embedding.shape:
+                self.register_embedding(embedding)
+            else:
+                self.skipped_embeddings[name] = embedding
+
+    def load_from_dir(self, path):
+        """load_from_dir: every file under `path` (os.walk order, links followed), empty files left out."""
+        if not os.path.isdir(path):
+            return
+        for root, _, fns in os.walk(path, followlinks=True):
+            for fn in fns:
+                try:
+                    fullfn = os.path.join(root, fn)
+                    if os.stat(fullfn).st_size == 0:
+                        continue
+                    self.load_from_file(fullfn, fn)
+                except Exception as error:  # noqa: BLE001  A1111 reports any error and goes on
+                    self.errors[fn] = error
+                    continue
+
+    def find_embedding_at_position(self, tokens, offset):
+        token = tokens[offset]
+        possible_matches = self.ids_lookup.get(token, None)
+
+        if possible_matches is None:
+            return None, None
+
+        for ids, embedding in possible_matches:
+            if tokens[offset:offset + len(ids)] == ids:
+                return embedding, len(ids)
+
+        return None, None

@@ -25,7 +25,8 @@ DETERMINISM = ("model", "rng", "deterministic", "dtype")
 HIRES = ("hires_scale", "hires_upscaler", "hires_steps", "denoising_strength", "hires_sampler", "hires_schedule")
 SAMPLING = ("eta", "eta_noise_seed_delta", "s_churn", "s_tmin", "s_tmax", "s_noise", "schedule_sigma_min",
             "schedule_sigma_max", "schedule_rho")  # A1111's sampler settings
-MORE = tuple(name for name in FIELDS if name not in MAIN + DETERMINISM + HIRES + SAMPLING)  # the seed fields, any new
+LORA = ("loras", "lora_hashes")
+MORE = tuple(name for name in FIELDS if name not in MAIN + DETERMINISM + HIRES + SAMPLING + LORA)  # seed fields, any new
 
 
 def control(name: str, value: Any, choices: list | None = None, **options: Any) -> gr.components.Component:

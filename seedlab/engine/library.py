@@ -1,9 +1,15 @@
-"""The user's models folder: LoRA files found by name or by hash, never by a path a recipe gives.
+"""The user's models folder: LoRA and embedding files found by name or by hash, never by a path a recipe gives.
 
 `--models-dir` (or `SEEDLAB_MODELS_DIR`) names a folder laid out as A1111's `models/` (`Lora/`,
 `LyCORIS/`) or ComfyUI's `models/` (`loras/`). A recipe, a link or a PNG names a LoRA by its name (the
 file's stem, as A1111's `<lora:NAME:W>` does) and may give its hash; both are only ever compared with
 the files listed under that folder, so no text from outside reaches the file system.
+
+Textual inversion embeddings live in `embeddings/` inside that folder (ComfyUI's `models/embeddings`) or
+beside it (A1111's `embeddings/` next to `models/`: `../embeddings`, taken only when it really is a folder
+called "embeddings" in the models folder's parent); their name is the file's stem, as in A1111's
+EmbeddingDatabase.load_from_file. Their hash is the first 12 hex digits of the whole file's SHA-256
+(A1111's `Embedding.shorthash`, written as "TI hashes").
 
 Hashes are A1111's: a LoRA's "Lora hashes" value is the first 12 hex digits of the SHA-256 of the
 safetensors file after its header (`modules/hashes.py`, addnet_hash_safetensors), or of the hash its
@@ -24,9 +30,11 @@ from pathlib import Path
 
 ENV = "SEEDLAB_MODELS_DIR"
 # The sub-folders each kind lives in, in A1111's and ComfyUI's layouts (the folder itself also counts).
-FOLDERS = {"lora": ("Lora", "LyCORIS", "loras", "lora")}
-LABELS = {"lora": "LoRA"}
-SUFFIXES = {"lora": (".safetensors",)}  # .pt / .ckpt would need unpickling: never
+FOLDERS = {"lora": ("Lora", "LyCORIS", "loras", "lora"), "embedding": ("embeddings",)}
+LABELS = {"lora": "LoRA", "embedding": "embedding"}
+# LoRA: .pt / .ckpt would need unpickling, never; embeddings' .pt / .bin are read with torch's weights-only loader
+SUFFIXES = {"lora": (".safetensors",), "embedding": (".safetensors", ".pt", ".bin")}
+BESIDE = {"embedding": "embeddings"}  # a kind's folder next to the models folder (A1111's webui/embeddings)
 MAX_FILES = 20_000  # a folder walk stops here: a models folder, not a disk
 _configured: Path | None = None
 
@@ -66,10 +74,8 @@ def files(kind: str, root: Path | None = None) -> dict[str, list[Path]]:
     found: dict[str, list[Path]] = {}
     if root is None or not root.is_dir():
         return found
-    real_root = root.resolve()
-    folders = [root / sub for sub in FOLDERS[kind] if (root / sub).is_dir()] or [root]
     count = 0
-    for folder in folders:
+    for folder, real_root in _folders(kind, root):
         for directory, subdirectories, names in os.walk(folder):
             subdirectories.sort()
             for name in sorted(names):
@@ -83,6 +89,19 @@ def files(kind: str, root: Path | None = None) -> dict[str, list[Path]]:
                     continue
                 found.setdefault(path.stem, []).append(path)
     return found
+
+
+def _folders(kind: str, root: Path) -> list[tuple[Path, Path]]:
+    """(folder, the real folder its files must stay in) for each folder of `kind`; LoRAs fall back to the root."""
+    real_root = root.resolve()
+    folders = [(root / sub, real_root) for sub in FOLDERS[kind] if (root / sub).is_dir()]
+    if kind in BESIDE:
+        beside = (root / os.pardir / BESIDE[kind]).resolve()
+        if beside.is_dir() and beside.name == BESIDE[kind] and beside.is_relative_to(real_root.parent) \
+                and all(beside != folder.resolve() for folder, _ in folders):
+            folders.append((beside, beside))
+        return folders
+    return folders or [(root, real_root)]
 
 
 def find(kind: str, name: str, hash_: str = "") -> Found:
@@ -114,9 +133,12 @@ def find(kind: str, name: str, hash_: str = "") -> Found:
 
 
 def short_hash(kind: str, path: Path) -> str:
-    """A1111's short hash: a LoRA's 12 hex digits over the tensors (addnet), a checkpoint's AutoV2 (10)."""
+    """A1111's short hash: a LoRA's 12 hex digits over the tensors (addnet), an embedding's 12 over the whole
+    file, a checkpoint's AutoV2 (10)."""
     if kind == "lora":  # A1111's NetworkOnDisk: the hash the file's metadata gives (sshs_model_hash), else addnet
         return (_given_hash(path) or _HASHES.get(path, "addnet"))[:12]
+    if kind == "embedding":  # textual_inversion.py: Embedding.set_hash(hashes.sha256(path, ...)), shorthash [0:12]
+        return _HASHES.get(path, "sha256")[:12]
     return _HASHES.get(path, "sha256")[:10]
 
 

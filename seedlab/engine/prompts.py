@@ -10,7 +10,12 @@ sd_hijack_clip.py, sd_emphasis.py):
   [BOS] + tokens + padding + [EOS], encoded on its own, and the chunks are concatenated;
 - emphasis: "Original" multiplies each token's embedding by its weight and rescales the whole to its
   old mean; "No norm" multiplies only; "None" ignores the brackets;
-- clip skip N: the text encoder's N-th layer from the end, through its final layer norm.
+- clip skip N: the text encoder's N-th layer from the end, through its final layer norm;
+- textual inversion (modules/textual_inversion/textual_inversion.py, sd_hijack.py): an embedding's name is
+  found by its token ids, the longest name first, within one attention piece; its n vectors take n places of
+  the chunk (token 0 as a placeholder, the piece's weight), in the next chunk when they do not fit in this one;
+  they replace the token embeddings of those places, before the position embeddings are added. The vectors
+  come from text_inversion.py; here they are a mapping name -> [n, hidden] tensor.
 
 "plain" (the default, what every earlier link and PNG meant) passes the text to the pipeline as it is.
 """
@@ -18,6 +23,9 @@ sd_hijack_clip.py, sd_emphasis.py):
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import torch
@@ -87,61 +95,138 @@ def _number(text: str | None) -> float | None:
 class Chunk:
     tokens: list[int] = field(default_factory=list)
     weights: list[float] = field(default_factory=list)
+    fixes: list[tuple[int, str]] = field(default_factory=list)  # (place after BOS, embedding name): A1111's fixes
 
 
-def chunks_of(tokenizer, text: str, emphasis: str = "Original") -> list[Chunk]:
-    """A1111's tokenize_line: the prompt's chunks, each [BOS] + L tokens (padded) + [EOS], with weights."""
-    length = tokenizer.model_max_length - 2
+Lookup = dict[int, list[tuple[list[int], str]]]  # first token id -> (a name's token ids, the name), longest first
+
+
+def lookup(tokenizer, names) -> Lookup:
+    """A1111's ids_lookup (register_embedding_by_name): each name by its token ids, longest first."""
+    names = list(names)
+    found: Lookup = {}
+    ids = tokenizer(names, truncation=False, add_special_tokens=False)["input_ids"] if names else []
+    for name, tokens in zip(names, ids):
+        if tokens:  # a name with no tokens can never be found (A1111 fails to register it)
+            found.setdefault(tokens[0], []).append((list(tokens), name))
+    for entries in found.values():
+        entries.sort(key=lambda entry: len(entry[0]), reverse=True)  # stable: equal lengths keep their order
+    return found
+
+
+def match(names: Lookup, tokens: list[int], position: int) -> tuple[str | None, int]:
+    """A1111's find_embedding_at_position: the embedding whose name's ids start at `position`, and their count."""
+    for ids, name in names.get(tokens[position], ()):
+        if tokens[position:position + len(ids)] == ids:
+            return name, len(ids)
+    return None, 0
+
+
+def pieces(tokenizer, text: str, emphasis: str = "Original") -> list[tuple[list[int], str, float]]:
+    """The prompt's attention pieces (BREAK included) with their token ids, as tokenize_line tokenizes them."""
     parsed = parse_attention(text) if emphasis != "None" else [[text, 1.0]]
     tokenized = tokenizer([piece for piece, _ in parsed], truncation=False, add_special_tokens=False)["input_ids"]
-    comma = tokenizer.convert_tokens_to_ids(",</w>")
-    start, end = tokenizer.bos_token_id, tokenizer.eos_token_id
-    pad = end if tokenizer.pad_token_id is None else tokenizer.pad_token_id
-    chunks: list[Chunk] = []
-    chunk, last_comma = Chunk(), -1
+    return [(tokens, piece, weight) for tokens, (piece, weight) in zip(tokenized, parsed)]
 
-    def close() -> None:
-        nonlocal chunk, last_comma
-        missing = length - len(chunk.tokens)
-        chunk.tokens = [start, *chunk.tokens, *[end] * max(missing, 0), end]
+
+def names_used(tokenizer, text: str, names: Lookup, emphasis: str = "Original") -> list[str]:
+    """The embeddings the prompt uses, in order, each once: where tokenize_line finds them (chunks aside)."""
+    used: dict[str, None] = {}
+    for tokens, piece, weight in pieces(tokenizer, text, emphasis):
+        position = 0
+        while (piece, weight) != _BREAK_MARK and position < len(tokens):
+            name, size = match(names, tokens, position)
+            if name is not None:
+                used.setdefault(name, None)
+            position += size or 1
+    return list(used)
+
+
+class _Chunker:
+    """tokenize_line's state: the chunk being filled, the last comma in it, the chunks closed."""
+
+    def __init__(self, tokenizer):
+        self.length = tokenizer.model_max_length - 2
+        self.start, self.end = tokenizer.bos_token_id, tokenizer.eos_token_id
+        self.pad = self.end if tokenizer.pad_token_id is None else tokenizer.pad_token_id
+        self.chunks: list[Chunk] = []
+        self.chunk, self.last_comma = Chunk(), -1
+
+    def close(self) -> None:
+        chunk, missing = self.chunk, self.length - len(self.chunk.tokens)
+        chunk.tokens = [self.start, *chunk.tokens, *[self.end] * max(missing, 0), self.end]
         chunk.weights = [1.0, *chunk.weights, *[1.0] * max(missing, 0), 1.0]
-        if pad != end:  # SD 2.x: after the first end token, the pad token (A1111's process_tokens)
-            first = chunk.tokens.index(end)
-            chunk.tokens[first + 1:] = [pad] * (len(chunk.tokens) - first - 1)
-        chunks.append(chunk)
-        chunk, last_comma = Chunk(), -1
-        if len(chunks) > MAX_CHUNKS:
-            raise FieldError("prompt", f"must be at most {MAX_CHUNKS} chunks of {length} tokens with prompt syntax a1111")
+        if self.pad != self.end:  # SD 2.x: after the first end token, the pad token (A1111's process_tokens)
+            first = chunk.tokens.index(self.end)
+            chunk.tokens[first + 1:] = [self.pad] * (len(chunk.tokens) - first - 1)
+        self.chunks.append(chunk)
+        self.chunk, self.last_comma = Chunk(), -1
+        if len(self.chunks) > MAX_CHUNKS:
+            raise FieldError("prompt", f"must be at most {MAX_CHUNKS} chunks of {self.length} tokens with prompt "
+                                       "syntax a1111")
 
-    for tokens, (piece, weight) in zip(tokenized, parsed):
+    def before(self, token: int, comma: int) -> None:
+        """Before a token is placed: note a comma, or move what follows the last one out of a full chunk."""
+        chunk = self.chunk
+        if token == comma:
+            self.last_comma = len(chunk.tokens)
+        elif len(chunk.tokens) == self.length and self.last_comma != -1 \
+                and len(chunk.tokens) - self.last_comma <= COMMA_BACKTRACK:
+            cut = self.last_comma + 1  # the chunk's fixes stay with it, as in A1111
+            moved = (chunk.tokens[cut:], chunk.weights[cut:])
+            chunk.tokens, chunk.weights = chunk.tokens[:cut], chunk.weights[:cut]
+            self.close()
+            self.chunk.tokens, self.chunk.weights = list(moved[0]), list(moved[1])
+        if len(self.chunk.tokens) == self.length:
+            self.close()
+
+    def place(self, name: str, count: int, weight: float) -> None:
+        """An embedding's `count` vectors: in the next chunk when they do not fit in this one."""
+        if count > self.length:
+            raise FieldError("prompt", f"uses the embedding {name!r} of {count} vectors; a chunk holds {self.length}")
+        if len(self.chunk.tokens) + count > self.length:
+            self.close()
+        self.chunk.fixes.append((len(self.chunk.tokens), name))
+        self.chunk.tokens += [0] * count
+        self.chunk.weights += [weight] * count
+
+
+def chunks_of(tokenizer, text: str, emphasis: str = "Original",
+              embeddings: Mapping[str, torch.Tensor] | None = None) -> list[Chunk]:
+    """A1111's tokenize_line: the prompt's chunks, each [BOS] + L tokens (padded) + [EOS], with weights, and
+    where each embedding's vectors go (`embeddings`: name -> [n, hidden] vectors)."""
+    names = lookup(tokenizer, embeddings) if embeddings else {}
+    comma = tokenizer.convert_tokens_to_ids(",</w>")
+    chunker = _Chunker(tokenizer)
+    for tokens, piece, weight in pieces(tokenizer, text, emphasis):
         if (piece, weight) == _BREAK_MARK:
-            close()
+            chunker.close()
             continue
-        for token in tokens:
-            if token == comma:
-                last_comma = len(chunk.tokens)
-            elif len(chunk.tokens) == length and last_comma != -1 and len(chunk.tokens) - last_comma <= COMMA_BACKTRACK:
-                moved = (chunk.tokens[last_comma + 1:], chunk.weights[last_comma + 1:])
-                chunk.tokens, chunk.weights = chunk.tokens[:last_comma + 1], chunk.weights[:last_comma + 1]
-                close()
-                chunk.tokens, chunk.weights = list(moved[0]), list(moved[1])
-            if len(chunk.tokens) == length:
-                close()
-            chunk.tokens.append(token)
-            chunk.weights.append(weight)
-    if chunk.tokens or not chunks:
-        close()
-    return chunks
+        position = 0
+        while position < len(tokens):
+            chunker.before(tokens[position], comma)
+            name, size = match(names, tokens, position) if names else (None, 0)
+            if name is None:
+                chunker.chunk.tokens.append(tokens[position])
+                chunker.chunk.weights.append(weight)
+                position += 1
+            else:
+                chunker.place(name, len(embeddings[name]), weight)
+                position += size
+    if chunker.chunk.tokens or not chunker.chunks:
+        chunker.close()
+    return chunker.chunks
 
 
 def encode(tokenizer, text_encoder, text: str, *, emphasis: str = "Original", clip_skip: int = 1,
-           device: torch.device | None = None) -> torch.Tensor:
+           device: torch.device | None = None, embeddings: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
     """A1111's conditioning of one prompt: (1, chunks x (L + 2), hidden), each chunk encoded on its own."""
     device = device or text_encoder.device
     encoded = []
-    for chunk in chunks_of(tokenizer, text, emphasis):
+    for chunk in chunks_of(tokenizer, text, emphasis, embeddings):
         tokens = torch.asarray([chunk.tokens]).to(device)
-        output = text_encoder(input_ids=tokens, output_hidden_states=clip_skip > 1)
+        with _fixed(text_encoder, chunk.fixes, embeddings) if chunk.fixes else nullcontext():
+            output = text_encoder(input_ids=tokens, output_hidden_states=clip_skip > 1)
         if clip_skip > 1:
             z = text_encoder.final_layer_norm(output.hidden_states[-clip_skip])
         else:
@@ -155,6 +240,34 @@ def encode(tokenizer, text_encoder, text: str, *, emphasis: str = "Original", cl
             z = z * weights.reshape(weights.shape + (1,)).expand(z.shape)
         encoded.append(z)
     return torch.hstack(encoded)
+
+
+def token_embedding(text_encoder) -> torch.nn.Module:
+    """The CLIP text encoder's token embedding (transformers 5.x: at the top; earlier: under text_model)."""
+    return getattr(text_encoder, "text_model", text_encoder).embeddings.token_embedding
+
+
+@contextmanager
+def _fixed(text_encoder, fixes: list[tuple[int, str]], embeddings: Mapping[str, torch.Tensor]):
+    """A1111's EmbeddingsWithFixes for one chunk: the token embeddings' output with each embedding's vectors
+    written at its places (after BOS), in the output's dtype; only for this thread's call."""
+    owner = threading.get_ident()
+
+    def hook(module, inputs, output):
+        if threading.get_ident() != owner:
+            return None
+        output = output.clone()
+        for offset, name in fixes:
+            vectors = embeddings[name].to(output.device, torch.float32)
+            count = min(output.shape[1] - offset - 1, vectors.shape[0])
+            output[0, offset + 1:offset + 1 + count] = vectors[:count].to(output.dtype)
+        return output
+
+    handle = token_embedding(text_encoder).register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 def check_encoder(pipe) -> None:
