@@ -97,7 +97,7 @@ def test_an_out_folder_that_cannot_be_made_exits_2_with_one_line(tiny_dir, tmp_p
 def test_bad_arguments_exit_status_from_a_real_process(tmp_path):
     run = cli("vary", "--prompt", "x", "--seed", "-1", "--variation", "y", "--out", str(tmp_path))
     assert run.returncode == 2
-    assert run.stderr.strip() == "seedlab: error: --seed must be a whole number from 0 to 18446744073709551615, got '-1'"
+    assert run.stderr.strip() == "seedlab: error: --seed must be a whole number from 0 to 18446744073709551615, got -1"
 
 
 # Links, PNG metadata and `reproduce`.

@@ -7,13 +7,19 @@ ModelSamplingDiscrete, calc_cond_batch, its copies of the k-diffusion samplers);
 
 from __future__ import annotations
 
-import types
-
 import pytest
 import torch
 
 from seedlab.engine.comfy_sampling import COMFY_SAMPLERS, COMFY_SCHEDULES, comfy_sigmas, sample_comfy
-from tests.reference_comfyui import SAMPLERS, SCHEDULERS, SD1_LATENT_SCALE_FACTOR, comfyui_ksampler, comfyui_sigmas
+from seedlab.engine.recipe import Recipe
+from tests.reference_comfyui import (
+    SAMPLERS,
+    SCHEDULERS,
+    SD1_LATENT_SCALE_FACTOR,
+    comfyui_ksampler,
+    comfyui_latent_upscale_by,
+    comfyui_sigmas,
+)
 from tests.tiny import tiny_pipeline
 
 STEPS = 4  # enough for every multistep order (3M SDE reaches its third order at the third step)
@@ -28,10 +34,9 @@ def setup(tmp_path_factory):
 
 
 def recipe(**fields):
-    # Until the Recipe accepts ComfyUI's scheduler names, a namespace with the fields sample_comfy reads.
     values = {"seed": 5, "width": 64, "height": 64, "num_inference_steps": STEPS, "guidance_scale": 7.0,
               "scheduler": "euler", "schedule": "normal", "rng": "cpu"}
-    return types.SimpleNamespace(**{**values, **fields})
+    return Recipe(prompt="a red circle", **{**values, **fields})
 
 
 def ours(setup, **fields) -> torch.Tensor:
@@ -141,7 +146,53 @@ def test_comfyui_names_in_a_recipe_run_as_comfyui_and_a_cell_is_its_solo_image(t
     assert together == [generate(model, recipe).fingerprint for recipe in recipes]
     assert len(set(together)) == 4
     for fields, message in (({"rng": "cuda-philox"}, "rng must be cpu for ComfyUI's euler"),
-                            ({"hires_scale": 2.0}, "hires fix runs with A1111's samplers"),
+                            ({"hires_scale": 2.0, "hires_sampler": "Euler a"}, "hires_sampler must be empty"),
                             ({"schedule": "Karras"}, "schedule must be one of normal, karras")):
         with pytest.raises(ValueError, match=message):
             generate(model, Recipe(prompt="a", scheduler="euler", num_inference_steps=2, **fields))
+
+
+# Two-pass graphs as hires fix: KSampler -> LatentUpscaleBy -> KSampler (denoise < 1), each with its own settings.
+TWO_PASS = {  # name: (first sampler, first scheduler, method, scale, second pass's overrides)
+    "same_settings": ("euler", "normal", "bilinear", 1.5, {}),
+    "own_seed_cfg_sampler": ("dpmpp_2m", "karras", "nearest-exact", 2.0,
+                             {"hires_seed": 99, "hires_cfg": 4.5, "hires_sampler": "euler_ancestral",
+                              "hires_schedule": "exponential", "hires_steps": 3}),
+    "sde_bicubic_area": ("dpmpp_2m_sde", "normal", "bicubic", 1.25, {"hires_sampler": "dpmpp_sde"}),
+    "area": ("lms", "simple", "area", 1.5, {"hires_steps": 2}),
+}
+
+
+@pytest.mark.parametrize("name", TWO_PASS)
+def test_a_two_pass_graph_runs_as_comfyui_runs_it(setup, name):
+    sampler, scheduler, method, scale, second = TWO_PASS[name]
+    denoise = 0.55
+    got = ours(setup, scheduler=sampler, schedule=scheduler, hires_scale=scale, hires_upscaler=method,
+               denoising_strength=denoise, **second)
+    pipe, cond, uncond = setup
+    with torch.inference_mode():
+        first = reference(setup, sampler, scheduler)
+        upscaled = comfyui_latent_upscale_by(first, method, scale)
+        expected = comfyui_ksampler(
+            pipe.unet, dict(pipe.scheduler.config), cond=cond, uncond=uncond, seed=second.get("hires_seed", 5),
+            latent=upscaled, steps=second.get("hires_steps", STEPS), cfg=second.get("hires_cfg", 7.0),
+            sampler_name=second.get("hires_sampler", sampler), scheduler=second.get("hires_schedule", scheduler),
+            denoise=denoise)
+    assert got.shape == expected.shape == (1, 4, int(16 * scale), int(16 * scale))
+    assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("sampler", ["euler_ancestral", "Euler a"])  # ComfyUI's and A1111's
+def test_the_second_passs_own_seed_and_cfg_act_and_equal_values_are_the_same_image(tmp_path, sampler):
+    from seedlab.engine.generation import generate, iter_generate
+    from seedlab.engine.models import describe
+
+    model = describe("tiny", tiny_pipeline(tmp_path), torch.device("cpu"))
+    base = Recipe(prompt="a red circle", seed=3, scheduler=sampler, num_inference_steps=3, guidance_scale=6.0,
+                  hires_scale=1.5, hires_upscaler="bilinear", denoising_strength=0.6, hires_steps=2)
+    plain = generate(model, base).fingerprint
+    assert generate(model, base.replace(hires_seed=3, hires_cfg=6.0)).fingerprint == plain
+    variants = [base.replace(hires_seed=4), base.replace(hires_cfg=2.0)]
+    fingerprints = [generate(model, recipe).fingerprint for recipe in variants]
+    assert len({plain, *fingerprints}) == 3
+    assert [result.fingerprint for result in iter_generate(model, variants)] == fingerprints  # cells are solo images

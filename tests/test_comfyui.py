@@ -215,3 +215,47 @@ def test_lora_loaders_on_the_model_chain_become_the_loras_field_in_the_order_com
     assert fields["loras"] == "<lora:ink:1:0.8>"
     assert any(note.startswith("LoRA loader 'a<b>:c.safetensors' with strengths (0.0, 200) cannot be restored")
                for note in notes)
+
+
+def two_pass(upscale: dict, second: dict | None = None) -> dict:
+    """ComfyUI's hires fix graph: the default graph's KSampler, a latent upscale, a second KSampler, then decode."""
+    graph, upscale = json.loads(json.dumps(DEFAULT_API)), dict(upscale)
+    graph["10"] = {"class_type": upscale.pop("class_type", "LatentUpscaleBy"), "inputs": {"samples": ["3", 0], **upscale}}
+    graph["11"] = {"class_type": "KSampler", "inputs": {**graph["3"]["inputs"], "latent_image": ["10", 0],
+                                                        "denoise": 0.5, **(second or {})}}
+    graph["8"]["inputs"]["samples"] = ["11", 0]
+    return graph
+
+
+@pytest.mark.parametrize("upscale, second, hires", [
+    ({"upscale_method": "nearest-exact", "scale_by": 1.5}, {},
+     {"hires_scale": 1.5, "hires_upscaler": "nearest-exact", "denoising_strength": 0.5, "hires_steps": 0,
+      "hires_sampler": "", "hires_schedule": "", "hires_cfg": 0.0, "hires_seed": -1}),
+    ({"class_type": "LatentUpscale", "upscale_method": "bicubic", "width": 1024, "height": 1536, "crop": "disabled"},
+     {"seed": 7, "steps": 12, "cfg": 5.5, "sampler_name": "dpmpp_2m", "scheduler": "karras", "denoise": 0.45},
+     {"hires_scale": 2.0, "hires_upscaler": "bicubic", "denoising_strength": 0.45, "hires_steps": 12,
+      "hires_sampler": "dpmpp_2m", "hires_schedule": "karras", "hires_cfg": 5.5, "hires_seed": 7}),
+])
+def test_a_two_pass_graph_reads_as_hires_fix(upscale, second, hires):
+    _, fields, notes = read_comfyui(json.dumps(two_pass(upscale, second)))
+    assert {name: fields[name] for name in hires} == hires
+    assert {name: fields[name] for name in EXPECTED} == EXPECTED  # the first pass as before
+    assert not any("pass" in note for note in notes), notes
+    recipe = recipe_from_reading(read_metadata(png_with(prompt=two_pass(upscale, second))))
+    assert recipe.hires_size == (int(512 * hires["hires_scale"]), int(768 * hires["hires_scale"]))
+
+
+@pytest.mark.parametrize("upscale, second, why", [
+    ({"upscale_method": "bislerp", "scale_by": 1.5}, {}, "bislerp is not"),
+    ({"upscale_method": "bilinear", "scale_by": 1.3}, {}, "no one factor from 1 to 4 turns 512x768 into"),
+    ({"class_type": "LatentUpscale", "upscale_method": "area", "width": 1024, "height": 1024, "crop": "disabled"}, {},
+     "no one factor"),
+    ({"upscale_method": "bilinear", "scale_by": 2}, {"positive": ["7", 0]}, "its own prompt"),
+    ({"upscale_method": "bilinear", "scale_by": 2}, {"sampler_name": "uni_pc_bh2"}, "not one of ComfyUI's"),
+])
+def test_a_second_pass_that_is_not_hires_fix_keeps_its_note_and_says_why(upscale, second, why):
+    _, fields, notes = read_comfyui(json.dumps(two_pass(upscale, second)))
+    assert "hires_scale" not in fields
+    assert any(note.startswith("the graph's second pass (node 11) is not restored as hires fix: ") and why in note
+               for note in notes), notes
+    assert any(note.startswith("the graph has 2 sampling passes") for note in notes)

@@ -18,8 +18,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from . import ksamplers, sampler_names
+from . import comfy_samplers, ksamplers, sampler_names
 from . import sigmas as schedules
+from .recipe import LATENT_UPSCALERS
 
 COMFY_SAMPLERS: tuple[str, ...] = tuple(sampler_names.COMFY_SAMPLERS)
 COMFY_SCHEDULES: tuple[str, ...] = sampler_names.COMFY_SCHEDULES
@@ -205,100 +206,6 @@ class ComfyBrownianNoise:
         return w[0] / (t1 - t0).abs().sqrt()
 
 
-def euler_ancestral(model, x, sigmas, noise: ksamplers.NoiseFn, eta: float = 1.0, s_noise: float = 1.0):
-    """ComfyUI's: the last step (sigma_down 0) is the denoised latents, the others one expression."""
-    ones = x.new_ones([x.shape[0]])
-    for i in range(len(sigmas) - 1):
-        denoised = model(x, sigmas[i] * ones)
-        sigma_down, sigma_up = ksamplers.ancestral_step(sigmas[i], sigmas[i + 1], eta)
-        if sigma_down == 0:
-            x = denoised
-        else:
-            drift = (x - denoised) / sigmas[i]
-            x = x + drift * (sigma_down - sigmas[i]) + noise(sigmas[i], sigmas[i + 1]) * s_noise * sigma_up
-    return x
-
-
-def lms(model, x, sigmas, order: int = 4):
-    """ComfyUI's linear multistep: k-diffusion's weights, and the denoised latents at the last step."""
-    ones = x.new_ones([x.shape[0]])
-    levels = sigmas.detach().cpu().numpy()
-    derivatives: list[torch.Tensor] = []
-    for i in range(len(sigmas) - 1):
-        denoised = model(x, sigmas[i] * ones)
-        derivatives = [*derivatives, (x - denoised) / sigmas[i]][-order:]
-        if sigmas[i + 1] == 0:
-            x = denoised
-            continue
-        current = min(i + 1, order)
-        weights = [ksamplers._lms_weight(current, levels, i, j) for j in range(current)]
-        x = x + sum(weight * d for weight, d in zip(weights, reversed(derivatives)))
-    return x
-
-
-def dpmpp_sde(model, x, sigmas, noise: ksamplers.NoiseFn, eta: float = 1.0, s_noise: float = 1.0, r: float = 1 / 2):
-    """ComfyUI's rewrite in half-log-SNR with alpha factors; the last step is the denoised latents."""
-    ones = x.new_ones([x.shape[0]])
-    for i in range(len(sigmas) - 1):
-        denoised = model(x, sigmas[i] * ones)
-        if sigmas[i + 1] == 0:
-            x = denoised
-            continue
-        lam_s, lam_t = ksamplers._lam(sigmas[i]), ksamplers._lam(sigmas[i + 1])
-        lam_mid, weight = lam_s + r * (lam_t - lam_s), 1 / (2 * r)
-        sigma_mid = lam_mid.neg().exp()
-        alpha_s, alpha_mid, alpha_t = sigmas[i] * lam_s.exp(), sigma_mid * lam_mid.exp(), sigmas[i + 1] * lam_t.exp()
-        down, up = ksamplers.ancestral_step(lam_s.neg().exp(), lam_mid.neg().exp(), eta)
-        step = down.log().neg() - lam_s
-        x_2 = (alpha_mid / alpha_s) * (-step).exp() * x - alpha_mid * (-step).expm1() * denoised
-        if eta > 0 and s_noise > 0:
-            x_2 = x_2 + alpha_mid * noise(sigmas[i], sigma_mid) * s_noise * up
-        denoised_2 = model(x_2, sigma_mid * ones)
-        down, up = ksamplers.ancestral_step(lam_s.neg().exp(), lam_t.neg().exp(), eta)
-        step = down.log().neg() - lam_s
-        mixed = (1 - weight) * denoised + weight * denoised_2
-        x = (alpha_t / alpha_s) * (-step).exp() * x - alpha_t * (-step).expm1() * mixed
-        if eta > 0 and s_noise > 0:
-            x = x + alpha_t * noise(sigmas[i], sigmas[i + 1]) * s_noise * up
-    return x
-
-
-def dpmpp_multistep_sde(model, x, sigmas, noise: ksamplers.NoiseFn, order: int = 2, heun: bool = False,
-                        eta: float = 1.0, s_noise: float = 1.0):
-    """ComfyUI's DPM++ 2M SDE (midpoint or heun, order 2) and 3M SDE (order 3): alpha_t factors and the
-    sigma ratio times exp(-h * eta); the last step is the denoised latents."""
-    ones = x.new_ones([x.shape[0]])
-    denoised_1 = denoised_2 = h = h_1 = h_2 = None
-    for i in range(len(sigmas) - 1):
-        denoised = model(x, sigmas[i] * ones)
-        if sigmas[i + 1] == 0:
-            x = denoised
-        else:
-            lam_s, lam_t = ksamplers._lam(sigmas[i]), ksamplers._lam(sigmas[i + 1])
-            h = lam_t - lam_s
-            h_eta = h * (eta + 1)  # with alpha_t and the sigma ratio times exp(-h * eta), unlike k-diffusion
-            alpha_t, phi_2 = sigmas[i + 1] * lam_t.exp(), h_eta.neg().expm1() / h_eta + 1
-            x = sigmas[i + 1] / sigmas[i] * (-h * eta).exp() * x + alpha_t * (-h_eta).expm1().neg() * denoised
-            if order == 3 and h_2 is not None:
-                r0, r1 = h_1 / h, h_2 / h
-                d1_0, d1_1 = (denoised - denoised_1) / r0, (denoised_1 - denoised_2) / r1
-                d1 = d1_0 + (d1_0 - d1_1) * r0 / (r0 + r1)
-                d2 = (d1_0 - d1_1) / (r0 + r1)
-                x = x + (alpha_t * phi_2) * d1 - (alpha_t * (phi_2 / h_eta - 0.5)) * d2
-            elif order == 3 and h_1 is not None:
-                x = x + (alpha_t * phi_2) * ((denoised - denoised_1) / (h_1 / h))
-            elif order == 2 and denoised_1 is not None:
-                if heun:  # 2M SDE, r = h_1 / h
-                    x = x + alpha_t * ((-h_eta).expm1().neg() / (-h_eta) + 1) * (1 / (h_1 / h)) * (denoised - denoised_1)
-                else:
-                    x = x + 0.5 * alpha_t * (-h_eta).expm1().neg() * (1 / (h_1 / h)) * (denoised - denoised_1)
-            if eta > 0 and s_noise > 0:
-                x = x + noise(sigmas[i], sigmas[i + 1]) * sigmas[i + 1] * (-2 * h * eta).expm1().neg().sqrt() * s_noise
-        denoised_1, denoised_2 = denoised, denoised_1
-        h_1, h_2 = h, h_1
-    return x
-
-
 def _run_sampler(name: str, model, x: torch.Tensor, sigmas: torch.Tensor, seed: int) -> torch.Tensor:
     """sampler_object(name) run on x (ComfyUI's "ddim" is its euler); `seed` seeds the sampler's own noise."""
     base = name.removesuffix("_gpu")
@@ -306,23 +213,28 @@ def _run_sampler(name: str, model, x: torch.Tensor, sigmas: torch.Tensor, seed: 
         function = ksamplers.SAMPLER_FUNCTIONS["euler" if base == "ddim" else base]
         return function(model, x, sigmas, _no_draw, s_churn=0.0, s_tmin=0.0, s_tmax=math.inf, s_noise=1.0)
     if base in ("euler_ancestral", "dpm_2_ancestral", "dpmpp_2s_ancestral"):
-        function = euler_ancestral if base == "euler_ancestral" else ksamplers.SAMPLER_FUNCTIONS[base]
+        function = comfy_samplers.euler_ancestral if base == "euler_ancestral" else ksamplers.SAMPLER_FUNCTIONS[base]
         return function(model, x, sigmas, _seeded_noise(x, seed))
     if base in ("lms", "dpmpp_2m"):
-        return lms(model, x, sigmas) if base == "lms" else ksamplers.dpmpp_2m(model, x, sigmas, _no_draw)
+        return comfy_samplers.lms(model, x, sigmas) if base == "lms" else ksamplers.dpmpp_2m(model, x, sigmas, _no_draw)
     if len(sigmas) <= 1:
         return x
     tree = ComfyBrownianNoise(x, sigmas, seed, cpu=base == name)
     if base == "dpmpp_sde":
-        return dpmpp_sde(model, x, sigmas, tree)
-    return dpmpp_multistep_sde(model, x, sigmas, tree, order=3 if base == "dpmpp_3m_sde" else 2,
-                               heun=base == "dpmpp_2m_sde_heun")
+        return comfy_samplers.dpmpp_sde(model, x, sigmas, tree)
+    return comfy_samplers.dpmpp_multistep_sde(model, x, sigmas, tree, order=3 if base == "dpmpp_3m_sde" else 2,
+                                              heun=base == "dpmpp_2m_sde_heun")
+
+
+SD1_SCALE = 0.18215  # comfy/latent_formats.py SD15: a LATENT between nodes is the sampled latents / this
 
 
 def sample_comfy(pipe, recipe, cond: torch.Tensor, uncond: torch.Tensor, on_step: StepFn) -> torch.Tensor:
     """Model-space latents (before any 1/0.18215), txt2img from an empty latent: ComfyUI's KSampler with
     recipe.scheduler = sampler_name, recipe.schedule = scheduler ("Automatic" means "normal"),
-    recipe.num_inference_steps = steps, recipe.guidance_scale = cfg, recipe.seed = seed.
+    recipe.num_inference_steps = steps, recipe.guidance_scale = cfg, recipe.seed = seed; with hires fix
+    (hires_scale) a two-pass graph: LatentUpscale(By) with hires_upscaler's method, then a second KSampler at
+    denoise = denoising_strength with the hires sampler, schedule, steps, cfg and seed (each "the same" unset).
 
     Latent shape (1, in_channels, height // vae_scale_factor, width // vae_scale_factor): drawn on the CPU and
     sampled in float32 on the UNet's device as ComfyUI does, returned in the UNet's dtype. on_step() is called
@@ -330,17 +242,36 @@ def sample_comfy(pipe, recipe, cond: torch.Tensor, uncond: torch.Tensor, on_step
     """
     if recipe.rng != "cpu":
         raise ValueError(f"ComfyUI's samplers draw their noise on the CPU: rng must be cpu, got {recipe.rng!r:.40}")
-    schedule = "normal" if recipe.schedule == "Automatic" else recipe.schedule
     ms = ComfyModelSigmas(dict(pipe.scheduler.config))
-    sigmas = _ksampler_sigmas(ms, recipe.scheduler, schedule, recipe.num_inference_steps, 1.0)
     factor, channels = getattr(pipe, "vae_scale_factor", 8), pipe.unet.config.in_channels
     latent = torch.zeros((1, channels, recipe.height // factor, recipe.width // factor), dtype=torch.float32)
-    generator = torch.Generator("cpu").manual_seed(recipe.seed)  # comfy.sample.prepare_noise
+    schedule = "normal" if recipe.schedule == "Automatic" else recipe.schedule
+    x = _ksampler(pipe, ms, cond, uncond, on_step, latent, recipe.scheduler, schedule, recipe.num_inference_steps,
+                  recipe.guidance_scale, recipe.seed, 1.0)
+    if not recipe.hires_scale:
+        return x.to(pipe.unet.dtype)
+    width, height = recipe.hires_size
+    mode, antialias = LATENT_UPSCALERS[recipe.hires_upscaler]
+    upscaled = torch.nn.functional.interpolate(x.float().cpu() / SD1_SCALE, size=(height // factor, width // factor),
+                                               mode=mode, antialias=antialias)  # LatentUpscale on ComfyUI's LATENT
+    x = _ksampler(pipe, ms, cond, uncond, on_step, upscaled * SD1_SCALE, recipe.hires_sampler or recipe.scheduler,
+                  recipe.hires_schedule or schedule, recipe.hires_steps or recipe.num_inference_steps,
+                  recipe.hires_cfg or recipe.guidance_scale, recipe.hires_noise_seed, recipe.denoising_strength)
+    return x.to(pipe.unet.dtype)
+
+
+def _ksampler(pipe, ms: ComfyModelSigmas, cond, uncond, on_step: StepFn, latent: torch.Tensor, sampler: str,
+              schedule: str, steps: int, cfg: float, seed: int, denoise: float) -> torch.Tensor:
+    """One KSampler node on a model-space latent (zeros: an empty latent), float32 on the UNet's device."""
+    sigmas = _ksampler_sigmas(ms, sampler, schedule, steps, denoise)
+    generator = torch.Generator("cpu").manual_seed(seed)  # comfy.sample.prepare_noise
     noise = torch.randn(latent.size(), dtype=latent.dtype, layout=latent.layout, generator=generator, device="cpu")
+    if len(sigmas) == 0:
+        return latent.to(pipe.unet.device)
     device, sigma_max, first = pipe.unet.device, float(ms.sigmas[-1]), float(sigmas[0])
     sigma = sigmas[0].to(device)  # noise_scaling, with max_denoise when the schedule starts at sigma_max
     max_denoise = math.isclose(sigma_max, first, rel_tol=1e-05) or first > sigma_max
     x = noise.to(device) * (torch.sqrt(1.0 + sigma ** 2.0) if max_denoise else sigma)
     x += latent.to(device)
-    model = ComfyGuided(pipe.unet, ms, cond, uncond, recipe.guidance_scale, on_step)
-    return _run_sampler(recipe.scheduler, model, x, sigmas.to(device), recipe.seed).to(pipe.unet.dtype)
+    model = ComfyGuided(pipe.unet, ms, cond, uncond, cfg, on_step)
+    return _run_sampler(sampler, model, x, sigmas.to(device), seed)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import ksamplers
+from . import ksamplers, sampler_names
 from . import sigmas as schedules
 from .model_info import runs_a1111
 from .noise import make_noise
@@ -229,15 +229,19 @@ def check_recipe(pipe, recipe: Recipe) -> None:
 
 
 def _check_comfy(recipe: Recipe) -> None:
-    """ComfyUI's samplers: its schedulers, its CPU noise, one pass (its two-pass graphs are not run yet)."""
+    """ComfyUI's samplers: its schedulers and its CPU noise, in both passes of a two-pass graph."""
     errors = []
     if recipe.schedule not in ("Automatic", *COMFY_SCHEDULES):
         errors.append(f"schedule must be one of {', '.join(COMFY_SCHEDULES)} for ComfyUI's {recipe.scheduler}, "
                       f"got {recipe.schedule}")
     if recipe.rng != "cpu":
         errors.append(f"rng must be cpu for ComfyUI's {recipe.scheduler} (ComfyUI draws its noise on the CPU)")
-    if recipe.hires_scale:
-        errors.append("hires_scale: hires fix runs with A1111's samplers; ComfyUI's two-pass graphs are not run yet")
+    if recipe.hires_sampler and recipe.hires_sampler not in sampler_names.COMFY_SAMPLERS:
+        errors.append(f"hires_sampler must be empty (the same) or one of ComfyUI's samplers after ComfyUI's "
+                      f"{recipe.scheduler}, got {recipe.hires_sampler!r:.60}")
+    if recipe.hires_schedule not in ("", *COMFY_SCHEDULES):
+        errors.append(f"hires_schedule must be empty (the same) or one of {', '.join(COMFY_SCHEDULES)} for ComfyUI's "
+                      f"samplers, got {recipe.hires_schedule}")
     if errors:
         raise ValueError("; ".join(errors))
 
@@ -273,6 +277,10 @@ def _hires(pipe, model, denoiser: Guided, latents: torch.Tensor, recipe: Recipe,
     factor = getattr(pipe, "vae_scale_factor", 8)
     latents = torch.nn.functional.interpolate(latents, size=(height // factor, width // factor), mode=mode,
                                               antialias=antialias)
+    if recipe.hires_seed >= 0 or recipe.hires_cfg:  # the second pass's own seed (its noise) and guidance
+        recipe = recipe.replace(seed=recipe.hires_noise_seed, guidance_scale=recipe.hires_cfg or recipe.guidance_scale)
+        denoiser = Guided(denoiser.unet, model, denoiser.cond, denoiser.uncond, recipe.guidance_scale,
+                          denoiser.v, denoiser.on_step)
     noise = make_noise(pipe, seed=recipe.seed, width=width, height=height, device=latents.device, dtype=latents.dtype,
                        rng=recipe.rng, variation_seed=recipe.variation_seed,
                        variation_strength=recipe.variation_strength, seed_resize_from=recipe.seed_resize_from)

@@ -97,8 +97,8 @@ def parse_field(text: str) -> list[LoraUse]:
     return uses
 
 
-def parse_hashes(text: str) -> dict[str, str]:
-    """A1111's "Lora hashes" value, "name: 0123456789ab, other: ...", as {name: hash}."""
+def parse_hashes(text: str, field: str = "lora_hashes") -> dict[str, str]:
+    """A1111's "Lora hashes" (or "TI hashes") value, "name: 0123456789ab, other: ...", as {name: hash}."""
     hashes = {}
     for item in text.split(","):
         if not item.strip():
@@ -106,7 +106,7 @@ def parse_hashes(text: str) -> dict[str, str]:
         name, _, value = item.rpartition(":")
         value = value.strip().lower()
         if not name.strip() or not re.fullmatch(r"[0-9a-f]{8,64}", value):
-            raise ValueError(f"lora_hashes must be \"NAME: HASH, ...\" with hex hashes (A1111's Lora hashes), "
+            raise ValueError(f"{field} must be \"NAME: HASH, ...\" with hex hashes (A1111's), "
                              f"got {item.strip()[:60]!r}")
         hashes[name.strip()] = value
     return hashes

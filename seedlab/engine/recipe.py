@@ -43,7 +43,10 @@ SCHEDULES = ("Automatic", "Uniform", "Karras", "Exponential", "Polyexponential",
 # A1111's latent upscalers for hires fix (processing.latent_upscale_modes): interpolation mode, antialias.
 LATENT_UPSCALERS = {"Latent": ("bilinear", False), "Latent (antialiased)": ("bilinear", True),
                     "Latent (bicubic)": ("bicubic", False), "Latent (bicubic antialiased)": ("bicubic", True),
-                    "Latent (nearest)": ("nearest", False), "Latent (nearest-exact)": ("nearest-exact", False)}
+                    "Latent (nearest)": ("nearest", False), "Latent (nearest-exact)": ("nearest-exact", False),
+                    # ComfyUI's LatentUpscale methods (bislerp aside): the mode of the same name
+                    "nearest-exact": ("nearest-exact", False), "bilinear": ("bilinear", False),
+                    "area": ("area", False), "bicubic": ("bicubic", False)}
 MAX_HIRES_SCALE = 4.0
 # ComfyUI's KSampler schedulers, for ComfyUI's sampler names ("dpmpp_2m" + "karras").
 COMFY_SCHEDULES = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta",
@@ -122,6 +125,10 @@ class Recipe:
                              cli="--lora-hashes", a1111="Lora hashes", a1111_when="lora_hashes",
                              help='each LoRA\'s A1111 hash, "NAME: HASH, ...": the file with that hash is used '
                                   "(filled in when an image is made)")
+    ti_hashes: str = _spec("", kind="text", high=MAX_LORA_CHARS, label="Embedding hashes", link="tihash",
+                           cli="--ti-hashes", a1111="TI hashes", a1111_when="ti_hashes",
+                           help='the A1111 hash of each textual-inversion embedding the prompts use, "NAME: HASH, '
+                                '..." (filled in when an image is made; A1111\'s TI hashes)')
     # A1111's sampler settings (used by A1111 sampler names in `scheduler`: "DPM++ 2M", "Euler a", ...).
     schedule: str = _spec("Automatic", kind="choice", choices=(*SCHEDULES, *COMFY_SCHEDULES), label="Schedule type",
                           link="schedule", cli="--schedule", a1111="Schedule type", a1111_when="schedule",
@@ -165,9 +172,17 @@ class Recipe:
     hires_sampler: str = _spec("", kind="text", high=300, label="Hires sampler", link="hrsampler",
                                cli="--hires-sampler", a1111="Hires sampler", a1111_when="hires_sampler",
                                help="the second pass's A1111 sampler (empty: the same)")
-    hires_schedule: str = _spec("", kind="choice", choices=("", *SCHEDULES), label="Hires schedule type",
-                                link="hrschedule", cli="--hires-schedule", a1111="Hires schedule type",
-                                a1111_when="hires_schedule", help="the second pass's schedule (empty: the same)")
+    hires_schedule: str = _spec("", kind="choice", choices=("", *SCHEDULES, *COMFY_SCHEDULES),
+                                label="Hires schedule type", link="hrschedule", cli="--hires-schedule",
+                                a1111="Hires schedule type", a1111_when="hires_schedule",
+                                help="the second pass's schedule (empty: the same)")
+    hires_cfg: float = _spec(0.0, kind="float", high=MAX_GUIDANCE, label="Hires CFG scale", link="hrcfg",
+                             cli="--hires-cfg", a1111="Hires CFG Scale", a1111_when="hires_cfg",
+                             help="the second pass's guidance scale (0: the same; Forge's Hires CFG Scale)")
+    hires_seed: int = _spec(-1, kind="seed", low=-1, high=MAX_SEED, label="Hires seed", link="hrseed",
+                            cli="--hires-seed", a1111="Hires seed", a1111_when="hires_seed",
+                            help="the seed of the second pass's noise (-1: the seed; a ComfyUI graph's second "
+                                 "KSampler may have its own)")
 
     def __post_init__(self) -> None:
         values = check_fields({name: getattr(self, name) for name in SPECS_ORDER})
@@ -175,7 +190,7 @@ class Recipe:
             object.__setattr__(self, name, value)
         if self.hires_scale:
             _check_hires(self)
-        if self.loras or self.lora_hashes or (self.prompt_syntax == "a1111" and "<" in self.prompt):
+        if self.loras or self.lora_hashes or self.ti_hashes or (self.prompt_syntax == "a1111" and "<" in self.prompt):
             _check_loras(self)
 
     def replace(self, **changes: Any) -> Recipe:
@@ -206,6 +221,11 @@ class Recipe:
     def hires_size(self) -> tuple[int, int]:
         """Hires fix's second-pass size: A1111's int(size * Hires upscale)."""
         return int(self.width * self.hires_scale), int(self.height * self.hires_scale)
+
+    @property
+    def hires_noise_seed(self) -> int:
+        """The second pass's seed: its own (a ComfyUI graph's second KSampler) or the image's (A1111)."""
+        return self.seed if self.hires_seed < 0 else self.hires_seed
 
     @property
     def total_steps(self) -> int:
@@ -253,7 +273,8 @@ def _check_loras(recipe: Recipe) -> None:
     """The LoRA tags of `loras` and of an A1111-syntax prompt, and the hashes: well formed and few enough."""
     errors, count = [], 0
     checks = [("loras", lambda: lora_names.parse_field(recipe.loras)),
-              ("lora_hashes", lambda: lora_names.parse_hashes(recipe.lora_hashes))]
+              ("lora_hashes", lambda: lora_names.parse_hashes(recipe.lora_hashes)),
+              ("ti_hashes", lambda: lora_names.parse_hashes(recipe.ti_hashes, "ti_hashes"))]
     if recipe.prompt_syntax == "a1111":
         checks.append(("prompt", lambda: lora_names.extract(recipe.prompt)[1]))
     for name, check in checks:

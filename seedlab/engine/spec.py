@@ -14,7 +14,7 @@ from typing import Any
 MAX_SAFE_JS_INT = 2**53 - 1  # beyond this a JavaScript number loses digits: seeds travel as text
 MIN_SIZE, MAX_SIZE, SIZE_MULTIPLE = 32, 4096, 8
 _SIZE_TEXT = re.compile(r"^\s*([0-9]{1,5})\s*[xX×]\s*([0-9]{1,5})\s*$")
-_INT_TEXT = re.compile(r"^\s*[0-9]{1,20}\s*$")
+_INT_TEXT = re.compile(r"^\s*-?[0-9]{1,20}\s*$")  # a minus for the few fields that take -1 (hires_seed: "the same")
 
 
 class FieldError(ValueError):

@@ -18,6 +18,8 @@ from typing import Any
 
 from ..engine.sampler_names import COMFY_SCHEDULES, is_comfy_sampler
 from .comfyui_loras import lora_loaders
+from .comfyui_passes import second_pass
+from .comfyui_widgets import WIDGETS
 from .formats import loads, sampler_scheduler
 
 _MAX_HOPS = 64  # a chain of links longer than this is not followed (and cycles end here)
@@ -26,24 +28,8 @@ _CONDITIONING = ("conditioning", "conditioning_1", "conditioning_to", "positive"
 _HANDLED = {"KSampler", "KSamplerAdvanced", "SamplerCustom", "SamplerCustomAdvanced", "CLIPTextEncode",
             "EmptyLatentImage", "CheckpointLoaderSimple", "CheckpointLoader", "VAEDecode", "SaveImage",
             "PreviewImage", "Reroute", "KSamplerSelect", "BasicScheduler", "RandomNoise", "CFGGuider",
-            "UNETLoader", "VAELoader", "CLIPLoader", "PrimitiveNode", "LoraLoader", "LoraLoaderModelOnly"}
-# The UI graph's widget values in order, by node type. None: the "control after generate" value the UI
-# stores after a seed ("randomize", "fixed", ...), when present.
-WIDGETS = {
-    "KSampler": ("seed", None, "steps", "cfg", "sampler_name", "scheduler", "denoise"),
-    "KSamplerAdvanced": ("add_noise", "noise_seed", None, "steps", "cfg", "sampler_name", "scheduler",
-                         "start_at_step", "end_at_step", "return_with_leftover_noise"),
-    "CheckpointLoaderSimple": ("ckpt_name",),
-    "LoraLoader": ("lora_name", "strength_model", "strength_clip"),
-    "LoraLoaderModelOnly": ("lora_name", "strength_model"),
-    "CLIPTextEncode": ("text",),
-    "EmptyLatentImage": ("width", "height", "batch_size"),
-    "EmptySD3LatentImage": ("width", "height", "batch_size"),
-    # Size presets of custom nodes ("832 x 1216"): Inspire Pack's and Essentials' (then its overrides).
-    "EmptyLatentImageFromPresetsSDXL": ("preset", "batch_size"),
-    "EmptyLatentImageFromPresetsSD15": ("preset", "batch_size"),
-    "SDXLEmptyLatentSizePicker+": ("resolution", "batch_size", "width_override", "height_override"),
-}
+            "UNETLoader", "VAELoader", "CLIPLoader", "PrimitiveNode", "LoraLoader", "LoraLoaderModelOnly",
+            "LatentUpscale", "LatentUpscaleBy"}
 _PRESET_SIZE = re.compile(r"\s*(\d{1,5})\s*[x×]\s*(\d{1,5})\b")  # "1024 x 1024  (square)", " 832 x 1216", "1024x1024 (1.0)"
 _CONTROL_VALUES = ("fixed", "increment", "decrement", "randomize")
 _MAX_LINKS = 50_000
@@ -153,11 +139,12 @@ def _read_graph(graph: dict[str, Any], notes: list[str]) -> tuple[str, dict[str,
     if not samplers:
         types = ", ".join(sorted({node["class_type"] for node in graph.values()})[:8])
         raise ValueError(f"the ComfyUI graph has no sampler node SeedLab knows (it has {types})")
-    first = _first_pass(graph, samplers)
-    if len(samplers) > 1:
+    first, last = _first_pass(graph, samplers)
+    fields = _sampler_fields(graph, first, notes)
+    if len(samplers) > 1 and not (last != first and second_pass(graph, first, last, fields, _sampler_fields, _link,
+                                                                   notes)):
         notes.append(f"the graph has {len(samplers)} sampling passes (hires fix, refiner or more): the first pass "
                      f"(node {first}, {graph[first]['class_type']}) is restored, the later passes are not")
-    fields = _sampler_fields(graph, first, notes)
     others = sorted({node["class_type"] for node in graph.values()} - _HANDLED)
     if others:
         shown = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
@@ -220,8 +207,9 @@ def _upstream_samplers(graph: dict[str, Any], start: str, budget: int) -> tuple[
     return found, visits
 
 
-def _first_pass(graph: dict[str, Any], samplers: list[str]) -> str:
-    """The sampler of the first pass behind the saved image (or the first sampler with nothing upstream)."""
+def _first_pass(graph: dict[str, Any], samplers: list[str]) -> tuple[str, str]:
+    """The sampler of the first pass behind the saved image (or the first sampler with nothing upstream), and the
+    sampler nearest the image (the last pass)."""
     upstream = _Walks(graph)
     outputs = [key for key, node in graph.items() if "Save" in node["class_type"]]
     outputs += [key for key, node in graph.items() if "Preview" in node["class_type"]]
@@ -229,9 +217,9 @@ def _first_pass(graph: dict[str, Any], samplers: list[str]) -> str:
         reached = upstream(output)
         if reached:
             roots = [key for key in reached if not upstream(key)]
-            return roots[0] if roots else reached[-1]
+            return (roots[0] if roots else reached[-1]), reached[0]
     roots = [key for key in samplers if not upstream(key)]
-    return roots[0] if roots else samplers[0]
+    return (roots[0] if roots else samplers[0]), samplers[-1]
 
 
 def _follow(graph: dict[str, Any], value: Any, names: tuple[str, ...], through: tuple[str, ...]) -> Any:
