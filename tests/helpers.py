@@ -24,3 +24,18 @@ class Clock:
 
     def __call__(self):
         return self.now
+
+
+def use_models_folder(tmp_path, monkeypatch, *subfolders: str):
+    """A models folder under `tmp_path` with `subfolders` made, given as a user gives it (SEEDLAB_MODELS_DIR), and
+    SeedLab's hash cache beside it; nothing kept in memory from another test's folder."""
+    from seedlab.engine import library
+
+    models = tmp_path / "models"
+    for subfolder in subfolders or ("",):
+        (models / subfolder).mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv(library.ENV, str(models))
+    monkeypatch.setenv("SEEDLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(library, "_configured", None)
+    monkeypatch.setattr(library, "_HASHES", library._HashCache())
+    return models

@@ -38,8 +38,9 @@ Not re-created (a prompt using them is outside what `a1111_conditioning` stands 
   embedding as `StableDiffusionModelHijack.hijack` does) and the "TI hashes" of `TextConditionalModel.forward`
   (modules/processing.py: the negative prompt is encoded first, `setup_conds`). Not re-created: embeddings in
   PNG/WEBP images, `devices.cond_cast_unet` under --upcast-sampling, the SDXL (clip_g/clip_l) pair on SDXL.
-  `.pt` / `.bin` files are read with `torch.load(weights_only=True)` (A1111's `modules/safe.py` restricts its
-  unpickler too; the test files hold only dicts, strings, numbers and tensors).
+  `.pt` / `.bin` files are read with `torch.load(weights_only=True)` allowing ParameterDict (A1111's
+  `modules/safe.py` restricts its unpickler to about that; the test files hold only dicts, strings, numbers,
+  tensors and one ParameterDict).
 - SD2's `id_pad != id_end` re-padding in `process_tokens` (SD1 pads with the end token, so it is a no-op).
 """
 
@@ -589,7 +590,9 @@ class EmbeddingDatabase:
         name, ext = os.path.splitext(filename)
         ext = ext.upper()
         if ext in [".BIN", ".PT"]:
-            data = torch.load(path, map_location="cpu", weights_only=True)
+            # modules/safe.py's RestrictedUnpickler: tensors, plain containers, and torch's ParameterDict
+            with torch.serialization.safe_globals([torch.nn.modules.container.ParameterDict]):
+                data = torch.load(path, map_location="cpu", weights_only=True)
         elif ext in [".SAFETENSORS"]:
             data = safetensors.torch.load_file(path, device="cpu")
         else:

@@ -141,6 +141,28 @@ def test_an_a1111_png_regenerates_as_the_same_image(a1111_pngs, embedded, name):
     assert np.abs(regenerated - original).max() <= 2
 
 
+def a1111_euler_image(pipe, unet, encode, prompt: str, negative: str):
+    """The image A1111 1.10 makes with Euler from `encode`'s conditioning on `unet` (CPU noise, one thread)."""
+    import tests.reference_a1111 as reference
+
+    betas = (torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2).numpy()
+    alphas_cumprod = torch.tensor(np.cumprod(1 - betas), dtype=torch.float32)
+    saved = (reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR)
+    reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR = pipe.unet.config.in_channels, pipe.vae_scale_factor
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.inference_mode():
+            latents = reference.a1111_txt2img(unet, alphas_cumprod, cond=encode(prompt), uncond=encode(negative),
+                                              seed=SEED, width=SIZE, height=SIZE, steps=STEPS, cfg_scale=CFG,
+                                              sampler="Euler")
+            decoded = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
+            return pipe.image_processor.postprocess(decoded, output_type="pil")[0]
+    finally:
+        reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR = saved
+        torch.set_num_threads(threads)
+
+
 LORA_PROMPT = "a red circle <lora:detail:0.8> on a blue background"
 
 
@@ -152,7 +174,6 @@ def a1111_lora_png(tmp_path_factory):
 
     from diffusers import StableDiffusionPipeline
 
-    import tests.reference_a1111 as reference
     import tests.reference_a1111_lora as lora_reference
 
     pipe = StableDiffusionPipeline.from_pretrained(EMBEDDED_MODEL_DIR)
@@ -163,23 +184,8 @@ def a1111_lora_png(tmp_path_factory):
     text, loras = lora_reference.parse_extra_networks(LORA_PROMPT)
     unet, text_encoder = copy.deepcopy(pipe.unet), copy.deepcopy(pipe.text_encoder)
     assert lora_reference.apply_a1111_loras(unet, text_encoder, [(path, te, un) for _, te, un in loras]) > 0
-    betas = (torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2).numpy()
-    alphas_cumprod = torch.tensor(np.cumprod(1 - betas), dtype=torch.float32)
-    saved = (reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR)
-    reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR = pipe.unet.config.in_channels, pipe.vae_scale_factor
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.inference_mode():
-            encode = functools.partial(a1111_conditioning, pipe.tokenizer, text_encoder)
-            latents = reference.a1111_txt2img(unet, alphas_cumprod, cond=encode(text), uncond=encode("blurry"),
-                                              seed=SEED, width=SIZE, height=SIZE, steps=STEPS, cfg_scale=CFG,
-                                              sampler="Euler")
-            decoded = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
-            image = pipe.image_processor.postprocess(decoded, output_type="pil")[0]
-    finally:
-        reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR = saved
-        torch.set_num_threads(threads)
+    image = a1111_euler_image(pipe, unet, functools.partial(a1111_conditioning, pipe.tokenizer, text_encoder), text,
+                              "blurry")
     hashes = lora_reference.lora_hashes_infotext([("detail", path)])
     info = PngInfo()
     info.add_text("parameters", f"{LORA_PROMPT}\nNegative prompt: blurry\nSteps: {STEPS}, Sampler: Euler, CFG scale: "
@@ -212,3 +218,45 @@ def test_without_its_lora_the_command_line_names_it_its_hash_and_the_models_fold
     run = reproduce(a1111_lora_png / "lora.png")
     assert run.returncode == 2 and not run.stdout
     assert run.stderr.startswith("seedlab: error: LoRA 'detail' (hash ") and "SEEDLAB_MODELS_DIR" in run.stderr
+
+
+TI_PROMPT = "a red circle in inkstyle on a blue background"
+
+
+@pytest.fixture(scope="module")
+def a1111_ti_png(tmp_path_factory):
+    """A1111 1.10's image with a textual-inversion embedding (an A1111 .pt) named in the prompt, conditioned as A1111
+    conditions it (tests/reference_a1111_prompt.py's EmbeddingDatabase), the file kept in models/embeddings."""
+    from diffusers import StableDiffusionPipeline
+
+    from tests.reference_a1111_prompt import EmbeddingDatabase, a1111_ti_hashes
+
+    pipe = StableDiffusionPipeline.from_pretrained(EMBEDDED_MODEL_DIR)
+    folder = tmp_path_factory.mktemp("a1111-ti")
+    (folder / "models" / "embeddings").mkdir(parents=True)
+    width = pipe.text_encoder.get_input_embeddings().weight.shape[1]
+    vectors = torch.randn(2, width, generator=torch.Generator().manual_seed(3)) * 0.5
+    path = folder / "models" / "embeddings" / "inkstyle.pt"
+    torch.save({"string_to_token": {"*": 265}, "string_to_param": {"*": vectors}, "name": "inkstyle"}, path)
+    database = EmbeddingDatabase(pipe.tokenizer, expected_shape=width)
+    database.load_from_file(str(path), path.name)
+    encode = functools.partial(a1111_conditioning, pipe.tokenizer, pipe.text_encoder, embedding_db=database)
+    image = a1111_euler_image(pipe, pipe.unet, encode, TI_PROMPT, "blurry")
+    with torch.inference_mode():
+        hashes = a1111_ti_hashes(pipe.tokenizer, pipe.text_encoder, TI_PROMPT, "blurry", database)
+    assert hashes.startswith("inkstyle: ")
+    info = PngInfo()
+    info.add_text("parameters", f"{TI_PROMPT}\nNegative prompt: blurry\nSteps: {STEPS}, Sampler: Euler, CFG scale: "
+                                f"{CFG}, Seed: {SEED}, Size: {SIZE}x{SIZE}, Model: embedded, RNG: CPU, "
+                                f'TI hashes: "{hashes}", Version: v1.10.1')
+    image.save(folder / "ti.png", pnginfo=info)
+    return folder
+
+
+def test_an_a1111_png_with_an_embedding_in_the_models_folder_regenerates_as_the_same_image(a1111_ti_png):
+    run = reproduce(a1111_ti_png / "ti.png", a1111_ti_png / "models")
+    assert run.stdout.strip(), run.stderr[-3000:]
+    verdict = json.loads(run.stdout.strip().splitlines()[-1])
+    assert verdict["max_difference"] <= 2, verdict["summary"]
+    without = json.loads(reproduce(a1111_ti_png / "ti.png").stdout.strip().splitlines()[-1])
+    assert without["max_difference"] > 2  # the embedding matters: without it the word is read as text

@@ -17,19 +17,14 @@ from seedlab.engine import library, lora, lora_names
 from seedlab.engine.generation import generate, generate_grid
 from seedlab.engine.models import describe
 from seedlab.engine.recipe import Recipe, RecipeError
+from tests.helpers import use_models_folder
 from tests.tiny import tiny_pipeline
 
 
 @pytest.fixture(autouse=True)
 def folders(tmp_path, monkeypatch):
     """A models folder in A1111's layout and SeedLab's own hash cache, both in the test's temp folder."""
-    models = tmp_path / "models"
-    (models / "Lora" / "styles").mkdir(parents=True)
-    monkeypatch.setenv(library.ENV, str(models))
-    monkeypatch.setenv("SEEDLAB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(library, "_configured", None)
-    monkeypatch.setattr(library, "_HASHES", library._HashCache())
-    return models
+    return use_models_folder(tmp_path, monkeypatch, "Lora/styles")
 
 
 @pytest.fixture(scope="module")

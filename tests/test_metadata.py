@@ -142,12 +142,12 @@ def test_a_real_a1111_png_restores_its_recipe_with_notes():
         guidance_scale=6.5, width=512, height=768, scheduler="DPM++ 2M", schedule="Karras",
         model="v1-5-pruned-emaonly", rng="cuda-philox", hires_scale=2.0, hires_steps=10, denoising_strength=0.45,
         hires_upscaler="Latent", prompt_syntax="a1111", clip_skip=2, lora_hashes="add_detail: 7c6bad76eb54",
+        ti_hashes="easynegative: c74b4e810b03",
     )
     assert (print_, environment) == (None, None)
     text = "\n".join(notes)
-    for expected in ("Model hash 6ce0161689", "TI hashes"):
-        assert expected in text, text
-    assert "add_detail" not in text  # its tag and hash are the recipe's: the LoRA is applied (test_lora.py)
+    assert "Model hash 6ce0161689" in text, text
+    assert "add_detail" not in text and "easynegative" not in text  # the recipe's: applied (test_lora, test_text_inversion)
     assert "Karras" not in text and "hires" not in text.lower()  # both are run, not noted
 
 

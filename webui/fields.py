@@ -25,7 +25,7 @@ DETERMINISM = ("model", "rng", "deterministic", "dtype")
 HIRES = ("hires_scale", "hires_upscaler", "hires_steps", "denoising_strength", "hires_sampler", "hires_schedule")
 SAMPLING = ("eta", "eta_noise_seed_delta", "s_churn", "s_tmin", "s_tmax", "s_noise", "schedule_sigma_min",
             "schedule_sigma_max", "schedule_rho")  # A1111's sampler settings
-LORA = ("loras", "lora_hashes")
+LORA = ("loras", "lora_hashes", "ti_hashes")
 MORE = tuple(name for name in FIELDS if name not in MAIN + DETERMINISM + HIRES + SAMPLING + LORA)  # seed fields, any new
 
 

@@ -11,7 +11,7 @@ import re
 
 import torch
 
-from . import lora_names, prompts
+from . import lora_names, prompts, text_inversion
 from .models import Model
 from .recipe import Recipe
 
@@ -94,12 +94,18 @@ class Embeddings:
         prompts.check_encoder(pipe)
         key = ("a1111", recipe.prompt, recipe.negative_prompt, guided, same_length, recipe.emphasis, recipe.clip_skip)
         if key not in self._cache:
+            prompt = lora_names.extract(recipe.prompt)[0]  # the <lora:...> tags out, as A1111 does
+            # the textual inversion embeddings of the models folder that the prompts name (A1111: both prompts)
+            found = text_inversion.for_prompts(pipe.tokenizer, pipe.text_encoder, {
+                "prompt": prompt, "negative_prompt": recipe.negative_prompt if guided else ""}, recipe.emphasis)
+
             def encode(text: str) -> torch.Tensor:
                 return prompts.encode(pipe.tokenizer, pipe.text_encoder, text, emphasis=recipe.emphasis,
-                                      clip_skip=recipe.clip_skip, device=self.model.device).to(pipe.unet.dtype)
+                                      clip_skip=recipe.clip_skip, device=self.model.device,
+                                      embeddings=found).to(pipe.unet.dtype)
 
             with torch.no_grad():
-                cond = encode(lora_names.extract(recipe.prompt)[0])  # the <lora:...> tags out, as A1111 does
+                cond = encode(prompt)
                 encoded = {"prompt_embeds": cond}
                 if guided:
                     uncond = encode(recipe.negative_prompt)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import ksampling, lora, lora_names
+from . import ksampling, lora, text_inversion
 from .comfy_sampling import sample_comfy
 from .determinism import current_environment, full_determinism
 from .embeddings import Embeddings
@@ -113,7 +113,8 @@ def iter_generate(
     chunk_model = model
     resolved: dict[tuple, tuple[Model, str]] = {}  # the folder is looked up once per LoRA set
     for recipe in recipes:
-        merged, recipe = with_loras(model, recipe, resolved)
+        merged, recipe = lora.with_loras(model, recipe, resolved)
+        recipe = text_inversion.with_ti_hashes(merged, recipe, resolved)
         if chunk and (len(chunk) == max(1, model.lanes) or recipe.deterministic != chunk[0].deterministic
                       or merged is not chunk_model):
             yield from _generate_chunk(chunk_model, chunk, encoders[id(chunk_model)], steps, cancel)
@@ -123,23 +124,6 @@ def iter_generate(
         chunk.append(recipe)
     if chunk:
         yield from _generate_chunk(chunk_model, chunk, encoders[id(chunk_model)], steps, cancel)
-
-
-def with_loras(model: Model, recipe: Recipe, memo: dict | None = None) -> tuple[Model, Recipe]:
-    """The model with the recipe's LoRAs merged (lora.py), and the recipe with the hashes of the files used."""
-    uses = lora_names.uses_of(recipe)
-    if not uses:
-        return model, recipe
-    key = (tuple(uses), recipe.lora_hashes)
-    if memo is None or key not in memo:
-        resolved = lora.resolve(uses, lora_names.parse_hashes(recipe.lora_hashes))
-        hashes = lora_names.format_hashes({item.use.name: item.found.hash for item in resolved})
-        found = (lora.merged(model, resolved), hashes)
-        if memo is None:
-            memo = {}
-        memo[key] = found
-    merged, hashes = memo[key]
-    return merged, recipe.replace(lora_hashes=hashes)
 
 
 class _Steps:

@@ -30,10 +30,12 @@ from pathlib import Path
 
 ENV = "SEEDLAB_MODELS_DIR"
 # The sub-folders each kind lives in, in A1111's and ComfyUI's layouts (the folder itself also counts).
-FOLDERS = {"lora": ("Lora", "LyCORIS", "loras", "lora"), "embedding": ("embeddings",)}
-LABELS = {"lora": "LoRA", "embedding": "embedding"}
+FOLDERS = {"lora": ("Lora", "LyCORIS", "loras", "lora"), "embedding": ("embeddings",),
+           "checkpoint": ("Stable-diffusion", "checkpoints")}
+LABELS = {"lora": "LoRA", "embedding": "embedding", "checkpoint": "checkpoint"}
 # LoRA: .pt / .ckpt would need unpickling, never; embeddings' .pt / .bin are read with torch's weights-only loader
-SUFFIXES = {"lora": (".safetensors",), "embedding": (".safetensors", ".pt", ".bin")}
+SUFFIXES = {"lora": (".safetensors",), "embedding": (".safetensors", ".pt", ".bin"),
+            "checkpoint": (".safetensors", ".ckpt")}  # a .ckpt is listed only to be refused by name (checkpoint_files.py)
 BESIDE = {"embedding": "embeddings"}  # a kind's folder next to the models folder (A1111's webui/embeddings)
 MAX_FILES = 20_000  # a folder walk stops here: a models folder, not a disk
 _configured: Path | None = None
@@ -98,7 +100,7 @@ def _folders(kind: str, root: Path) -> list[tuple[Path, Path]]:
     if kind in BESIDE:
         beside = (root / os.pardir / BESIDE[kind]).resolve()
         if beside.is_dir() and beside.name == BESIDE[kind] and beside.is_relative_to(real_root.parent) \
-                and all(beside != folder.resolve() for folder, _ in folders):
+                and beside != real_root and all(beside != folder.resolve() for folder, _ in folders):
             folders.append((beside, beside))
         return folders
     return folders or [(root, real_root)]
@@ -172,6 +174,13 @@ def file_hash(path: Path) -> str:
     """SHA-256 of the whole file (a checkpoint's AutoV2 is its first 10 hex digits)."""
     with open(path, "rb") as file:
         return _sha256(file)
+
+
+def autov1_hash(path: Path) -> str:
+    """A1111's old checkpoint "Model hash" (AutoV1): SHA-256 of the 64 KiB at 1 MiB, first 8 hex digits."""
+    with open(path, "rb") as file:
+        file.seek(0x100000)
+        return hashlib.sha256(file.read(0x10000)).hexdigest()[:8]
 
 
 def _sha256(file) -> str:

@@ -34,7 +34,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from . import library
-from .lora_names import LoraUse
+from .lora_names import LoraUse, format_hashes, parse_hashes, uses_of
 
 MAX_FILE_BYTES = 2 << 30  # a LoRA for SD is tens to hundreds of MB; an SDXL one up to ~1.7 GB
 MAX_HEADER_BYTES = 16 << 20
@@ -228,3 +228,18 @@ def merged(model, resolved: list[Resolved]):
         while len(variants) > KEPT_SETS:
             variants.popitem(last=False)
         return variant
+
+
+def with_loras(model, recipe, memo: dict | None = None) -> tuple:
+    """The model with the recipe's LoRAs merged, and the recipe with the hashes of the files used (A1111's Lora
+    hashes); `memo` keeps the folder's answer per set of LoRAs over a request."""
+    uses = uses_of(recipe)
+    if not uses:
+        return model, recipe
+    memo = {} if memo is None else memo
+    key = (tuple(uses), recipe.lora_hashes)
+    if key not in memo:
+        resolved = resolve(uses, parse_hashes(recipe.lora_hashes))
+        memo[key] = (merged(model, resolved), format_hashes({item.use.name: item.found.hash for item in resolved}))
+    variant, hashes = memo[key]
+    return variant, recipe.replace(lora_hashes=hashes)

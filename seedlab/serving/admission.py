@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine import lora_names
+from ..engine import lora_names, text_inversion
 from ..engine.generation import generate, grid_recipes, variation_recipes
 from ..engine.model_info import check_unconditional
 from ..engine.models import Model, ModelStore
@@ -220,7 +220,7 @@ class Admission:
                          f"2.x only: {recipe.model} reads it as plain text, so weights and BREAK are not applied")
             recipe = recipe.replace(prompt_syntax="plain", emphasis="Original", clip_skip=1)
         recipe, missing = lora_names.adapt(recipe)
-        notes += missing
+        notes += missing + text_inversion.missing_notes(recipe.ti_hashes)
         offered = self.store.info(recipe.model).offered()
         if recipe.scheduler != DEFAULT_SCHEDULER and recipe.scheduler not in offered and not (
                 is_ksampler(recipe.scheduler) and self.store.info(recipe.model).a1111):
