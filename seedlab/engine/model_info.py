@@ -15,6 +15,7 @@ from pathlib import Path
 import diffusers
 from diffusers import DiffusionPipeline
 
+from .checkpoint_files import CheckpointError, find_checkpoint, plan
 from .recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, FieldError
 from .sampler_names import A1111_SAMPLERS, is_ksampler
 
@@ -113,14 +114,17 @@ def model_defaults(name: str, pipeline_class: type | None, scheduler_name: str, 
 
 
 def read_info(name: str) -> ModelInfo:
-    """A model's ModelInfo from its config files (model_index.json, scheduler, denoiser, VAE): no weights."""
-    source = model_source(name)
+    """A model's ModelInfo from its config files (model_index.json, scheduler, denoiser, VAE): no weights.
+
+    A single-file checkpoint of the models folder answers from the configs it loads with (checkpoint_files.py).
+    """
+    source, overrides = _checkpoint_source(name) or (model_source(name), {})
     if looks_local(source) and not Path(source).expanduser().is_dir():
         raise FieldError("model", f"{name[:200]!r} is not a folder on this machine (a local model is a diffusers folder)")
     try:
         index = DiffusionPipeline.load_config(source)
         scheduler_class = getattr(diffusers, index["scheduler"][1])
-        scheduler_config = dict(scheduler_class.load_config(source, subfolder="scheduler"))
+        scheduler_config = {**scheduler_class.load_config(source, subfolder="scheduler"), **overrides}
         denoiser = "unet" if "unet" in index else "transformer"
         denoiser_config = getattr(diffusers, index[denoiser][1]).load_config(source, subfolder=denoiser)
         # Pixel-space pipelines (DDIM, DDPM) have no VAE: the denoiser's sample size is the image's.
@@ -138,6 +142,20 @@ def read_info(name: str) -> ModelInfo:
                      compatible_schedulers(scheduler_class, scheduler_config), scheduler_config, steps,
                      unconditional=pipeline_class is not None and not takes_prompt(pipeline_class),
                      a1111=runs_a1111(pipeline_class, denoiser, scheduler_config))
+
+
+def _checkpoint_source(name: str) -> tuple[str, dict] | None:
+    """(config folder, scheduler overrides) for a checkpoint of the models folder; None for any other name."""
+    found = find_checkpoint(name) if name != DEFAULT_MODEL and not looks_local(name) else None
+    if found is None:
+        return None
+    try:
+        steps = plan(found.path)
+    except (CheckpointError, OSError) as error:
+        raise FieldError("model", f"{name[:200]!r} could not be read: {first_line(error)}") from None
+    # NAME.yaml's parameterization on SD 1.x / SDXL (on SD 2.x it picked the config folder)
+    overrides = {"prediction_type": steps.prediction} if steps.prediction and steps.shipped else {}
+    return str(steps.config.resolve()), overrides
 
 
 def takes_prompt(pipeline_class: type) -> bool:

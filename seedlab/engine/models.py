@@ -1,9 +1,11 @@
 """Models: load diffusers text-to-image pipelines, pick their device, list their schedulers.
 
-A model is named by a hub id ("stabilityai/sd-turbo"), a local folder, or "embedded": the small
+A model is named by a hub id ("stabilityai/sd-turbo"), a local folder, "embedded": the small
 checkpoint that ships in seedlab/embedded_model so SeedLab works offline (docs/models.md says
-how it is trained). The host decides which names may be loaded and in which dtype
-(`ModelStore(allowed=..., dtype=...)`): links and API calls can only pick among those.
+how it is trained), or a single-file checkpoint of the models folder by its name or A1111 hash
+(checkpoints.py loads it offline with configs that ship in seedlab/configs). The host decides
+which names may be loaded and in which dtype (`ModelStore(allowed=..., dtype=...)`): links and
+API calls can only pick among those.
 
 What a model says of itself without its weights (ModelInfo, its defaults) is in model_info.py.
 """
@@ -22,6 +24,8 @@ import diffusers
 import torch
 from diffusers import DiffusionPipeline
 
+from .checkpoint_files import find_checkpoint
+from .checkpoints import load_single_file
 from .model_info import (  # noqa: F401  (were here)
     EMBEDDED_GUIDANCE,
     EMBEDDED_MODEL_DIR,
@@ -126,19 +130,22 @@ def default_lanes(device: torch.device, threads: int) -> int:
 
 
 def load_model(name: str = DEFAULT_MODEL, device: torch.device | None = None, dtype: str = "float32") -> Model:
-    """Load a text-to-image pipeline with `from_pretrained` and describe it."""
+    """Load a text-to-image pipeline (`from_pretrained`, or `load_single_file` for a checkpoint) and describe it."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if name == DEFAULT_MODEL and not (EMBEDDED_MODEL_DIR / "model_index.json").exists():
         raise ValueError(f"the embedded model is missing from {EMBEDDED_MODEL_DIR}; train it (docs/models.md, The embedded model)")
     source = model_source(name)
-    if looks_local(source):
-        if not Path(source).expanduser().is_dir():
-            raise ValueError(f"model {name!r} is not a folder on this machine (a local model is a diffusers folder)")
+    checkpoint = find_checkpoint(name) if source == name and not looks_local(name) else None
+    if looks_local(source) and not Path(source).expanduser().is_dir():
+        raise ValueError(f"model {name!r} is not a folder on this machine (a local model is a diffusers folder)")
     device = device or resolve_device()
     try:
-        pipeline = DiffusionPipeline.from_pretrained(source, dtype=_TORCH_DTYPES[dtype])
-    except (OSError, ValueError) as error:  # not found, offline, not a pipeline
+        if checkpoint is not None:
+            pipeline = load_single_file(checkpoint.path, dtype=_TORCH_DTYPES[dtype], device=device)
+        else:
+            pipeline = DiffusionPipeline.from_pretrained(source, dtype=_TORCH_DTYPES[dtype])
+    except (OSError, ValueError) as error:  # not found, offline, not a pipeline, a checkpoint refused (CheckpointError)
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(f"model {name!r} could not be loaded: {reason}") from error
     pipeline.to(device)
