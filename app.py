@@ -24,6 +24,7 @@ from starlette.middleware import Middleware
 
 from seedlab import ModelStore, configure_process, resolve_device
 from seedlab.engine import cpu, library
+from seedlab.engine.checkpoint_files import checkpoint_names
 from seedlab.engine.models import default_lanes
 from seedlab.engine.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES, SPECS
 from seedlab.engine.sampler_names import A1111_SAMPLERS
@@ -281,8 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "portable across Intel and AMD too (slower), native is fastest and CPU-bound; links "
                              "record it (env SEEDLAB_CPU_ISA)")
     parser.add_argument("--models-dir", default=os.environ.get(library.ENV) or None,
-                        help="a models folder laid out as A1111's models/ or ComfyUI's: the LoRAs that prompts "
-                             f"(<lora:NAME:W>) and the LoRA field name are read from it (env {library.ENV})")
+                        help="a models folder laid out as A1111's models/ or ComfyUI's: its checkpoints are offered "
+                             "as models, and the LoRAs and embeddings prompts name are read from it "
+                             f"(env {library.ENV})")
     parser.add_argument("--mcp", action="store_true", default=os.environ.get("SEEDLAB_MCP", "") in ("1", "true", "yes"),
                         help="also serve the public endpoints (grid, vary, matrix, reproduce, reverify) as MCP tools "
                              "at /gradio_api/mcp/ (env SEEDLAB_MCP=1; needs the mcp package)")
@@ -307,6 +309,7 @@ def main(argv: list[str] | None = None) -> None:
             raise ValueError(f"lanes must be a positive integer and workers 0 or more (0 on a GPU), "
                              f"got {lanes} and {workers}")
         extra = [name.strip() for name in os.environ.get("SEEDLAB_MODELS", "").split(",") if name.strip()]
+        extra += checkpoint_names() if library.models_dir() is not None else []  # the models folder's checkpoints
         store = ModelStore([args.model, *extra], device=device, dtype=args.dtype, lanes=lanes)
         admission = Admission(store, limits, measure_speed(store.get(store.default)))
     except ValueError as error:
