@@ -134,7 +134,8 @@ def test_only_grid_vary_matrix_reproduce_and_reverify_are_public(client):
                      "dtype", "prompt_syntax", "emphasis", "clip_skip", "schedule", "eta", "eta_noise_seed_delta",
                      "s_churn", "s_tmin", "s_tmax", "s_noise", "schedule_sigma_min", "schedule_sigma_max",
                      "schedule_rho", "hires_scale", "hires_upscaler", "hires_steps", "denoising_strength",
-                     "hires_sampler", "hires_schedule"]  # the recipe's own fields, in its order: from its definitions
+                     "hires_sampler", "hires_schedule", "hires_cfg", "hires_seed", "loras", "lora_hashes",
+                     "ti_hashes"]  # the recipe's own fields, in its order: new ones last, so positional calls hold
     grid = [p["parameter_name"] for p in info["named_endpoints"]["/grid"]["parameters"]]
     vary = [p["parameter_name"] for p in info["named_endpoints"]["/vary"]["parameters"]]
     assert grid == ["prompt", "seeds", *recipe_fields]
@@ -395,7 +396,8 @@ def page_request(query: str) -> SimpleNamespace:
 
 def controls_for(recipe: Recipe) -> dict:
     """Every restored control's expected value: the recipe's fields as text where seeds, the seed in the seeds box."""
-    values = {**recipe.to_dict(), "variation_seed": str(recipe.variation_seed), "seed_resize_from": ""}
+    values = {**recipe.to_dict(), "variation_seed": str(recipe.variation_seed), "hires_seed": str(recipe.hires_seed),
+              "seed_resize_from": ""}
     values["seeds"] = str(values.pop("seed"))
     return values
 

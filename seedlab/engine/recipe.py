@@ -116,19 +116,6 @@ class Recipe:
     clip_skip: int = _spec(1, kind="int", low=1, high=12, label="Clip skip", link="clipskip", cli="--clip-skip",
                            a1111="Clip skip", a1111_when="clip_skip",
                            help="A1111's Clip skip: the text encoder's layer from the end (1: the last)")
-    # LoRA from the models folder (--models-dir): A1111's tags, also for prompts of any syntax (ComfyUI's loaders).
-    loras: str = _spec("", kind="text", high=MAX_LORA_CHARS, label="LoRA", link="lora", cli="--lora", a1111="LoRA",
-                       a1111_when="loras",
-                       help='LoRAs from the models folder as A1111 tags: "<lora:NAME:WEIGHT>", "<lora:NAME:TE:UNET>" '
-                            "for the text encoder's and the UNet's weights; an a1111-syntax prompt may hold them too")
-    lora_hashes: str = _spec("", kind="text", high=MAX_LORA_CHARS, label="LoRA hashes", link="lorahash",
-                             cli="--lora-hashes", a1111="Lora hashes", a1111_when="lora_hashes",
-                             help='each LoRA\'s A1111 hash, "NAME: HASH, ...": the file with that hash is used '
-                                  "(filled in when an image is made)")
-    ti_hashes: str = _spec("", kind="text", high=MAX_LORA_CHARS, label="Embedding hashes", link="tihash",
-                           cli="--ti-hashes", a1111="TI hashes", a1111_when="ti_hashes",
-                           help='the A1111 hash of each textual-inversion embedding the prompts use, "NAME: HASH, '
-                                '..." (filled in when an image is made; A1111\'s TI hashes)')
     # A1111's sampler settings (used by A1111 sampler names in `scheduler`: "DPM++ 2M", "Euler a", ...).
     schedule: str = _spec("Automatic", kind="choice", choices=(*SCHEDULES, *COMFY_SCHEDULES), label="Schedule type",
                           link="schedule", cli="--schedule", a1111="Schedule type", a1111_when="schedule",
@@ -183,6 +170,20 @@ class Recipe:
                             cli="--hires-seed", a1111="Hires seed", a1111_when="hires_seed",
                             help="the seed of the second pass's noise (-1: the seed; a ComfyUI graph's second "
                                  "KSampler may have its own)")
+
+    # LoRA from the models folder (--models-dir): A1111's tags, also for prompts of any syntax (ComfyUI's loaders).
+    loras: str = _spec("", kind="text", high=MAX_LORA_CHARS, label="LoRA", link="lora", cli="--lora", a1111="LoRA",
+                       a1111_when="loras",
+                       help='LoRAs from the models folder as A1111 tags: "<lora:NAME:WEIGHT>", "<lora:NAME:TE:UNET>" '
+                            "for the text encoder's and the UNet's weights; an a1111-syntax prompt may hold them too")
+    lora_hashes: str = _spec("", kind="text", high=MAX_LORA_CHARS, label="LoRA hashes", link="lorahash",
+                             cli="--lora-hashes", a1111="Lora hashes", a1111_when="lora_hashes",
+                             help='each LoRA\'s A1111 hash, "NAME: HASH, ...": the file with that hash is used '
+                                  "(filled in when an image is made)")
+    ti_hashes: str = _spec("", kind="text", high=MAX_LORA_CHARS, label="Embedding hashes", link="tihash",
+                           cli="--ti-hashes", a1111="TI hashes", a1111_when="ti_hashes",
+                           help='the A1111 hash of each textual-inversion embedding the prompts use, "NAME: HASH, '
+                                '..." (filled in when an image is made; A1111\'s TI hashes)')
 
     def __post_init__(self) -> None:
         values = check_fields({name: getattr(self, name) for name in SPECS_ORDER})
