@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from .engine import cpu, determinism, generation, library, models
+from .engine import cpu, determinism, generation, library, models, text_inversion
 from .engine.recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
 from .explore import plot as plot_command
 from .explore import travel as travel_command
@@ -213,6 +213,7 @@ def reproduce(args: argparse.Namespace) -> int:
     # 1. Read the original; the CLI user is the host, so --model decides which model may load.
     original = _read_original(args.source)
     recipe, notes = original.recipe, list(original.notes)
+    notes += text_inversion.missing_notes(recipe.ti_hashes)  # the models folder lacks an embedding the image used
     if args.model is not None and args.model != recipe.model:
         notes.append(f"the original names model {recipe.model!r}; --model {args.model!r} is used instead")
         recipe = recipe.replace(model=args.model)

@@ -258,4 +258,9 @@ def test_an_a1111_png_with_an_embedding_in_the_models_folder_regenerates_as_the_
     assert run.stdout.strip(), run.stderr[-3000:]
     verdict = json.loads(run.stdout.strip().splitlines()[-1])
     assert verdict["max_difference"] <= 2, verdict["summary"]
-    assert not any("embedding" in note for note in verdict.get("notes", [])), verdict  # found, with its hash
+    assert not any("embedding" in note for note in verdict["notes"]), verdict  # found, with its hash
+    run = reproduce(a1111_ti_png / "ti.png")  # no models folder: the word is read as text, and the verdict says why
+    without = json.loads(run.stdout.strip().splitlines()[-1])
+    assert without["max_difference"] > 2
+    assert any(note.startswith("embedding inkstyle (hash ") and "not in the models folder" in note
+               for note in without["notes"]), without
