@@ -120,7 +120,8 @@ def iter_generate(
             yield from _generate_chunk(chunk_model, chunk, encoders[id(chunk_model)], steps, cancel)
             chunk = []
         chunk_model = merged
-        encoders.setdefault(id(merged), Embeddings(merged))
+        if id(merged) not in encoders:  # built once per model, not once per recipe
+            encoders[id(merged)] = Embeddings(merged)
         chunk.append(recipe)
     if chunk:
         yield from _generate_chunk(chunk_model, chunk, encoders[id(chunk_model)], steps, cancel)

@@ -117,12 +117,12 @@ def find(kind: str, name: str, hash_: str = "") -> Found:
 
     def matches(path: Path) -> bool:
         mine = short_hash(kind, path)
-        return bool(hash_) and (mine.startswith(hash_) or hash_.startswith(mine))
+        return mine.startswith(hash_) or hash_.startswith(mine)
 
-    if hash_:
-        named = listed.get(name, [])
-        for stem, path in [(name, path) for path in named] + [(stem, path) for stem, paths in listed.items()
-                                                               for path in paths if path not in named]:
+    if hash_:  # the file of that name first, then any other
+        same_name = listed.get(name, [])
+        others = [(stem, path) for stem, paths in listed.items() for path in paths if path not in same_name]
+        for stem, path in [(name, path) for path in same_name] + others:
             if matches(path):
                 return Found(stem, path, short_hash(kind, path))
     paths = listed.get(name) or [paths[0] for stem, paths in listed.items() if stem.lower() == name.lower()]
@@ -130,8 +130,8 @@ def find(kind: str, name: str, hash_: str = "") -> Found:
         return Found(name, paths[0], short_hash(kind, paths[0]))
     where = f"in the models folder {root}" if root is not None else \
         f": no models folder is set (--models-dir or {ENV})"
-    named = f"{name!r}" + (f" (hash {hash_})" if hash_ else "")
-    raise NotFound(f"{LABELS[kind]} {named} is not found{' ' if root is not None else ''}{where}")
+    what = f"{name!r}" + (f" (hash {hash_})" if hash_ else "")
+    raise NotFound(f"{LABELS[kind]} {what} is not found{' ' if root is not None else ''}{where}")
 
 
 def short_hash(kind: str, path: Path) -> str:

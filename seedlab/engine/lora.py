@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import logging
 import math
 import re
 import struct
@@ -197,6 +198,7 @@ def _updown(layer: Layer, weight: torch.Tensor) -> torch.Tensor:
 
 
 _LOCK = threading.Lock()
+_LOG = logging.getLogger(__name__)
 
 
 def merged(model, resolved: list[Resolved]):
@@ -223,7 +225,8 @@ def merged(model, resolved: list[Resolved]):
                 object.__setattr__(copy_, component, patched)
         variant = dataclasses.replace(model, pipeline=copy_, _lane_copies=[], _traced_unet=None)
         variant.lanes = model.lanes
-        variant.lora_notes = notes
+        for note in notes:  # a LoRA partly for another model: said in the log, the rest applied
+            _LOG.warning(note)
         variants[key] = variant
         while len(variants) > KEPT_SETS:
             variants.popitem(last=False)

@@ -127,13 +127,18 @@ def uses_of(recipe) -> list[LoraUse]:
     return uses
 
 
+def _named(recipe) -> tuple[list[LoraUse], dict[str, str]]:
+    """The recipe's LoRAs and hashes; none when they are malformed (the recipe's own check names the field)."""
+    try:
+        return uses_of(recipe), parse_hashes(recipe.lora_hashes) if recipe.lora_hashes else {}
+    except ValueError:
+        return [], {}
+
+
 def adapt(recipe) -> tuple[object, list[str]]:
     """A recipe from another tool with the LoRAs this machine lacks left out, and a note for each; a LoRA
     found by name whose hash differs from the recipe's is noted (it is used)."""
-    try:
-        uses, hashes = uses_of(recipe), parse_hashes(recipe.lora_hashes) if recipe.lora_hashes else {}
-    except ValueError:
-        return recipe, []  # refused later, with the field's own message
+    uses, hashes = _named(recipe)
     notes, missing = [], set()
     for use in uses:
         wanted = hashes.get(use.name, "")
@@ -164,10 +169,7 @@ def adapt(recipe) -> tuple[object, list[str]]:
 def missing(recipe) -> list:
     """A FieldError for each LoRA of the recipe that the models folder lacks (a link, an API call: refused)."""
     errors = []
-    try:
-        uses, hashes = uses_of(recipe), parse_hashes(recipe.lora_hashes) if recipe.lora_hashes else {}
-    except ValueError:
-        return errors  # the recipe's own check names it
+    uses, hashes = _named(recipe)
     for use in uses:
         try:
             library.find("lora", use.name, hashes.get(use.name, ""))
