@@ -88,10 +88,10 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 ui["busy_note"] = gr.HTML("", elem_id="busy-note")  # written and cleared by SHORTCUTS
                 for name in MAIN:
                     add(name)
-                with gr.Accordion("Hires fix (A1111 samplers)", open=False, elem_id="hires-fix"):
+                with gr.Accordion("Hires fix (A1111 and ComfyUI samplers)", open=False, elem_id="hires-fix"):
                     for name in HIRES:
                         add(name)
-                with gr.Accordion("Sampler settings (A1111 samplers)", open=False, elem_id="sampler-settings"):
+                with gr.Accordion("Sampler settings (A1111 and ComfyUI samplers)", open=False, elem_id="sampler-settings"):
                     for name in SAMPLING:
                         add(name)
                 with gr.Accordion("LoRA and embeddings", open=False, elem_id="lora-group"):

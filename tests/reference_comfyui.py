@@ -730,11 +730,14 @@ def comfyui_noise(latent: torch.Tensor, seed: int) -> torch.Tensor:
 @torch.no_grad()
 def comfyui_ksampler(unet, betas_config: dict, *, cond: torch.Tensor, uncond: torch.Tensor, seed: int,
                      latent: torch.Tensor, steps: int, cfg: float, sampler_name: str, scheduler: str,
-                     denoise: float = 1.0) -> torch.Tensor:
+                     denoise: float = 1.0, start_step: int | None = None, last_step: int | None = None,
+                     force_full_denoise: bool = False, disable_noise: bool = False) -> torch.Tensor:
     """The KSampler node's output latents (before the VAE), on the CPU, float32.
 
     `latent` is a ComfyUI LATENT's samples (raw VAE latents: EmptyLatentImage's zeros or an upscaled first pass);
-    the result is in the same space (sampled latents / 0.18215).
+    the result is in the same space (sampled latents / 0.18215). KSamplerAdvanced is the same node with denoise 1
+    and start_step = start_at_step, last_step = end_at_step, force_full_denoise = return_with_leftover_noise is
+    "disable", disable_noise = add_noise is "disable" (nodes.py KSamplerAdvanced.sample).
     """
     if sampler_name not in SAMPLERS:
         raise ValueError(f"unknown sampler {sampler_name!r}; expected one of {SAMPLERS}")
@@ -742,8 +745,19 @@ def comfyui_ksampler(unet, betas_config: dict, *, cond: torch.Tensor, uncond: to
         raise ValueError(f"unknown scheduler {scheduler!r}; expected one of {SCHEDULERS}")
     ms = _ModelSampling(betas_config)
     latent = latent.detach().cpu()
-    noise = comfyui_noise(latent, seed)  # common_ksampler
+    # common_ksampler: zeros instead of the seed's noise when add_noise is disabled.
+    noise = torch.zeros(latent.size(), dtype=latent.dtype) if disable_noise else comfyui_noise(latent, seed)
     sigmas = _ksampler_sigmas(ms, sampler_name, scheduler, steps, denoise)
+    # comfy.samplers.KSampler.sample: cut the schedule after last_step (its end set to 0 when fully denoised),
+    # then start it at start_step; with no step left the input latent comes back as it is.
+    if last_step is not None and last_step < len(sigmas) - 1:
+        sigmas = sigmas[:last_step + 1]
+        if force_full_denoise:
+            sigmas[-1] = 0
+    if start_step is not None:
+        if start_step >= len(sigmas) - 1:
+            return latent
+        sigmas = sigmas[start_step:]
     if sigmas.shape[-1] == 0:  # CFGGuider.sample: denoise <= 0 returns the input latent
         return latent
     # CFGGuider.inner_sample: an all-zero latent is not shifted into the model's space.

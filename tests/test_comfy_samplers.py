@@ -160,6 +160,7 @@ TWO_PASS = {  # name: (first sampler, first scheduler, method, scale, second pas
                               "hires_schedule": "exponential", "hires_steps": 3}),
     "sde_bicubic_area": ("dpmpp_2m_sde", "normal", "bicubic", 1.25, {"hires_sampler": "dpmpp_sde"}),
     "area": ("lms", "simple", "area", 1.5, {"hires_steps": 2}),
+    "bislerp": ("euler", "karras", "bislerp", 1.5, {}),
 }
 
 
@@ -196,3 +197,39 @@ def test_the_second_passs_own_seed_and_cfg_act_and_equal_values_are_the_same_ima
     fingerprints = [generate(model, recipe).fingerprint for recipe in variants]
     assert len({plain, *fingerprints}) == 3
     assert [result.fingerprint for result in iter_generate(model, variants)] == fingerprints  # cells are solo images
+
+
+# KSamplerAdvanced: (start_at_step, end_at_step) of a longer schedule, with add_noise and no leftover noise.
+ADVANCED = {"end_early": ("euler", "normal", 0, 3), "start_late": ("dpmpp_2m", "karras", 1, 0),
+            "both": ("euler_ancestral", "normal", 1, 3), "sde_both": ("dpmpp_2m_sde", "exponential", 1, 2),
+            "dpm_2_end": ("dpm_2", "karras", 0, 2), "end_past_steps": ("heun", "normal", 0, 50)}
+
+
+@pytest.mark.parametrize("name", ADVANCED)
+def test_ksampler_advanced_start_and_end_steps_run_as_comfyui_runs_them(setup, name):
+    sampler, scheduler, start, end = ADVANCED[name]
+    got = ours(setup, scheduler=sampler, schedule=scheduler, start_step=start, end_step=end)
+    pipe, cond, uncond = setup
+    with torch.inference_mode():
+        expected = comfyui_ksampler(pipe.unet, dict(pipe.scheduler.config), cond=cond, uncond=uncond, seed=5,
+                                    latent=torch.zeros(1, 4, 16, 16), steps=STEPS, cfg=7.0, sampler_name=sampler,
+                                    scheduler=scheduler, start_step=start, last_step=end or 10_000,
+                                    force_full_denoise=True)
+    assert torch.equal(got, expected)
+    if (start, end) != (0, 0) and end < STEPS:  # a part of the schedule is another image than the whole
+        assert not torch.equal(got, reference(setup, sampler, scheduler))
+
+
+def test_start_and_end_steps_are_refused_where_they_mean_nothing():
+    from seedlab.engine.recipe import FieldError
+    from seedlab.engine.sampler_names import sampling_errors
+
+    def refused(**fields) -> list[str]:
+        return [error.field for error in sampling_errors(recipe(**fields)) if isinstance(error, FieldError)]
+
+    assert refused(start_step=1, end_step=3) == []
+    assert refused(scheduler="Euler a", schedule="Automatic", start_step=1) == ["start_step"]
+    assert refused(scheduler="EulerDiscreteScheduler", schedule="Automatic", end_step=2) == ["end_step"]
+    assert refused(start_step=3, end_step=3) == ["start_step"]
+    assert refused(start_step=STEPS) == ["start_step"]
+    assert refused(start_step=STEPS - 1, end_step=50) == []

@@ -61,12 +61,12 @@ EXPECTED = {"seed": 156680208700286, "num_inference_steps": 20, "guidance_scale"
             "width": 512, "height": 768, "model": "v1-5-pruned-emaonly"}
 
 
-def png_with(**chunks) -> bytes:
+def png_with(size=(8, 8), **chunks) -> bytes:
     info = PngInfo()
     for key, value in chunks.items():
         info.add_text(key, json.dumps(value))
     buffer = io.BytesIO()
-    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(buffer, format="PNG", pnginfo=info)
+    Image.fromarray(np.zeros((size[1], size[0], 3), np.uint8)).save(buffer, format="PNG", pnginfo=info)
     return buffer.getvalue()
 
 
@@ -235,6 +235,9 @@ def two_pass(upscale: dict, second: dict | None = None) -> dict:
      {"seed": 7, "steps": 12, "cfg": 5.5, "sampler_name": "dpmpp_2m", "scheduler": "karras", "denoise": 0.45},
      {"hires_scale": 2.0, "hires_upscaler": "bicubic", "denoising_strength": 0.45, "hires_steps": 12,
       "hires_sampler": "dpmpp_2m", "hires_schedule": "karras", "hires_cfg": 5.5, "hires_seed": 7}),
+    ({"upscale_method": "bislerp", "scale_by": 2}, {},
+     {"hires_scale": 2.0, "hires_upscaler": "bislerp", "denoising_strength": 0.5, "hires_steps": 0,
+      "hires_sampler": "", "hires_schedule": "", "hires_cfg": 0.0, "hires_seed": -1}),
 ])
 def test_a_two_pass_graph_reads_as_hires_fix(upscale, second, hires):
     _, fields, notes = read_comfyui(json.dumps(two_pass(upscale, second)))
@@ -246,7 +249,7 @@ def test_a_two_pass_graph_reads_as_hires_fix(upscale, second, hires):
 
 
 @pytest.mark.parametrize("upscale, second, why", [
-    ({"upscale_method": "bislerp", "scale_by": 1.5}, {}, "bislerp is not"),
+    ({"upscale_method": "lanczos", "scale_by": 1.5}, {}, "upscale method lanczos is not one SeedLab runs"),
     ({"upscale_method": "bilinear", "scale_by": 1.3}, {}, "no one factor from 1 to 4 turns 512x768 into"),
     ({"class_type": "LatentUpscale", "upscale_method": "area", "width": 1024, "height": 1024, "crop": "disabled"}, {},
      "no one factor"),
@@ -259,3 +262,45 @@ def test_a_second_pass_that_is_not_hires_fix_keeps_its_note_and_says_why(upscale
     assert any(note.startswith("the graph's second pass (node 11) is not restored as hires fix: ") and why in note
                for note in notes), notes
     assert any(note.startswith("the graph has 2 sampling passes") for note in notes)
+
+
+@pytest.mark.parametrize("advanced, steps_run, said", [
+    ({"start_at_step": 0, "end_at_step": 10000}, {}, []),
+    ({"start_at_step": 3, "end_at_step": 15}, {"start_step": 3, "end_step": 15}, []),
+    ({"start_at_step": 0, "end_at_step": 15, "return_with_leftover_noise": "enable"}, {"end_step": 15},
+     ["stops at step 15 of 20 with its leftover noise"]),
+    ({"add_noise": "disable", "start_at_step": 12}, {"start_step": 12}, ["adds no noise"]),
+    ({"start_at_step": "3"}, {}, ["are not both numbers"]),
+])
+def test_ksampler_advanced_reads_its_start_and_end_steps(advanced, steps_run, said):
+    graph = json.loads(json.dumps(DEFAULT_API))
+    inputs = {key: value for key, value in graph["3"]["inputs"].items() if key not in ("seed", "denoise")}
+    graph["3"] = {"class_type": "KSamplerAdvanced",
+                  "inputs": {**inputs, "noise_seed": 8, "steps": 20, "add_noise": "enable", "start_at_step": 0,
+                             "end_at_step": 10000, "return_with_leftover_noise": "disable", **advanced}}
+    _, fields, notes = read_comfyui(json.dumps(graph))
+    assert {name: fields[name] for name in ("start_step", "end_step") if name in fields} == steps_run
+    assert fields["seed"] == 8 and fields["num_inference_steps"] == 20
+    for text in said:
+        assert any(text in note for note in notes), notes
+    assert not [note for note in notes if "KSamplerAdvanced" in note or "noise" in note][len(said):], notes
+    recipe = recipe_from_reading(read_metadata(png_with(prompt=graph)))
+    assert (recipe.start_step, recipe.end_step) == (steps_run.get("start_step", 0), steps_run.get("end_step", 0))
+
+
+def test_of_a_graph_saving_both_passes_the_file_s_own_size_picks_the_pass():
+    graph = two_pass({"upscale_method": "bilinear", "scale_by": 2})
+    graph["20"] = {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["4", 2]}}
+    graph["21"] = {"class_type": "SaveImage", "inputs": {"images": ["20", 0], "filename_prefix": "first"}}
+    saved_first = {"21": graph["21"], **{key: node for key, node in graph.items() if key != "21"}}  # listed first
+    for order in (graph, saved_first):
+        hires = read_metadata(png_with(size=(1024, 1536), prompt=order))
+        assert hires.fields["hires_scale"] == 2.0 and hires.fields["seed"] == EXPECTED["seed"]
+        assert any("saves images from 2 different sampling passes: the one of this file's size (1024x1536)" in note
+                   for note in hires.notes), hires.notes
+        first = read_metadata(png_with(size=(512, 768), prompt=order))
+        assert "hires_scale" not in first.fields and first.fields["width"] == 512
+        assert not any("is not restored" in note or "later passes" in note for note in first.notes), first.notes
+    other = read_metadata(png_with(size=(64, 64), prompt=saved_first))  # neither: the first saved image, said so
+    assert "hires_scale" not in other.fields
+    assert any("the first one saved (none is this file's size, 64x64)" in note for note in other.notes), other.notes

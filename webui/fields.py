@@ -22,9 +22,10 @@ FIELDS = tuple(name for name in SPECS_ORDER if name not in ("prompt", "seed"))
 RESTORED = ("prompt", "seeds", *FIELDS)  # the controls a recipe restores (a link, a PNG, a reproduction)
 MAIN = ("negative_prompt", "num_inference_steps", "guidance_scale", "scheduler", "schedule", "width", "height")
 DETERMINISM = ("model", "rng", "deterministic", "dtype")
-HIRES = ("hires_scale", "hires_upscaler", "hires_steps", "denoising_strength", "hires_sampler", "hires_schedule")
+HIRES = ("hires_scale", "hires_upscaler", "hires_steps", "denoising_strength", "hires_sampler", "hires_schedule",
+         "hires_cfg", "hires_seed")
 SAMPLING = ("eta", "eta_noise_seed_delta", "s_churn", "s_tmin", "s_tmax", "s_noise", "schedule_sigma_min",
-            "schedule_sigma_max", "schedule_rho")  # A1111's sampler settings
+            "schedule_sigma_max", "schedule_rho", "start_step", "end_step")  # A1111's and ComfyUI's sampler settings
 LORA = ("loras", "lora_hashes", "ti_hashes")
 MORE = tuple(name for name in FIELDS if name not in MAIN + DETERMINISM + HIRES + SAMPLING + LORA)  # seed fields, any new
 

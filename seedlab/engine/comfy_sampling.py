@@ -20,7 +20,7 @@ import torch
 
 from . import comfy_samplers, ksamplers, sampler_names
 from . import sigmas as schedules
-from .recipe import LATENT_UPSCALERS
+from .upscale import upscale_latents
 
 COMFY_SAMPLERS: tuple[str, ...] = tuple(sampler_names.COMFY_SAMPLERS)
 COMFY_SCHEDULES: tuple[str, ...] = sampler_names.COMFY_SCHEDULES
@@ -247,23 +247,35 @@ def sample_comfy(pipe, recipe, cond: torch.Tensor, uncond: torch.Tensor, on_step
     latent = torch.zeros((1, channels, recipe.height // factor, recipe.width // factor), dtype=torch.float32)
     schedule = "normal" if recipe.schedule == "Automatic" else recipe.schedule
     x = _ksampler(pipe, ms, cond, uncond, on_step, latent, recipe.scheduler, schedule, recipe.num_inference_steps,
-                  recipe.guidance_scale, recipe.seed, 1.0)
+                  recipe.guidance_scale, recipe.seed, 1.0, (recipe.start_step, recipe.end_step))
     if not recipe.hires_scale:
         return x.to(pipe.unet.dtype)
     width, height = recipe.hires_size
-    mode, antialias = LATENT_UPSCALERS[recipe.hires_upscaler]
-    upscaled = torch.nn.functional.interpolate(x.float().cpu() / SD1_SCALE, size=(height // factor, width // factor),
-                                               mode=mode, antialias=antialias)  # LatentUpscale on ComfyUI's LATENT
+    upscaled = upscale_latents(x.float().cpu() / SD1_SCALE, height // factor, width // factor,
+                               recipe.hires_upscaler)  # LatentUpscale on ComfyUI's LATENT
     x = _ksampler(pipe, ms, cond, uncond, on_step, upscaled * SD1_SCALE, recipe.hires_sampler or recipe.scheduler,
                   recipe.hires_schedule or schedule, recipe.hires_steps or recipe.num_inference_steps,
                   recipe.hires_cfg or recipe.guidance_scale, recipe.hires_noise_seed, recipe.denoising_strength)
     return x.to(pipe.unet.dtype)
 
 
+def part(sigmas: torch.Tensor, start: int, end: int) -> torch.Tensor:
+    """KSampler.sample's start_step and last_step (0: unset), force_full_denoise: KSamplerAdvanced without
+    leftover noise ends its shortened schedule at 0. Empty when no step is left."""
+    if end and end < len(sigmas) - 1:
+        sigmas = sigmas[:end + 1].clone()
+        sigmas[-1] = 0
+    if start:
+        return sigmas[start:] if start < len(sigmas) - 1 else sigmas[:0]
+    return sigmas
+
+
 def _ksampler(pipe, ms: ComfyModelSigmas, cond, uncond, on_step: StepFn, latent: torch.Tensor, sampler: str,
-              schedule: str, steps: int, cfg: float, seed: int, denoise: float) -> torch.Tensor:
-    """One KSampler node on a model-space latent (zeros: an empty latent), float32 on the UNet's device."""
-    sigmas = _ksampler_sigmas(ms, sampler, schedule, steps, denoise)
+              schedule: str, steps: int, cfg: float, seed: int, denoise: float,
+              steps_run: tuple[int, int] = (0, 0)) -> torch.Tensor:
+    """One KSampler node on a model-space latent (zeros: an empty latent), float32 on the UNet's device;
+    `steps_run` is KSamplerAdvanced's (start_at_step, end_at_step), 0 for unset."""
+    sigmas = part(_ksampler_sigmas(ms, sampler, schedule, steps, denoise), *steps_run)
     generator = torch.Generator("cpu").manual_seed(seed)  # comfy.sample.prepare_noise
     noise = torch.randn(latent.size(), dtype=latent.dtype, layout=latent.layout, generator=generator, device="cpu")
     if len(sigmas) == 0:

@@ -30,10 +30,11 @@ from . import sigmas as schedules
 from .model_info import runs_a1111
 from .noise import make_noise
 from .philox import cuda_normal
-from .recipe import LATENT_UPSCALERS, SCHEDULES, Recipe
+from .recipe import SCHEDULES, Recipe
 from .sampler_names import (  # noqa: F401  (is_ksampler and KSampler: part of this module's API)
     A1111_SAMPLERS, COMFY_SCHEDULES, DEFAULT_RHO, KSampler, is_comfy_sampler, is_ksampler, schedule_label, split_sampler,
 )
+from .upscale import upscale_latents
 
 StepFn = Callable[[], None]  # called after every UNet call (progress, Stop)
 
@@ -273,10 +274,8 @@ def _hires(pipe, model, denoiser: Guided, latents: torch.Tensor, recipe: Recipe,
     """A1111's sample_hr_pass with a latent upscaler, then sample_img2img for the second pass."""
     sampler, schedule = _sampler_of(recipe.hires_sampler or recipe.scheduler, recipe.hires_schedule or recipe.schedule)
     width, height = recipe.hires_size
-    mode, antialias = LATENT_UPSCALERS[recipe.hires_upscaler]
     factor = getattr(pipe, "vae_scale_factor", 8)
-    latents = torch.nn.functional.interpolate(latents, size=(height // factor, width // factor), mode=mode,
-                                              antialias=antialias)
+    latents = upscale_latents(latents, height // factor, width // factor, recipe.hires_upscaler)
     if recipe.hires_seed >= 0 or recipe.hires_cfg:  # the second pass's own seed (its noise) and guidance
         recipe = recipe.replace(seed=recipe.hires_noise_seed, guidance_scale=recipe.hires_cfg or recipe.guidance_scale)
         denoiser = Guided(denoiser.unet, model, denoiser.cond, denoiser.uncond, recipe.guidance_scale,

@@ -44,9 +44,9 @@ SCHEDULES = ("Automatic", "Uniform", "Karras", "Exponential", "Polyexponential",
 LATENT_UPSCALERS = {"Latent": ("bilinear", False), "Latent (antialiased)": ("bilinear", True),
                     "Latent (bicubic)": ("bicubic", False), "Latent (bicubic antialiased)": ("bicubic", True),
                     "Latent (nearest)": ("nearest", False), "Latent (nearest-exact)": ("nearest-exact", False),
-                    # ComfyUI's LatentUpscale methods (bislerp aside): the mode of the same name
+                    # ComfyUI's LatentUpscale methods: the mode of the same name; bislerp is its own (upscale.py)
                     "nearest-exact": ("nearest-exact", False), "bilinear": ("bilinear", False),
-                    "area": ("area", False), "bicubic": ("bicubic", False)}
+                    "area": ("area", False), "bicubic": ("bicubic", False), "bislerp": ("bislerp", False)}
 MAX_HIRES_SCALE = 4.0
 # ComfyUI's KSampler schedulers, for ComfyUI's sampler names ("dpmpp_2m" + "karras").
 COMFY_SCHEDULES = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta",
@@ -184,6 +184,16 @@ class Recipe:
                            cli="--ti-hashes", a1111="TI hashes", a1111_when="ti_hashes",
                            help='the A1111 hash of each textual-inversion embedding the prompts use, "NAME: HASH, '
                                 '..." (filled in when an image is made; A1111\'s TI hashes)')
+
+    # ComfyUI's KSamplerAdvanced: a part of the schedule (its start_at_step and end_at_step, the rest denoised).
+    start_step: int = _spec(0, kind="int", high=MAX_STEPS, label="Start at step", link="start", cli="--start-step",
+                            a1111="Start at step", a1111_when="start_step",
+                            help="ComfyUI samplers: begin at this step of the schedule, its noise at that level "
+                                 "(KSamplerAdvanced's start_at_step; 0: the first)")
+    end_step: int = _spec(0, kind="int", high=MAX_STEPS, label="End at step", link="end", cli="--end-step",
+                          a1111="End at step", a1111_when="end_step",
+                          help="ComfyUI samplers: stop after this step and denoise fully there (KSamplerAdvanced's "
+                               "end_at_step without leftover noise; 0: the last)")
 
     def __post_init__(self) -> None:
         values = check_fields({name: getattr(self, name) for name in SPECS_ORDER})

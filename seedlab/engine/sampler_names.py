@@ -138,8 +138,26 @@ def sampling_errors(recipe) -> list:
     if recipe.hires_sampler and not is_ksampler(recipe.hires_sampler):
         errors.append(FieldError("hires_sampler", f"must be empty (the same) or one of {', '.join(A1111_SAMPLERS)}, "
                                                   f"got {recipe.hires_sampler[:60]!r}"))
+    errors += step_range_errors(recipe)
     if recipe.prompt_syntax != "a1111":
         errors += [FieldError(name, f"needs prompt_syntax a1111 (A1111's reading of prompts); with plain it stays "
                                     f"{default}") for name, default in (("emphasis", "Original"), ("clip_skip", 1))
                    if getattr(recipe, name) != default]
     return errors
+
+
+def step_range_errors(recipe) -> list:
+    """KSamplerAdvanced's start and end steps: ComfyUI samplers only, and at least one step between them."""
+    from .recipe import FieldError
+
+    if not recipe.start_step and not recipe.end_step:
+        return []
+    if not is_comfy_sampler(recipe.scheduler):
+        return [FieldError(name, f"needs one of ComfyUI's samplers ({', '.join(COMFY_SAMPLERS)}), as KSamplerAdvanced "
+                                 f"runs them; leave {name} at 0 for {recipe.scheduler[:60]}")
+                for name in ("start_step", "end_step") if getattr(recipe, name)]
+    end = min(recipe.end_step or recipe.num_inference_steps, recipe.num_inference_steps)
+    if recipe.start_step >= end:
+        return [FieldError("start_step", f"must be below the last step run ({end}: end_step, else Steps), got "
+                                         f"{recipe.start_step}")]
+    return []

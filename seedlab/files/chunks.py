@@ -59,6 +59,17 @@ def image_kind(data: bytes) -> str:
     raise UnreadableImage("file is not a PNG, JPEG or WebP image")
 
 
+def pixel_size(data: bytes, kind: str) -> tuple[int, int] | None:
+    """The image's width and height from its header (PNG's IHDR; Pillow's lazy open else), no pixel decoded."""
+    if kind == "PNG":
+        return struct.unpack(">II", data[16:24]) if data[12:16] == b"IHDR" and len(data) >= 24 else None
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            return image.size
+    except Exception:  # noqa: BLE001 - a header Pillow cannot read: no size, the chunks are still read
+        return None
+
+
 def stealth_chunks(signature: str, text: str) -> dict[str, str]:
     """Stealth info as text chunks: A1111's text is `parameters`; NovelAI's JSON holds its chunks by name."""
     chunks: dict[str, str] = {}

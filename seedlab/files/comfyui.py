@@ -1,14 +1,12 @@
 """ComfyUI's `prompt` chunk (the API graph) as recipe fields: followed from the sampler that made the image.
 
 The graph maps node ids to {"class_type", "inputs"}; an input is a value or a link [node id, output].
-From the saved image we walk upstream to the first sampling pass (KSampler, KSamplerAdvanced,
-SamplerCustom(Advanced)), then follow its links through reroutes, primitives, conditioning and LoRA
+From the saved image we walk upstream to the first sampling pass (KSampler, KSamplerAdvanced with its start and
+end steps, SamplerCustom(Advanced)), then follow its links through reroutes, primitives, conditioning and LoRA
 nodes to the seed, steps, cfg, sampler, scheduler, size, model and the positive and negative text.
 
-A file with only the `workflow` chunk (the UI graph: a "nodes" list, each with its linked "inputs" and
-its "widgets_values" in order, and a "links" list of [id, from node, from slot, to node, to slot,
-type]) is first turned into the same node map: links by id, widget values named in the order of the
-node type's widgets (WIDGETS, for the common nodes), reroutes and primitive nodes resolved.
+A file with only the `workflow` chunk (the UI graph) is first turned into the same node map (comfyui_workflow.py).
+Of a graph that saves images from several passes, the one whose size is the file's own is read.
 """
 
 from __future__ import annotations
@@ -18,8 +16,8 @@ from typing import Any
 
 from ..engine.sampler_names import COMFY_SCHEDULES, is_comfy_sampler
 from .comfyui_loras import lora_loaders
-from .comfyui_passes import second_pass
-from .comfyui_widgets import WIDGETS
+from .comfyui_passes import advanced_steps, second_pass
+from .comfyui_workflow import workflow_graph
 from .formats import loads, sampler_scheduler
 
 _MAX_HOPS = 64  # a chain of links longer than this is not followed (and cycles end here)
@@ -31,103 +29,34 @@ _HANDLED = {"KSampler", "KSamplerAdvanced", "SamplerCustom", "SamplerCustomAdvan
             "UNETLoader", "VAELoader", "CLIPLoader", "PrimitiveNode", "LoraLoader", "LoraLoaderModelOnly",
             "LatentUpscale", "LatentUpscaleBy"}
 _PRESET_SIZE = re.compile(r"\s*(\d{1,5})\s*[x×]\s*(\d{1,5})\b")  # "1024 x 1024  (square)", " 832 x 1216", "1024x1024 (1.0)"
-_CONTROL_VALUES = ("fixed", "increment", "decrement", "randomize")
-_MAX_LINKS = 50_000
 _MAX_INPUTS = 2_000  # inputs of one node (real nodes have a few dozen), checked before any walk
 _MAX_VISITS = 200_000  # links looked at in all the walks of one graph: a hostile graph costs no more
+_MAX_OUTPUTS_READ = 8  # of a graph saving images from different passes, this many are read to match the file's size
 
 
-def read_comfyui(text: str) -> tuple[str, dict[str, Any], list[str]]:
-    """The recipe fields of a ComfyUI API graph, with notes on what is not restored."""
+def read_comfyui(text: str, size: tuple[int, int] | None = None) -> tuple[str, dict[str, Any], list[str]]:
+    """The recipe fields of a ComfyUI API graph, with notes on what is not restored. `size` is the image's own
+    width and height: of a graph that saves several images, the one of that size is read."""
     graph = loads(text, "prompt")
     if not isinstance(graph, dict) or not any(_is_node(node) for node in graph.values()):
         raise ValueError("prompt holds JSON that is not a ComfyUI graph (no nodes with a class_type)")
-    return _read_graph({str(key): node for key, node in graph.items() if _is_node(node)}, [])
+    return _read_graph({str(key): node for key, node in graph.items() if _is_node(node)}, [], size)
 
 
-def read_comfyui_workflow(text: str) -> tuple[str, dict[str, Any], list[str]]:
+def read_comfyui_workflow(text: str, size: tuple[int, int] | None = None) -> tuple[str, dict[str, Any], list[str]]:
     """The recipe fields of a ComfyUI UI workflow (no API graph in the file), turned into an API-style graph."""
     workflow = loads(text, "workflow")
     if not isinstance(workflow, dict) or not isinstance(workflow.get("nodes"), list):
         raise ValueError("workflow holds JSON that is not a ComfyUI workflow (no nodes list)")
     graph, notes = workflow_graph(workflow)
-    _, fields, notes = _read_graph(graph, notes)
+    _, fields, notes = _read_graph(graph, notes, size)
     return "ComfyUI (workflow)", fields, notes
 
 
-def workflow_graph(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The UI graph as {node id: {"class_type", "inputs"}}: widget values by name, links as [node id, slot]."""
-    nodes = [node for node in workflow["nodes"] if isinstance(node, dict) and isinstance(node.get("type"), str)
-             and isinstance(node.get("id"), (int, str))]
-    links = workflow.get("links") if isinstance(workflow.get("links"), list) else []
-    if len(nodes) > _MAX_NODES or len(links) > _MAX_LINKS:
-        raise ValueError(f"the ComfyUI workflow has {len(nodes)} nodes and {len(links)} links; at most "
-                         f"{_MAX_NODES} and {_MAX_LINKS} are read")
-    by_id = {str(node["id"]): node for node in nodes}
-    origins = {}  # link id -> (node id, output slot): [id, from node, from slot, to node, to slot, type]
-    for link in links:
-        if isinstance(link, list) and len(link) >= 5 and all(isinstance(part, (int, str)) for part in link[:3]):
-            origins[str(link[0])] = (str(link[1]), link[2])
-    notes: list[str] = []
-    graph: dict[str, Any] = {}
-    for key, node in by_id.items():
-        if node["type"] in ("Note", "MarkdownNote"):
-            continue  # text boxes on the canvas: not part of the graph
-        inputs = _widget_inputs(node)
-        for slot in node.get("inputs") or []:
-            if isinstance(slot, dict) and isinstance(slot.get("name"), str) and slot.get("link") is not None:
-                origin = _resolve(by_id, origins, str(slot["link"]))
-                if origin is not None:
-                    inputs[slot["name"]] = origin
-        graph[key] = {"class_type": node["type"], "inputs": inputs}
-    return graph, notes
-
-
-def _widget_inputs(node: dict[str, Any]) -> dict[str, Any]:
-    """A node's widget values by name, in the order of its type's widgets (WIDGETS)."""
-    values = node.get("widgets_values")
-    if isinstance(values, dict):  # some nodes store their widgets by name already
-        return {str(name): value for name, value in values.items()}
-    names = WIDGETS.get(node["type"])
-    if not isinstance(values, list) or names is None:
-        return {}
-    inputs: dict[str, Any] = {}
-    position = 0
-    for name in names:
-        if position >= len(values):
-            break
-        if name is None:  # "control after generate": skipped where the UI wrote it
-            position += values[position] in _CONTROL_VALUES
-            continue
-        inputs[name] = values[position]
-        position += 1
-    return inputs
-
-
-def _resolve(by_id: dict[str, Any], origins: dict[str, Any], link: str) -> Any:
-    """Where a link comes from, past reroutes; a primitive node's value inlined. None if it leads nowhere."""
-    for _ in range(_MAX_HOPS):
-        if link not in origins:
-            return None
-        node_id, slot = origins[link]
-        node = by_id.get(node_id)
-        if node is None:
-            return None
-        if node["type"] == "Reroute":
-            inputs = [item for item in node.get("inputs") or [] if isinstance(item, dict)]
-            if not inputs or inputs[0].get("link") is None:
-                return None
-            link = str(inputs[0]["link"])
-            continue
-        values = node.get("widgets_values")
-        if node["type"] == "PrimitiveNode" and isinstance(values, list) and values:
-            return values[0]  # its value, as the API graph holds it
-        return [node_id, slot]
-    return None
-
-
-def _read_graph(graph: dict[str, Any], notes: list[str]) -> tuple[str, dict[str, Any], list[str]]:
-    """The recipe fields of an API-style node map, from its first sampling pass."""
+def _read_graph(graph: dict[str, Any], notes: list[str],
+                size: tuple[int, int] | None = None) -> tuple[str, dict[str, Any], list[str]]:
+    """The recipe fields of an API-style node map, from the first sampling pass behind the saved image (of the
+    outputs that lead to different passes, the first whose image is `size`, else the first)."""
     samplers = [key for key, node in graph.items() if _is_sampler(node)]
     if len(graph) > _MAX_NODES or len(samplers) > _MAX_SAMPLERS:  # the walk costs samplers x nodes
         raise ValueError(f"the ComfyUI graph has {len(graph)} nodes and {len(samplers)} samplers; at most "
@@ -139,12 +68,18 @@ def _read_graph(graph: dict[str, Any], notes: list[str]) -> tuple[str, dict[str,
     if not samplers:
         types = ", ".join(sorted({node["class_type"] for node in graph.values()})[:8])
         raise ValueError(f"the ComfyUI graph has no sampler node SeedLab knows (it has {types})")
-    first, last = _first_pass(graph, samplers)
-    fields = _sampler_fields(graph, first, notes)
-    if len(samplers) > 1 and not (last != first and second_pass(graph, first, last, fields, _sampler_fields, _link,
-                                                                   notes)):
-        notes.append(f"the graph has {len(samplers)} sampling passes (hires fix, refiner or more): the first pass "
-                     f"(node {first}, {graph[first]['class_type']}) is restored, the later passes are not")
+    chains = _passes(graph, samplers)
+    readings = []
+    for first, last in chains[:_MAX_OUTPUTS_READ]:
+        readings.append(_read_pass(graph, samplers, first, last, list(notes)))
+        if size is None or _made_size(readings[-1][0]) == tuple(size):
+            break
+    chosen = next((reading for reading in readings if size and _made_size(reading[0]) == tuple(size)), None)
+    fields, notes = chosen or readings[0]
+    if len(chains) > 1:
+        which = (f"the one of this file's size ({size[0]}x{size[1]})" if chosen else "the first one saved" +
+                 (f" (none is this file's size, {size[0]}x{size[1]})" if size else ""))
+        notes.append(f"the graph saves images from {len(chains)} different sampling passes: {which} is restored")
     others = sorted({node["class_type"] for node in graph.values()} - _HANDLED)
     if others:
         shown = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
@@ -207,19 +142,41 @@ def _upstream_samplers(graph: dict[str, Any], start: str, budget: int) -> tuple[
     return found, visits
 
 
-def _first_pass(graph: dict[str, Any], samplers: list[str]) -> tuple[str, str]:
-    """The sampler of the first pass behind the saved image (or the first sampler with nothing upstream), and the
-    sampler nearest the image (the last pass)."""
+def _read_pass(graph: dict[str, Any], samplers: list[str], first: str, last: str,
+               notes: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The fields of the first pass `first`, with hires fix when `last` refines it as ComfyUI's two-pass graph."""
+    fields = _sampler_fields(graph, first, notes)
+    if last != first and not second_pass(graph, first, last, fields, _sampler_fields, _link, notes):
+        notes.append(f"the graph has {len(samplers)} sampling passes (hires fix, refiner or more): the first pass "
+                     f"(node {first}, {graph[first]['class_type']}) is restored, the later passes are not")
+    return fields, notes
+
+
+def _made_size(fields: dict[str, Any]) -> tuple[int, int] | None:
+    """The size of the image a reading makes: the first pass's, times hires fix's scale."""
+    width, height, scale = fields.get("width"), fields.get("height"), fields.get("hires_scale") or 1
+    if not all(isinstance(side, int) and not isinstance(side, bool) for side in (width, height)):
+        return None
+    return int(width * scale), int(height * scale)
+
+
+def _passes(graph: dict[str, Any], samplers: list[str]) -> list[tuple[str, str]]:
+    """(first pass, last pass) behind each saved or previewed image, each pair once, Save nodes first; with no
+    output behind a sampler: the first sampler with nothing upstream, and the last sampler."""
     upstream = _Walks(graph)
     outputs = [key for key, node in graph.items() if "Save" in node["class_type"]]
     outputs += [key for key, node in graph.items() if "Preview" in node["class_type"]]
+    chains: list[tuple[str, str]] = []
     for output in outputs:
         reached = upstream(output)
         if reached:
             roots = [key for key in reached if not upstream(key)]
-            return (roots[0] if roots else reached[-1]), reached[0]
-    roots = [key for key in samplers if not upstream(key)]
-    return (roots[0] if roots else samplers[0]), samplers[-1]
+            chain = (roots[0] if roots else reached[-1]), reached[0]
+            chains += [chain] if chain not in chains else []
+    if not chains:
+        roots = [key for key in samplers if not upstream(key)]
+        chains.append(((roots[0] if roots else samplers[0]), samplers[-1]))
+    return chains
 
 
 def _follow(graph: dict[str, Any], value: Any, names: tuple[str, ...], through: tuple[str, ...]) -> Any:
@@ -280,6 +237,8 @@ def _sampler_fields(graph: dict[str, Any], key: str, notes: list[str]) -> dict[s
         fields["model"] = model.rsplit(".", 1)[0] if model.endswith((".safetensors", ".ckpt")) else model
     if loras := lora_loaders(graph, inputs.get("model", guider.get("model")), _link, notes):
         fields["loras"] = loras
+    if graph[key]["class_type"] == "KSamplerAdvanced":
+        advanced_steps(inputs, fields, lambda value: _follow(graph, value, ("value", "int"), ()), notes)
     denoise = sigmas.get("denoise", inputs.get("denoise"))
     if isinstance(denoise, (int, float)) and denoise < 1:
         notes.append(f"denoise {denoise:g} (img2img or a partial pass) is not supported: SeedLab starts from noise")

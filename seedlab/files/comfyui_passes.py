@@ -29,8 +29,8 @@ def second_pass(graph: dict[str, Any], first: str, last: str, fields: dict[str, 
     denoise = graph[last]["inputs"].get("denoise")
     if upscale is None:
         pass
-    elif graph[last]["class_type"] != "KSampler" or graph[first]["class_type"] != "KSampler":
-        why = "its passes are not both KSampler nodes (KSamplerAdvanced's start and end steps are not run)"
+    elif graph[last]["class_type"] != "KSampler" or graph[first]["class_type"] not in ("KSampler", "KSamplerAdvanced"):
+        why = "its second pass is not a KSampler node (a KSamplerAdvanced second pass is not run as hires fix)"
     elif not all(is_comfy_sampler(str(values.get("scheduler"))) for values in (fields, second)):
         why = "a pass's sampler is not one of ComfyUI's that SeedLab runs"
     elif not isinstance(denoise, (int, float)) or isinstance(denoise, bool) or not 0 < denoise <= 1:
@@ -69,7 +69,7 @@ def _scale(node: dict[str, Any], fields: dict[str, Any]) -> tuple[float | None, 
     """The factor a LatentUpscale(By) node enlarges the first pass's size by, when one factor gives its sizes."""
     inputs, width, height = node["inputs"], fields.get("width"), fields.get("height")
     if inputs.get("upscale_method") not in LATENT_UPSCALERS:
-        return None, f"its upscale method {str(inputs.get('upscale_method'))[:30]} is not run (bislerp is not)"
+        return None, f"its upscale method {str(inputs.get('upscale_method'))[:30]} is not one SeedLab runs"
     if not isinstance(width, int) or not isinstance(height, int) or inputs.get("crop", "disabled") != "disabled":
         return None, "the first pass's size is unknown, or the upscale crops"
     if node["class_type"] == "LatentUpscaleBy":
@@ -97,3 +97,25 @@ def _hires_fields(first: dict[str, Any], second: dict[str, Any], method: str, sc
             "hires_steps": own("num_inference_steps", 0), "hires_sampler": own("scheduler", ""),
             "hires_schedule": own("schedule", ""), "hires_cfg": float(own("guidance_scale", 0)),
             "hires_seed": own("seed", -1)}
+
+
+def advanced_steps(inputs: dict[str, Any], fields: dict[str, Any], follow: Callable[[Any], Any],
+                   notes: list[str]) -> None:
+    """KSamplerAdvanced's part of the schedule: start_at_step and end_at_step (when it is not the whole), with noise
+    added and without leftover noise as SeedLab runs it; the rest is named in a note."""
+    steps = fields.get("num_inference_steps")
+    start = follow(inputs.get("start_at_step", 0))
+    end = follow(inputs.get("end_at_step", 10_000))
+    if not all(isinstance(value, int) and not isinstance(value, bool) for value in (steps, start, end)):
+        notes.append("KSamplerAdvanced's start_at_step and end_at_step are not both numbers: all steps are run")
+        return
+    if start > 0:
+        fields["start_step"] = start
+    if end < steps:
+        fields["end_step"] = end
+        if inputs.get("return_with_leftover_noise") == "enable":
+            notes.append(f"the sampler stops at step {end} of {steps} with its leftover noise (a graph that goes on in "
+                         "another sampler, a refiner): SeedLab denoises fully at that step")
+    if inputs.get("add_noise", "enable") == "disable":
+        notes.append("the sampler adds no noise (add_noise disabled: it continues another pass's latents): SeedLab "
+                     "starts from the seed's noise")

@@ -30,6 +30,7 @@ from .chunks import (
     UnreadableImage,  # noqa: F401  (what reading raises: part of this module's API)
     exif_chunks,
     image_kind,
+    pixel_size,
     png_chunks,
     read_bytes,
     stealth_chunks,
@@ -107,14 +108,15 @@ def read_metadata(path_or_file: str | Path | IO[bytes] | bytes) -> Reading:
     hidden = read_stealth(data, MAX_PIXELS) if kind == "PNG" and not chunks else None
     if hidden is not None:
         chunks = stealth_chunks(*hidden)
-    reading = read_chunks(chunks)
+    reading = read_chunks(chunks, pixel_size(data, kind))
     name = reading.format if hidden is None else stealth_name(reading.format, hidden[0])
     lossy = kind != "PNG"
     return Reading(name, reading.fields, reading.notes, reading.fingerprint, reading.environment, lossy, kind)
 
 
-def read_chunks(chunks: dict[str, str]) -> Reading:
-    """Dispatch on the chunks present: SeedLab first, then A1111 text, then the other tools' formats."""
+def read_chunks(chunks: dict[str, str], size: tuple[int, int] | None = None) -> Reading:
+    """Dispatch on the chunks present: SeedLab first, then A1111 text, then the other tools' formats. `size`, the
+    image's own width and height, picks the output a graph that saves several images saved in this file."""
     if "seedlab" in chunks:
         return read_seedlab_chunk(chunks["seedlab"])
     parameters = chunks.get("parameters")
@@ -134,9 +136,9 @@ def read_chunks(chunks: dict[str, str]) -> Reading:
     elif "Comment" in chunks and chunks["Comment"].lstrip().startswith("{"):
         name, fields, notes = formats.read_novelai(chunks["Comment"], chunks)
     elif "prompt" in chunks:
-        name, fields, notes = read_comfyui(chunks["prompt"])
+        name, fields, notes = read_comfyui(chunks["prompt"], size)
     elif "workflow" in chunks:
-        name, fields, notes = read_comfyui_workflow(chunks["workflow"])
+        name, fields, notes = read_comfyui_workflow(chunks["workflow"], size)
     else:
         found = ", ".join(sorted(chunks)[:8]) or "none"
         raise ValueError(f"file has no recipe: no SeedLab, A1111, ComfyUI, InvokeAI, Fooocus, SwarmUI or NovelAI "

@@ -1,0 +1,88 @@
+"""ComfyUI's `workflow` chunk (the UI graph) as the API graph's node map, for files without a `prompt` chunk.
+
+The UI graph has a "nodes" list, each node with its linked "inputs" and its "widgets_values" in order, and a
+"links" list of [id, from node, from slot, to node, to slot, type]. The node map is {node id: {"class_type",
+"inputs"}}: links by id, widget values named in the order of the node type's widgets (WIDGETS, for the common
+nodes), reroutes followed and primitive nodes' values inlined.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .comfyui_widgets import WIDGETS
+
+MAX_NODES, MAX_LINKS = 5_000, 50_000
+_MAX_HOPS = 64  # a chain of reroutes longer than this is not followed (and cycles end here)
+_CONTROL_VALUES = ("fixed", "increment", "decrement", "randomize")  # "control after generate"
+
+
+def workflow_graph(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The UI graph as {node id: {"class_type", "inputs"}}: widget values by name, links as [node id, slot]."""
+    nodes = [node for node in workflow["nodes"] if isinstance(node, dict) and isinstance(node.get("type"), str)
+             and isinstance(node.get("id"), (int, str))]
+    links = workflow.get("links") if isinstance(workflow.get("links"), list) else []
+    if len(nodes) > MAX_NODES or len(links) > MAX_LINKS:
+        raise ValueError(f"the ComfyUI workflow has {len(nodes)} nodes and {len(links)} links; at most "
+                         f"{MAX_NODES} and {MAX_LINKS} are read")
+    by_id = {str(node["id"]): node for node in nodes}
+    origins = {}  # link id -> (node id, output slot): [id, from node, from slot, to node, to slot, type]
+    for link in links:
+        if isinstance(link, list) and len(link) >= 5 and all(isinstance(part, (int, str)) for part in link[:3]):
+            origins[str(link[0])] = (str(link[1]), link[2])
+    notes: list[str] = []
+    graph: dict[str, Any] = {}
+    for key, node in by_id.items():
+        if node["type"] in ("Note", "MarkdownNote"):
+            continue  # text boxes on the canvas: not part of the graph
+        inputs = _widget_inputs(node)
+        for slot in node.get("inputs") or []:
+            if isinstance(slot, dict) and isinstance(slot.get("name"), str) and slot.get("link") is not None:
+                origin = _resolve(by_id, origins, str(slot["link"]))
+                if origin is not None:
+                    inputs[slot["name"]] = origin
+        graph[key] = {"class_type": node["type"], "inputs": inputs}
+    return graph, notes
+
+
+def _widget_inputs(node: dict[str, Any]) -> dict[str, Any]:
+    """A node's widget values by name, in the order of its type's widgets (WIDGETS)."""
+    values = node.get("widgets_values")
+    if isinstance(values, dict):  # some nodes store their widgets by name already
+        return {str(name): value for name, value in values.items()}
+    names = WIDGETS.get(node["type"])
+    if not isinstance(values, list) or names is None:
+        return {}
+    inputs: dict[str, Any] = {}
+    position = 0
+    for name in names:
+        if position >= len(values):
+            break
+        if name is None:  # "control after generate": skipped where the UI wrote it
+            position += values[position] in _CONTROL_VALUES
+            continue
+        inputs[name] = values[position]
+        position += 1
+    return inputs
+
+
+def _resolve(by_id: dict[str, Any], origins: dict[str, Any], link: str) -> Any:
+    """Where a link comes from, past reroutes; a primitive node's value inlined. None if it leads nowhere."""
+    for _ in range(_MAX_HOPS):
+        if link not in origins:
+            return None
+        node_id, slot = origins[link]
+        node = by_id.get(node_id)
+        if node is None:
+            return None
+        if node["type"] == "Reroute":
+            inputs = [item for item in node.get("inputs") or [] if isinstance(item, dict)]
+            if not inputs or inputs[0].get("link") is None:
+                return None
+            link = str(inputs[0]["link"])
+            continue
+        values = node.get("widgets_values")
+        if node["type"] == "PrimitiveNode" and isinstance(values, list) and values:
+            return values[0]  # its value, as the API graph holds it
+        return [node_id, slot]
+    return None
