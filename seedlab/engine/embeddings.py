@@ -7,11 +7,12 @@ are the same; only the text encoder runs once per request instead of once per im
 from __future__ import annotations
 
 import inspect
+import math
 import re
 
 import torch
 
-from . import lora_names, prompts, text_inversion
+from . import lora_names, prompts, prompts_comfyui, text_inversion
 from .models import Model
 from .recipe import Recipe
 
@@ -65,8 +66,10 @@ class Embeddings:
         (guidance above 1), True for samplers that always guide (A1111's). `same_length`: A1111-syntax
         embeddings of different chunk counts padded to one length (diffusers' pipelines need it).
         """
-        if recipe.prompt_syntax == "a1111":
+        if recipe.prompt_syntax in ("a1111", "novelai"):
             return self._a1111(recipe, guided if guided is not None else recipe.guidance_scale > 1, same_length)
+        if recipe.prompt_syntax == "comfyui":
+            return self._comfyui(recipe, guided if guided is not None else recipe.guidance_scale > 1, same_length)
         texts = {"prompt": recipe.prompt, "negative_prompt": recipe.negative_prompt or self.no_negative}
         if not self.usable or (recipe.negative_prompt and not self.guided):
             return texts
@@ -89,20 +92,23 @@ class Embeddings:
         return self._cache[key]
 
     def _a1111(self, recipe: Recipe, guided: bool, same_length: bool) -> dict:
-        """A1111's conditioning of the prompt and the negative prompt (prompts.py), encoded once per request."""
-        pipe = self.model.pipeline
-        prompts.check_encoder(pipe)
-        key = ("a1111", recipe.prompt, recipe.negative_prompt, guided, same_length, recipe.emphasis, recipe.clip_skip)
+        """A1111's conditioning of the prompt and the negative prompt (prompts.py), encoded once per request; with
+        NovelAI's syntax its brackets, and neither LoRA tags nor textual inversion (NovelAI has none)."""
+        pipe, syntax = self.model.pipeline, recipe.prompt_syntax
+        prompts.check_encoder(pipe, syntax)
+        key = (syntax, recipe.prompt, recipe.negative_prompt, guided, same_length, recipe.emphasis, recipe.clip_skip)
         if key not in self._cache:
-            prompt = lora_names.extract(recipe.prompt)[0]  # the <lora:...> tags out, as A1111 does
-            # the textual inversion embeddings of the models folder that the prompts name (A1111: both prompts)
-            found = text_inversion.for_prompts(pipe.tokenizer, pipe.text_encoder, {
-                "prompt": prompt, "negative_prompt": recipe.negative_prompt if guided else ""}, recipe.emphasis)
+            prompt, found = recipe.prompt, {}
+            if syntax == "a1111":
+                prompt = lora_names.extract(recipe.prompt)[0]  # the <lora:...> tags out, as A1111 does
+                # the textual inversion embeddings of the models folder that the prompts name (A1111: both prompts)
+                found = text_inversion.for_prompts(pipe.tokenizer, pipe.text_encoder, {
+                    "prompt": prompt, "negative_prompt": recipe.negative_prompt if guided else ""}, recipe.emphasis)
 
             def encode(text: str) -> torch.Tensor:
                 return prompts.encode(pipe.tokenizer, pipe.text_encoder, text, emphasis=recipe.emphasis,
                                       clip_skip=recipe.clip_skip, device=self.model.device,
-                                      embeddings=found).to(pipe.unet.dtype)
+                                      embeddings=found, syntax=syntax).to(pipe.unet.dtype)
 
             with torch.no_grad():
                 cond = encode(prompt)
@@ -113,6 +119,31 @@ class Embeddings:
                         empty = encode("")
                         cond, uncond = (torch.cat([z, *[empty] * ((max(cond.shape[1], uncond.shape[1]) - z.shape[1])
                                                                   // empty.shape[1])], dim=1) for z in (cond, uncond))
+                    encoded = {"prompt_embeds": cond, "negative_prompt_embeds": uncond}
+            self._cache[key] = encoded
+        return self._cache[key]
+
+    def _comfyui(self, recipe: Recipe, guided: bool, same_length: bool) -> dict:
+        """ComfyUI's conditioning of the prompt and the negative prompt (prompts_comfyui.py), encoded once per
+        request; of different lengths, both repeated to their least common multiple for one batch, as ComfyUI's
+        CONDCrossAttn.concat does (attention over repeated tokens is the same)."""
+        pipe = self.model.pipeline
+        prompts.check_encoder(pipe, "comfyui")
+        key = ("comfyui", recipe.prompt, recipe.negative_prompt, guided, same_length, recipe.clip_skip)
+        if key not in self._cache:
+            find = prompts_comfyui.EmbeddingFinder(prompts.token_embedding(pipe.text_encoder).embedding_dim)
+
+            def encode(text: str, field: str) -> torch.Tensor:
+                return prompts_comfyui.encode(pipe.tokenizer, pipe.text_encoder, text, clip_skip=recipe.clip_skip,
+                                              device=self.model.device, find=find, field=field).to(pipe.unet.dtype)
+
+            with torch.no_grad():
+                encoded = {"prompt_embeds": encode(recipe.prompt, "prompt")}
+                if guided:
+                    cond, uncond = encoded["prompt_embeds"], encode(recipe.negative_prompt, "negative_prompt")
+                    if same_length and cond.shape[1] != uncond.shape[1]:
+                        length = math.lcm(cond.shape[1], uncond.shape[1])
+                        cond, uncond = (z.repeat(1, length // z.shape[1], 1) for z in (cond, uncond))
                     encoded = {"prompt_embeds": cond, "negative_prompt_embeds": uncond}
             self._cache[key] = encoded
         return self._cache[key]

@@ -93,6 +93,12 @@ def files(kind: str, root: Path | None = None) -> dict[str, list[Path]]:
     return found
 
 
+def folders(kind: str, root: Path | None = None) -> list[Path]:
+    """The folders `kind` is looked for in, as `files` walks them (none without a models folder)."""
+    root = root or models_dir()
+    return [] if root is None or not root.is_dir() else [folder for folder, _ in _folders(kind, root)]
+
+
 def _folders(kind: str, root: Path) -> list[tuple[Path, Path]]:
     """(folder, the real folder its files must stay in) for each folder of `kind`; LoRAs fall back to the root."""
     real_root = root.resolve()

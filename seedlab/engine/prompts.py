@@ -17,7 +17,9 @@ sd_hijack_clip.py, sd_emphasis.py):
   they replace the token embeddings of those places, before the position embeddings are added. The vectors
   come from text_inversion.py; here they are a mapping name -> [n, hidden] tensor.
 
-"plain" (the default, what every earlier link and PNG meant) passes the text to the pipeline as it is.
+"novelai" is this pipeline with NovelAI's brackets for the weights (prompts_novelai.py); "comfyui" is ComfyUI's
+own reading (prompts_comfyui.py). "plain" (the default, what every earlier link and PNG meant) passes the text to
+the pipeline as it is.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import prompts_novelai
 from .recipe import FieldError
 
 MAX_CHUNKS = 32  # a prompt of at most 2,000 characters has at most ~10 chunks of 75 tokens
@@ -122,9 +125,11 @@ def match(names: Lookup, tokens: list[int], position: int) -> tuple[str | None, 
     return None, 0
 
 
-def pieces(tokenizer, text: str, emphasis: str = "Original") -> list[tuple[list[int], str, float]]:
-    """The prompt's attention pieces (BREAK included) with their token ids, as tokenize_line tokenizes them."""
-    parsed = parse_attention(text) if emphasis != "None" else [[text, 1.0]]
+def pieces(tokenizer, text: str, emphasis: str = "Original", syntax: str = "a1111") -> list[tuple[list[int], str, float]]:
+    """The prompt's attention pieces (BREAK included) with their token ids, as tokenize_line tokenizes them; the
+    brackets are A1111's or, with `syntax` "novelai", NovelAI's."""
+    parse = prompts_novelai.parse if syntax == "novelai" else parse_attention
+    parsed = parse(text) if emphasis != "None" else [[text, 1.0]]
     tokenized = tokenizer([piece for piece, _ in parsed], truncation=False, add_special_tokens=False)["input_ids"]
     return [(tokens, piece, weight) for tokens, (piece, weight) in zip(tokenized, parsed)]
 
@@ -162,8 +167,8 @@ class _Chunker:
         self.chunks.append(chunk)
         self.chunk, self.last_comma = Chunk(), -1
         if len(self.chunks) > MAX_CHUNKS:
-            raise FieldError("prompt", f"must be at most {MAX_CHUNKS} chunks of {self.length} tokens with prompt "
-                                       "syntax a1111")
+            raise FieldError("prompt", f"must be at most {MAX_CHUNKS} chunks of {self.length} tokens with A1111's "
+                                       "reading of prompts")
 
     def before(self, token: int, comma: int) -> None:
         """Before a token is placed: note a comma, or move what follows the last one out of a full chunk."""
@@ -192,13 +197,13 @@ class _Chunker:
 
 
 def chunks_of(tokenizer, text: str, emphasis: str = "Original",
-              embeddings: Mapping[str, torch.Tensor] | None = None) -> list[Chunk]:
+              embeddings: Mapping[str, torch.Tensor] | None = None, syntax: str = "a1111") -> list[Chunk]:
     """A1111's tokenize_line: the prompt's chunks, each [BOS] + L tokens (padded) + [EOS], with weights, and
     where each embedding's vectors go (`embeddings`: name -> [n, hidden] vectors)."""
     names = lookup(tokenizer, embeddings) if embeddings else {}
     comma = tokenizer.convert_tokens_to_ids(",</w>")
     chunker = _Chunker(tokenizer)
-    for tokens, piece, weight in pieces(tokenizer, text, emphasis):
+    for tokens, piece, weight in pieces(tokenizer, text, emphasis, syntax):
         if (piece, weight) == _BREAK_MARK:
             chunker.close()
             continue
@@ -219,11 +224,12 @@ def chunks_of(tokenizer, text: str, emphasis: str = "Original",
 
 
 def encode(tokenizer, text_encoder, text: str, *, emphasis: str = "Original", clip_skip: int = 1,
-           device: torch.device | None = None, embeddings: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+           device: torch.device | None = None, embeddings: Mapping[str, torch.Tensor] | None = None,
+           syntax: str = "a1111") -> torch.Tensor:
     """A1111's conditioning of one prompt: (1, chunks x (L + 2), hidden), each chunk encoded on its own."""
     device = device or text_encoder.device
     encoded = []
-    for chunk in chunks_of(tokenizer, text, emphasis, embeddings):
+    for chunk in chunks_of(tokenizer, text, emphasis, embeddings, syntax):
         tokens = torch.asarray([chunk.tokens]).to(device)
         with _fixed(text_encoder, chunk.fixes, embeddings) if chunk.fixes else nullcontext():
             output = text_encoder(input_ids=tokens, output_hidden_states=clip_skip > 1)
@@ -270,10 +276,11 @@ def _fixed(text_encoder, fixes: list[tuple[int, str]], embeddings: Mapping[str, 
         handle.remove()
 
 
-def check_encoder(pipe) -> None:
-    """A1111's syntax needs one CLIP text encoder and its tokenizer (SD 1.x / 2.x); refused by name elsewhere."""
+def check_encoder(pipe, syntax: str = "a1111") -> None:
+    """A1111's, NovelAI's and ComfyUI's syntaxes need one CLIP text encoder and its tokenizer (SD 1.x / 2.x); refused
+    by name elsewhere."""
     tokenizer, encoder = getattr(pipe, "tokenizer", None), getattr(pipe, "text_encoder", None)
     if tokenizer is None or encoder is None or hasattr(pipe, "text_encoder_2") \
             or type(encoder).__name__ != "CLIPTextModel" or not hasattr(encoder, "final_layer_norm"):
-        raise FieldError("prompt_syntax", f"a1111 needs one CLIP text encoder (Stable Diffusion 1.x, 2.x); "
+        raise FieldError("prompt_syntax", f"{syntax} needs one CLIP text encoder (Stable Diffusion 1.x, 2.x); "
                                           f"{type(pipe).__name__} encodes prompts its own way: use plain")

@@ -51,7 +51,7 @@ MAX_HIRES_SCALE = 4.0
 # ComfyUI's KSampler schedulers, for ComfyUI's sampler names ("dpmpp_2m" + "karras").
 COMFY_SCHEDULES = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta",
                    "linear_quadratic", "kl_optimal")
-PROMPT_SYNTAXES = ("plain", "a1111")
+PROMPT_SYNTAXES = ("plain", "a1111", "comfyui", "novelai")
 MAX_LORA_CHARS = 1000
 EMPHASES = ("Original", "No norm", "None")  # A1111's emphasis modes (modules/sd_emphasis.py)
 
@@ -105,17 +105,19 @@ class Recipe:
                                 help="deterministic kernels for this generation (slower on a GPU)")
     dtype: str = _spec("float32", kind="choice", choices=DTYPES, label="dtype", link="dtype", cli="--dtype", a1111="Dtype",
                        help="the weights' precision")
-    # How the prompts are read: as the text they are (plain, every earlier recipe), or with A1111's syntax.
+    # How the prompts are read: as the text they are (plain, every earlier recipe), or as A1111, ComfyUI or NovelAI do.
     prompt_syntax: str = _spec("plain", kind="choice", choices=PROMPT_SYNTAXES, label="Prompt syntax", link="syntax",
                                cli="--prompt-syntax", a1111="Prompt syntax", a1111_when="prompt_syntax",
                                help="plain: the text as it is; a1111: (word:1.2), [word], BREAK and long prompts in "
-                                    "chunks, as A1111 reads them (SD 1.x, 2.x)")
+                                    "chunks, as A1111 reads them; comfyui: (word:1.2) and embedding:NAME as ComfyUI "
+                                    "weighs them; novelai: {word}, [word] as NovelAI's 1.05 (SD 1.x, 2.x)")
     emphasis: str = _spec("Original", kind="choice", choices=EMPHASES, label="Emphasis", link="emphasis",
                           cli="--emphasis", a1111="Emphasis", a1111_when="emphasis",
                           help="A1111's emphasis mode: Original keeps the mean, No norm does not, None ignores weights")
     clip_skip: int = _spec(1, kind="int", low=1, high=12, label="Clip skip", link="clipskip", cli="--clip-skip",
                            a1111="Clip skip", a1111_when="clip_skip",
-                           help="A1111's Clip skip: the text encoder's layer from the end (1: the last)")
+                           help="A1111's Clip skip, ComfyUI's CLIPSetLastLayer -N: the text encoder's layer from the "
+                                "end (1: the last)")
     # A1111's sampler settings (used by A1111 sampler names in `scheduler`: "DPM++ 2M", "Euler a", ...).
     schedule: str = _spec("Automatic", kind="choice", choices=(*SCHEDULES, *COMFY_SCHEDULES), label="Schedule type",
                           link="schedule", cli="--schedule", a1111="Schedule type", a1111_when="schedule",

@@ -124,8 +124,8 @@ def draws_each_step(name: str) -> bool:
 
 def sampling_errors(recipe) -> list:
     """What a recipe's sampler and prompt fields refuse together (admission names them, generation raises them):
-    A1111's schedule and hires fix need one of the samplers SeedLab runs itself, emphasis and clip skip need
-    A1111's prompt syntax."""
+    A1111's schedule and hires fix need one of the samplers SeedLab runs itself, emphasis and clip skip need a
+    prompt syntax that reads them (PROMPT_SETTINGS)."""
     from .recipe import FieldError
 
     errors = []
@@ -139,11 +139,17 @@ def sampling_errors(recipe) -> list:
         errors.append(FieldError("hires_sampler", f"must be empty (the same) or one of {', '.join(A1111_SAMPLERS)}, "
                                                   f"got {recipe.hires_sampler[:60]!r}"))
     errors += step_range_errors(recipe)
-    if recipe.prompt_syntax != "a1111":
-        errors += [FieldError(name, f"needs prompt_syntax a1111 (A1111's reading of prompts); with plain it stays "
-                                    f"{default}") for name, default in (("emphasis", "Original"), ("clip_skip", 1))
-                   if getattr(recipe, name) != default]
+    errors += [FieldError(name, f"needs prompt_syntax {', '.join(syntaxes[:-1])} or {syntaxes[-1]} ({what}); with "
+                                f"{recipe.prompt_syntax} it stays {default}")
+               for name, (default, syntaxes, what) in PROMPT_SETTINGS.items()
+               if getattr(recipe, name) != default and recipe.prompt_syntax not in syntaxes]
     return errors
+
+
+# The prompt settings and the syntaxes that read them: emphasis is A1111's weighting (NovelAI's brackets are weighed
+# through it); clip skip is the layer of any CLIP reading (ComfyUI's CLIPSetLastLayer).
+PROMPT_SETTINGS = {"emphasis": ("Original", ("a1111", "novelai"), "A1111's weighting"),
+                   "clip_skip": (1, ("a1111", "novelai", "comfyui"), "the CLIP layer their readings take")}
 
 
 def step_range_errors(recipe) -> list:

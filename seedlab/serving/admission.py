@@ -26,6 +26,7 @@ from .limits import Limits
 from .reproduction import Original
 
 MAX_CHECKED = 4096  # scheduler answers kept: every model x scheduler x rng x step count a server sees
+_SYNTAX_NAMES = {"a1111": "A1111's", "comfyui": "ComfyUI's", "novelai": "NovelAI's"}
 
 
 def measure_speed(model: Model, repeats: int = 3) -> Speed:
@@ -114,9 +115,9 @@ class Admission:
             errors += check_unconditional(info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
         except FieldError as error:
             return errors + [error]
-        if recipe.prompt_syntax == "a1111" and not info.a1111:
-            errors.append(FieldError("prompt_syntax", f"a1111 is read for Stable Diffusion 1.x and 2.x; {recipe.model} "
-                                                      "reads prompts its own way: use plain"))
+        if recipe.prompt_syntax != "plain" and not info.a1111:
+            errors.append(FieldError("prompt_syntax", f"{recipe.prompt_syntax} is read for Stable Diffusion 1.x and 2.x; "
+                                                      f"{recipe.model} reads prompts its own way: use plain"))
         errors += lora_names.missing(recipe)
         return errors + sampling_errors(recipe) + list(self._scheduler_errors(recipe.model, recipe.scheduler,
                                                                              recipe.rng, recipe.num_inference_steps))
@@ -215,9 +216,10 @@ class Admission:
         if recipe.dtype != self.store.dtype:
             notes.append(f"dtype {recipe.dtype} is not served here: {self.store.dtype} is used")
             recipe = recipe.replace(dtype=self.store.dtype)
-        if recipe.prompt_syntax == "a1111" and not self.store.info(recipe.model).a1111:
-            notes.append(f"its prompt is written in A1111's syntax, which SeedLab reads for Stable Diffusion 1.x and "
-                         f"2.x only: {recipe.model} reads it as plain text, so weights and BREAK are not applied")
+        if recipe.prompt_syntax != "plain" and not self.store.info(recipe.model).a1111:
+            notes.append(f"its prompt is written in {_SYNTAX_NAMES[recipe.prompt_syntax]} syntax, which SeedLab reads "
+                         f"for Stable Diffusion 1.x and 2.x only: {recipe.model} reads it as plain text, so its weights "
+                         "are not applied")
             recipe = recipe.replace(prompt_syntax="plain", emphasis="Original", clip_skip=1)
         recipe, missing = lora_names.adapt(recipe)
         notes += missing + text_inversion.missing_notes(recipe.ti_hashes)
