@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from ..engine.sampler_names import COMFY_SCHEDULES, is_comfy_sampler
+from .comfyui_clip import clip_fields
 from .comfyui_loras import lora_loaders
 from .comfyui_passes import advanced_steps, second_pass
 from .comfyui_workflow import workflow_graph
@@ -27,7 +28,7 @@ _HANDLED = {"KSampler", "KSamplerAdvanced", "SamplerCustom", "SamplerCustomAdvan
             "EmptyLatentImage", "CheckpointLoaderSimple", "CheckpointLoader", "VAEDecode", "SaveImage",
             "PreviewImage", "Reroute", "KSamplerSelect", "BasicScheduler", "RandomNoise", "CFGGuider",
             "UNETLoader", "VAELoader", "CLIPLoader", "PrimitiveNode", "LoraLoader", "LoraLoaderModelOnly",
-            "LatentUpscale", "LatentUpscaleBy"}
+            "LatentUpscale", "LatentUpscaleBy", "CLIPSetLastLayer"}
 _PRESET_SIZE = re.compile(r"\s*(\d{1,5})\s*[x×]\s*(\d{1,5})\b")  # "1024 x 1024  (square)", " 832 x 1216", "1024x1024 (1.0)"
 _MAX_INPUTS = 2_000  # inputs of one node (real nodes have a few dozen), checked before any walk
 _MAX_VISITS = 200_000  # links looked at in all the walks of one graph: a hostile graph costs no more
@@ -231,6 +232,8 @@ def _sampler_fields(graph: dict[str, Any], key: str, notes: list[str]) -> dict[s
         text = _text(graph, inputs.get(name, guider.get(name, fallback)), notes)
         if text is not None:
             fields[field] = text
+    positive = inputs.get("positive", guider.get("positive", guider.get("conditioning")))
+    fields.update(clip_fields(graph, positive, _link, lambda value: _follow(graph, value, ("value", "int"), ()), notes))
     _latent_size(graph, inputs.get("latent_image"), fields, notes)
     model = _follow(graph, inputs.get("model", guider.get("model")), ("ckpt_name", "unet_name"), ("model",))
     if isinstance(model, str):

@@ -12,6 +12,7 @@ WIDGETS = {
     "LatentUpscale": ("upscale_method", "width", "height", "crop"),
     "LatentUpscaleBy": ("upscale_method", "scale_by"),
     "CLIPTextEncode": ("text",),
+    "CLIPSetLastLayer": ("stop_at_clip_layer",),
     "EmptyLatentImage": ("width", "height", "batch_size"),
     "EmptySD3LatentImage": ("width", "height", "batch_size"),
     # Size presets of custom nodes ("832 x 1216"): Inspire Pack's and Essentials' (then its overrides).

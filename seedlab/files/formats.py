@@ -306,6 +306,7 @@ def _diffusers_json(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str
 
 def read_novelai(comment: str, chunks: dict[str, str]) -> tuple[str, dict[str, Any], list[str]]:
     """NovelAI: the `Comment` JSON (settings and `uc`, the negative prompt), the prompt also in `Description`."""
+    from .novelai import source_fields  # the model and its prompt syntax (this module is at its length limit)
     data = _object(comment, "Comment")
     fields: dict[str, Any] = {}
     notes: list[str] = []
@@ -318,8 +319,7 @@ def read_novelai(comment: str, chunks: dict[str, str]) -> tuple[str, dict[str, A
                               "scale": "guidance_scale", "width": "width", "height": "height"})
     if "sampler" in data:
         fields["scheduler"] = sampler_scheduler(data["sampler"], data.get("noise_schedule"), notes)
-    if chunks.get("Source"):
-        fields["model"] = chunks["Source"]
+    fields.update(source_fields(chunks.get("Source")))  # the model; NovelAI's syntax for its SD 1.x-based ones
     notes.append("NovelAI's models run only on NovelAI's servers: the recipe is shown, the image cannot be made here")
     _leftover("NovelAI", data, used, notes)
     return "NovelAI", fields, notes

@@ -254,11 +254,10 @@ _SEEDLAB_ONLY = ("SeedLab", "Fingerprint", "Full determinism", "Dtype", SEEDLAB_
 
 def _syntax_of(by_key: dict[str, Any]) -> str:
     """How the program that wrote the text read its prompts: A1111's syntax, but for SeedLab's own (plain),
-    SD.Next's (its own parsers) and ComfyUI's savers (ComfyUI's weighting, not yet run here)."""
-    if any(key in by_key for key in _SEEDLAB_ONLY) or str(by_key.get("App", "")).startswith("SD.Next") \
-            or str(by_key.get("Version", "")).startswith("ComfyUI"):
+    SD.Next's (its own parsers, plain here) and ComfyUI's savers (ComfyUI's CLIPTextEncode)."""
+    if any(key in by_key for key in _SEEDLAB_ONLY) or str(by_key.get("App", "")).startswith("SD.Next"):
         return "plain"
-    return "a1111"
+    return "comfyui" if str(by_key.get("Version", "")).startswith("ComfyUI") else "a1111"
 
 
 _FIELD_OF = {key: name for name, key in A1111_KEYS.items() if key not in ("Size", "Sampler", "RNG", *READ_HERE)}
