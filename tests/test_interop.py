@@ -68,8 +68,7 @@ def test_a_foreign_file_without_rng_says_a1111_draws_noise_on_the_gpu():
     assert fields["rng"] == "cpu" and not any("no RNG" in note for note in notes)
     for word in ("GPU", "NV"):
         fields, notes, _ = read_infotext(DUCK + f", RNG: {word}")
-        assert fields["rng"] == "cuda-philox" and notes == ["Model hash c0d1994c73 is not checked: SeedLab names "
-                                                            "models, it does not hash them"]
+        assert fields["rng"] == "cuda-philox" and fields["model_hash"] == "c0d1994c73" and notes == []
     comfy = read_infotext(DUCK + ", Version: ComfyUI")  # ComfyUI draws on the CPU: SeedLab's default, no note
     assert "rng" not in comfy[0] and not any("RNG" in note for note in comfy[1])
 

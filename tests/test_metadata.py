@@ -107,10 +107,11 @@ def test_a1111_texts_restore_prompt_seed_steps_cfg_size_and_sampler(recipe, samp
     schedule = "Automatic" if sampler.endswith(" Karras") or not karras_type else "Karras"
     expected = recipe.replace(scheduler=sampler.removesuffix(" Karras"), schedule=schedule, rng="cuda-philox",
                               prompt_syntax="a1111",  # A1111's text: its prompt read with its syntax
-                              lora_hashes="add_detail: 7c6bad76eb54, more_details: 3b8aa1d351ef")
+                              lora_hashes="add_detail: 7c6bad76eb54, more_details: 3b8aa1d351ef",
+                              model_hash="6ce0161689")  # the checkpoint file, found and checked by it
     assert restored == expected  # no RNG: A1111's GPU noise
     assert print_ is None
-    assert any(note.startswith("Model hash 6ce0161689") for note in notes)
+    assert not any("Model hash" in note for note in notes)  # a recipe field: the checkpoint file is found by it
     assert not any("Lora hashes" in note for note in notes)  # a recipe field: the files a LoRA is found by
     assert not any("Emphasis" in note for note in notes)  # A1111's emphasis mode is a recipe field
     assert not any("Karras" in note for note in notes)  # the schedule is applied, not noted
@@ -142,11 +143,11 @@ def test_a_real_a1111_png_restores_its_recipe_with_notes():
         guidance_scale=6.5, width=512, height=768, scheduler="DPM++ 2M", schedule="Karras",
         model="v1-5-pruned-emaonly", rng="cuda-philox", hires_scale=2.0, hires_steps=10, denoising_strength=0.45,
         hires_upscaler="Latent", prompt_syntax="a1111", clip_skip=2, lora_hashes="add_detail: 7c6bad76eb54",
-        ti_hashes="easynegative: c74b4e810b03",
+        ti_hashes="easynegative: c74b4e810b03", model_hash="6ce0161689",
     )
     assert (print_, environment) == (None, None)
     text = "\n".join(notes)
-    assert "Model hash 6ce0161689" in text, text
+    assert "Model hash" not in text, text  # a recipe field: the checkpoint is found and checked by it
     assert "add_detail" not in text and "easynegative" not in text  # the recipe's: applied (test_lora, test_text_inversion)
     assert "Karras" not in text and "hires" not in text.lower()  # both are run, not noted
 

@@ -239,3 +239,42 @@ def _known(path: Path) -> bool:
         return path.suffix.lower() == ".safetensors" and bool(detect_family(read_header(path), path.name))
     except (CheckpointError, OSError):
         return False
+
+
+def hash_matches(found: library.Found, wanted: str) -> bool:
+    """Whether the file `found` is the one A1111's hash `wanted` names (AutoV2, its full SHA-256, or AutoV1)."""
+    wanted = wanted.lower()
+    if len(wanted) == 8:
+        return library.autov1_hash(found.path) == wanted
+    return wanted.startswith(found.hash) or found.hash.startswith(wanted)
+
+
+def hash_problem(model: str, wanted: str) -> str | None:
+    """Why `model` is not the checkpoint file `wanted` names, in words for a model_hash FieldError; None if it is."""
+    found = find_checkpoint(model)
+    if found is None:
+        return (f"names a checkpoint file by its hash; {model[:60]} is not a checkpoint of the models folder, so leave "
+                "model_hash empty")
+    if not hash_matches(found, wanted):
+        return f"is {wanted[:64]}, but checkpoint {found.name} here has hash {found.hash}: another file"
+    return None
+
+
+def resolve_hash(recipe) -> tuple[object, list[str]]:
+    """A recipe from another tool whose checkpoint is found by its hash (whatever its name here), and notes: a
+    checkpoint of the same name with another hash is used and said to differ; a model that is no checkpoint file
+    here keeps no hash."""
+    if not recipe.model_hash:
+        return recipe, []
+    by_hash = find_checkpoint("", recipe.model_hash)
+    if by_hash is not None:
+        if by_hash.name == recipe.model:
+            return recipe, []
+        return recipe.replace(model=by_hash.name), [f"checkpoint {recipe.model[:60]} is found by its hash "
+                                                    f"{recipe.model_hash} as {by_hash.name}"]
+    by_name = find_checkpoint(recipe.model)
+    if by_name is None:
+        return recipe, []  # not here at all: the server's model is used, with its own note
+    return recipe.replace(model_hash=by_name.hash), [
+        f"checkpoint {by_name.name} here has hash {by_name.hash}, the image was made with {recipe.model_hash}: "
+        "another checkpoint, so the image differs"]

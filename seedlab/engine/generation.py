@@ -227,6 +227,7 @@ def _prepare(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Reci
     """Check a recipe against the model and build its call arguments (prompt embeddings included)."""
     if recipe.dtype != model.dtype:
         raise ValueError(f"dtype {recipe.dtype} was asked for, but this model is loaded in {model.dtype}")
+    recipe = _with_model_hash(model, recipe)
     if ksampling.is_ksampler(recipe.scheduler):
         return _prepare_k(model, recipe, embeddings)
     _check_fields(recipe)
@@ -263,6 +264,20 @@ def _check_fields(recipe: Recipe) -> None:
     errors = sampling_errors(recipe)
     if errors:
         raise ValueError(str(errors[0]))
+
+
+def _with_model_hash(model: Model, recipe: Recipe) -> Recipe:
+    """The checkpoint file's A1111 hash written into the recipe; a hash that names another file is refused."""
+    wanted = recipe.model_hash.lower()
+    if not model.file_hash:
+        if wanted:
+            raise ValueError(f"model_hash {wanted} names a checkpoint file, and {model.name} is not one: leave it empty")
+        return recipe
+    if len(wanted) == 8:  # the old AutoV1, checked when the file was found (checkpoint_files.hash_matches)
+        return recipe
+    if wanted and not (wanted.startswith(model.file_hash) or model.file_hash.startswith(wanted)):
+        raise ValueError(f"model_hash {wanted} names another file than {model.name} (hash {model.file_hash})")
+    return recipe.replace(model_hash=model.file_hash)
 
 
 def _prepare_k(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Recipe, object, dict]:

@@ -78,6 +78,7 @@ class Model:
     call_parameters: frozenset[str] = field(repr=False)
     lanes: int = 1  # images generated at once (generation.py); more than one only pays on a CPU
     traced: bool = False  # the UNet's plain calls replay traces (tracing.py: CPU only, the same pixels)
+    file_hash: str = ""  # the checkpoint file's A1111 hash (AutoV2) when it was loaded from one (models folder)
     _lane_copies: list = field(default_factory=list, repr=False)
     _traced_unet: TracedUNet | None = field(default=None, repr=False)
 
@@ -150,7 +151,9 @@ def load_model(name: str = DEFAULT_MODEL, device: torch.device | None = None, dt
         raise ValueError(f"model {name!r} could not be loaded: {reason}") from error
     pipeline.to(device)
     pipeline.set_progress_bar_config(disable=True)
-    return describe(name, pipeline, device, dtype)
+    model = describe(name, pipeline, device, dtype)
+    model.file_hash = checkpoint.hash if checkpoint is not None else ""
+    return model
 
 
 def describe(name: str, pipeline: DiffusionPipeline, device: torch.device, dtype: str = "float32") -> Model:

@@ -13,6 +13,7 @@ way (the UI by its label, a link by its key, the CLI by its option).
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,7 @@ COMFY_SCHEDULES = ("normal", "karras", "exponential", "sgm_uniform", "simple", "
                    "linear_quadratic", "kl_optimal")
 PROMPT_SYNTAXES = ("plain", "a1111", "comfyui", "novelai")
 MAX_LORA_CHARS = 1000
+_HASH = re.compile(r"[0-9a-fA-F]{8,64}")  # a checkpoint's A1111 hash: AutoV1 (8), AutoV2 (10), SHA-256 (64)
 EMPHASES = ("Original", "No norm", "None")  # A1111's emphasis modes (modules/sd_emphasis.py)
 
 
@@ -196,6 +198,11 @@ class Recipe:
                           a1111="End at step", a1111_when="end_step",
                           help="ComfyUI samplers: stop after this step and denoise fully there (KSamplerAdvanced's "
                                "end_at_step without leftover noise; 0: the last)")
+    # The checkpoint file's A1111 hash (models folder): which file made the image, whatever its name here.
+    model_hash: str = _spec("", kind="text", high=64, label="Model hash", link="mhash", cli="--model-hash",
+                            a1111="Model hash", a1111_when="model_hash",
+                            help="the A1111 hash of the checkpoint file (AutoV2: 10 hex digits; the old AutoV1: 8): the "
+                                 "models folder's file with this hash is used (filled in when a checkpoint is used)")
 
     def __post_init__(self) -> None:
         values = check_fields({name: getattr(self, name) for name in SPECS_ORDER})
@@ -203,6 +210,9 @@ class Recipe:
             object.__setattr__(self, name, value)
         if self.hires_scale:
             _check_hires(self)
+        if self.model_hash and not _HASH.fullmatch(self.model_hash):
+            raise RecipeError([FieldError("model_hash", "must be empty or an A1111 checkpoint hash, 8 to 64 hex digits "
+                                                        f"(AutoV2: 10), got {self.model_hash[:70]!r}")])
         if self.loras or self.lora_hashes or self.ti_hashes or (self.prompt_syntax == "a1111" and "<" in self.prompt):
             _check_loras(self)
 

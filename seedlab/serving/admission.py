@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine import lora_names, text_inversion
+from ..engine import checkpoint_files, lora_names, text_inversion
 from ..engine.generation import generate, grid_recipes, variation_recipes
 from ..engine.model_info import check_unconditional
 from ..engine.models import Model, ModelStore
@@ -119,6 +119,8 @@ class Admission:
             errors.append(FieldError("prompt_syntax", f"{recipe.prompt_syntax} is read for Stable Diffusion 1.x and 2.x; "
                                                       f"{recipe.model} reads prompts its own way: use plain"))
         errors += lora_names.missing(recipe)
+        if recipe.model_hash and (problem := checkpoint_files.hash_problem(recipe.model, recipe.model_hash)):
+            errors.append(FieldError("model_hash", problem))
         return errors + sampling_errors(recipe) + list(self._scheduler_errors(recipe.model, recipe.scheduler,
                                                                              recipe.rng, recipe.num_inference_steps))
 
@@ -210,9 +212,15 @@ class Admission:
         """An original from another tool with what this server lacks replaced, and a note for each: its model,
         dtype or scheduler become the server's defaults. Nothing is checked against the limits here."""
         recipe, notes = original.recipe, list(original.notes)
+        recipe, found = checkpoint_files.resolve_hash(recipe)
+        notes += found
         if recipe.model not in self.store.allowed:
-            notes.append(f"model {recipe.model} is not available on this server: {self.store.default} is used")
-            recipe = recipe.replace(model=self.store.default)
+            hashed = f" (checkpoint hash {recipe.model_hash})" if recipe.model_hash else ""
+            notes.append(f"model {recipe.model}{hashed} is not available on this server: {self.store.default} is used")
+            recipe = recipe.replace(model=self.store.default, model_hash="")
+        elif recipe.model_hash and checkpoint_files.find_checkpoint(recipe.model) is None:
+            notes.append(f"Model hash {recipe.model_hash} is not checked: {recipe.model} is not a checkpoint file here")
+            recipe = recipe.replace(model_hash="")
         if recipe.dtype != self.store.dtype:
             notes.append(f"dtype {recipe.dtype} is not served here: {self.store.dtype} is used")
             recipe = recipe.replace(dtype=self.store.dtype)
