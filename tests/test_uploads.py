@@ -46,3 +46,57 @@ def test_the_upload_route_refuses_a_visitor_past_the_limit_and_keeps_serving(str
     assert statuses == [200, 200, 200, 429, 429]
     assert "SEEDLAB_VISITOR_UPLOADS" in response.json()["detail"]
     assert httpx.get(f"{strict_server.url}/gradio_api/info", timeout=30).status_code == 200
+
+
+def test_an_upload_without_content_length_is_counted_by_its_body(strict_server):
+    """A chunked upload says no size up front: its bytes count all the same, and one past the share is refused."""
+    def chunked(data: bytes):
+        yield from (data[start:start + 4096] for start in range(0, len(data), 4096))
+
+    boundary = "seedlab-test"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.png\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode() + b"x" * (33 * 2**20) + \
+        f"\r\n--{boundary}--\r\n".encode()
+    response = httpx.post(f"{strict_server.url}/gradio_api/upload", content=chunked(body), timeout=60,
+                          headers={"content-type": f"multipart/form-data; boundary={boundary}"})
+    assert response.status_code == 413 and "without Content-Length" in response.json()["detail"]
+    assert httpx.get(f"{strict_server.url}/gradio_api/info", timeout=30).status_code == 200
+
+
+def test_a_chunked_uploads_bytes_count_and_reach_the_app_whole():
+    import asyncio
+
+    received, statuses = [], []
+
+    async def app(scope, receive, send):
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        received.append(body)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def post(guard, parts):
+        messages = [{"type": "http.request", "body": part, "more_body": k < len(parts) - 1}
+                    for k, part in enumerate(parts)]
+
+        async def receive():
+            return messages.pop(0)
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        scope = {"type": "http", "method": "POST", "path": "/gradio_api/upload", "headers": [],
+                 "client": ("127.0.0.1", 5)}
+        await guard(scope, receive, send)
+
+    guard = UploadGuard(app, max_uploads=10, max_bytes=1000)
+    asyncio.run(post(guard, [b"a" * 300, b"b" * 300]))  # 600 bytes in two chunks, no Content-Length
+    asyncio.run(post(guard, [b"c" * 600]))  # 1,200 bytes in all: past the visitor's share
+    asyncio.run(post(guard, [b"d" * 700, b"e" * 400]))  # one upload past max_bytes on its own
+    assert statuses == [200, 429, 413]
+    assert received == [b"a" * 300 + b"b" * 300]

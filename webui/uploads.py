@@ -35,15 +35,31 @@ class UploadGuard:
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].rstrip("/").endswith("/upload"):
             headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
             peer = (scope.get("client") or (None,))[0]
-            size = int(headers["content-length"]) if headers.get("content-length", "").isdigit() else 0
+            if headers.get("content-length", "").isdigit():
+                size = int(headers["content-length"])
+            else:  # chunked: no size said up front, so the body is read here (up to the share) and counted
+                body = await self._read_body(receive)
+                if body is None:
+                    return await _refuse(send, 413, f"an upload without Content-Length may be at most "
+                                                    f"{self.max_bytes // 2**20} MB")
+                size, receive = len(body), _replay(body)
             refusal = self.admit(client_address(headers, peer) or "unknown", size)
             if refusal:
-                body = json.dumps({"detail": refusal}).encode()
-                await send({"type": "http.response.start", "status": 429,
-                            "headers": [(b"content-type", b"application/json"), (b"retry-after", b"60")]})
-                await send({"type": "http.response.body", "body": body})
-                return
+                return await _refuse(send, 429, refusal)
         await self.app(scope, receive, send)
+
+    async def _read_body(self, receive) -> bytes | None:
+        """The whole request body, or None past max_bytes (or when the client went away)."""
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                return None
+            if not message.get("more_body", False):
+                return bytes(body)
 
     def admit(self, visitor: str, size: int) -> str | None:
         """None when this upload is within the visitor's share, else the refusal's text."""
@@ -53,3 +69,23 @@ class UploadGuard:
         return (f"too many uploads: each visitor may upload {self.max_uploads} files and "
                 f"{self.max_bytes // 2**20} MB in {WINDOW_SECONDS // 60} minutes (SEEDLAB_VISITOR_UPLOADS); "
                 "wait a few minutes")
+
+
+async def _refuse(send, status: int, text: str) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"retry-after", b"60")]})
+    await send({"type": "http.response.body", "body": json.dumps({"detail": text}).encode()})
+
+
+def _replay(body: bytes):
+    """An ASGI receive that hands the app a body already read, then waits as the server's would."""
+    sent = False
+
+    async def receive():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return receive
