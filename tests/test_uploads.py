@@ -100,3 +100,25 @@ def test_a_chunked_uploads_bytes_count_and_reach_the_app_whole():
     asyncio.run(post(guard, [b"d" * 700, b"e" * 400]))  # one upload past max_bytes on its own
     assert statuses == [200, 429, 413]
     assert received == [b"a" * 300 + b"b" * 300]
+
+
+def test_a_link_longer_than_any_seedlab_link_gets_seedlabs_message_and_the_server_keeps_serving(strict_server):
+    """Gradio's page answered a query past ~65 KB with a bare HTTP 500; httpx refuses to send such URLs, so the
+    request line is written on a socket."""
+    import socket
+
+    from seedlab.files.links import MAX_QUERY_CHARS
+
+    port = int(strict_server.url.rsplit(":", 1)[1])
+    for length in (MAX_QUERY_CHARS + 1, 70_000):
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+            connection.sendall(f"GET /?prompt={'a' * length}&seed=1 HTTP/1.1\r\nHost: x\r\nConnection: close"
+                               "\r\n\r\n".encode())
+            answer = b""
+            while chunk := connection.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 414"), head[:80]
+        assert f"at most {MAX_QUERY_CHARS:,} characters".encode() in body and b"Open SeedLab without it" in body
+    response = httpx.get(f"{strict_server.url}/?prompt=a%20cat&seed=1", timeout=30)  # a real link still opens
+    assert response.status_code == 200

@@ -1,5 +1,6 @@
-"""Upload hygiene: Gradio stores any upload (up to max_file_size) before an event asks for it, so each
-visitor gets a bounded number of uploads and bytes per window, refused with HTTP 429 beyond that."""
+"""Request hygiene: Gradio stores any upload (up to max_file_size) before an event asks for it, so each
+visitor gets a bounded number of uploads and bytes per window, refused with HTTP 429 beyond that; and a
+link too long to be one of SeedLab's gets SeedLab's message (Gradio's page answered it with a bare HTTP 500)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import json
 import os
 import time
 from collections.abc import Callable
+from html import escape
 
+from seedlab.files.links import MAX_QUERY_CHARS
 from seedlab.serving.budget import WINDOW_SECONDS, Window
 
 
@@ -21,6 +24,27 @@ def client_address(headers: dict[str, str], peer: str | None) -> str | None:
     if os.environ.get("SPACE_ID") and forwarded.strip():
         return forwarded.split(",")[-1].strip()
     return peer
+
+
+class LinkGuard:
+    """ASGI middleware: a page or file request whose query string is longer than any SeedLab link gets HTTP 414
+    with SeedLab's message and a way back to the page, before Gradio parses it."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        query = scope.get("query_string", b"") if scope["type"] == "http" else b""
+        if len(query) > MAX_QUERY_CHARS:
+            text = (f"link: the query string must be at most {MAX_QUERY_CHARS:,} characters, got {len(query):,}. "
+                    "A SeedLab link is never this long: this one was altered, or joined with other text.")
+            body = (f"<!doctype html><title>SeedLab: link too long</title><p>{escape(text)}</p>"
+                    f'<p><a href="{escape(scope.get("root_path", "") or "")}/">Open SeedLab without it</a></p>')
+            await send({"type": "http.response.start", "status": 414,
+                        "headers": [(b"content-type", b"text/html; charset=utf-8")]})
+            await send({"type": "http.response.body", "body": body.encode()})
+            return
+        await self.app(scope, receive, send)
 
 
 class UploadGuard:
