@@ -68,3 +68,23 @@ def test_a_request_is_priced_by_its_model_calls_its_images_and_its_noise():
                                variation_strength=0.5)
     assert speed.seconds(resized) > 1.0 > 100 * noise_seconds(one_step)  # 2 x 4M values of Philox: seconds
     assert noise_seconds(resized.replace(rng="cpu")) < noise_seconds(resized) / 10
+
+
+def test_a_linked_image_past_the_visitors_share_says_so_in_the_verdict_instead_of_regenerating_forever():
+    """The link's regeneration was refused with a toast while the verdict kept "Regenerating the linked image…"."""
+    from seedlab.serving.reproduction import Original
+    from webui.reproduction import Reproduction
+
+    class Spent:  # an admission whose visitor has used up the share
+        def charge(self, recipes, visitor):
+            raise ValueError("budget: this visitor's share of the server (300 s in 10 minutes) is used up; wait")
+
+    class NoRecord:
+        def find(self, recipe):
+            return None
+
+    reproduction = Reproduction(Spent(), None, NoRecord(), None)
+    original = Original(Recipe(prompt="a cat", seed=3), "ab" * 32, None)
+    updates = list(reproduction.reproduce_linked(original, None, None))
+    assert updates == [{"verdict_text": "Not regenerated: budget: this visitor's share of the server (300 s in 10 "
+                                        "minutes) is used up; wait"}]

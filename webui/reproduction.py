@@ -205,9 +205,12 @@ class Reproduction:
         if original is None:  # nothing to regenerate: leave every output as it is (a verdict shown at load stays)
             yield {}
             return
-        with user_errors():
+        try:
             if not (from_record and self.record.find(original.recipe)):
                 self.admission.charge([original.recipe], visitor(request))
+        except ValueError as error:  # over this visitor's share: said where "Regenerating…" stood, not left there
+            yield {"verdict_text": f"Not regenerated: {label_message(error)}"}
+            return
         for update in self.regenerate(original, request, progress, from_record):
             if "verdict" in update and update["verdict"]:
                 update = {**update, "verdict_text": update["verdict"]["summary"]}
