@@ -8,7 +8,8 @@ step rather than a description of them; the names in brackets say which A1111 fu
   StableDiffusionProcessingTxt2Img.init / calculate_target_resolution / sample / sample_hr_pass.
 - modules/sd_samplers.py: get_sampler_and_scheduler (pre-1.9 names such as "DPM++ 2M Karras").
 - modules/sd_samplers_kdiffusion.py: samplers_k_diffusion, sampler_extra_params, KDiffusionSampler.get_sigmas,
-  sample, sample_img2img.
+  sample, sample_img2img (DPM fast and DPM adaptive get sigma_min, sigma_max and n instead of sigmas).
+- modules/sd_samplers_extra.py: restart_sampler (the "Restart" sampler, A1111's own function).
 - modules/sd_samplers_common.py: setup_img2img_steps, TorchHijack, Sampler.initialize, create_noise_sampler,
   replace_torchsde_browinan.
 - modules/sd_samplers_cfg_denoiser.py: CFGDenoiser.forward and combine_denoised.
@@ -70,7 +71,8 @@ LATENT_CHANNELS = 4  # opt_C
 # Align Your Steps: A1111 uses its SD 1.5 table unless the model is SDXL; this reference is for SD 1.x models.
 ALIGN_YOUR_STEPS_SD15 = (14.615, 6.475, 3.861, 2.697, 1.886, 1.396, 0.963, 0.652, 0.399, 0.152, 0.029)
 
-# --- samplers (sd_samplers_kdiffusion.samplers_k_diffusion in 1.10, Restart left out) ------------------------
+# --- samplers (sd_samplers_kdiffusion.samplers_k_diffusion in 1.10) ------------------------------------------
+# Restart's function is A1111's own (_restart_sampler below), the others are names in k-diffusion's sampling.py.
 SAMPLERS: dict[str, tuple[str, dict]] = {
     "DPM++ 2M": ("sample_dpmpp_2m", {"scheduler": "karras"}),
     "DPM++ SDE": ("sample_dpmpp_sde", {"scheduler": "karras", "second_order": True, "brownian_noise": True}),
@@ -95,6 +97,7 @@ SAMPLERS: dict[str, tuple[str, dict]] = {
     ),
     "DPM fast": ("sample_dpm_fast", {"uses_ensd": True}),
     "DPM adaptive": ("sample_dpm_adaptive", {"uses_ensd": True}),
+    "Restart": ("restart_sampler", {"scheduler": "karras", "second_order": True}),  # resolved in _KDiffusionSampler
 }
 SAMPLER_LABELS = tuple(SAMPLERS)
 
@@ -477,7 +480,8 @@ class _KDiffusionSampler:
         self.sampling = sampling
         self.label = label
         self.funcname, self.options = SAMPLERS[label]
-        self.func = getattr(sampling, self.funcname)
+        # A1111's own sampler function (Restart) is a callable, not a name: sampler_extra_params has none for it
+        self.func = _restart_sampler if self.funcname == "restart_sampler" else getattr(sampling, self.funcname)
         self.extra_params = SAMPLER_EXTRA_PARAMS.get(self.funcname, [])
         if prediction_type == "v_prediction":
             denoiser = external.CompVisVDenoiser
@@ -617,6 +621,81 @@ class _KDiffusionSampler:
             if self.options.get("solver_type", None) == "heun":
                 extra_params_kwargs["solver_type"] = "heun"
             return self._run(p, xi, cond, uncond, extra_params_kwargs)
+
+
+def _restart_sampler(model, x, sigmas, extra_args=None, callback=None, disable=None, s_noise=1.0,
+                     restart_list=None):
+    """modules/sd_samplers_extra.py restart_sampler (A1111 1.10), step for step.
+
+    Restart sampling (Xu et al. 2023): Heun steps; from 20 steps on, Karras sigmas of its own between the
+    schedule's ends, and restart segments from the sigma nearest 0.1 back up to the one nearest 2. The
+    k-diffusion names it imports at call time (to_d, get_sigmas_karras, torch.randn_like) are taken from the
+    loaded k-diffusion module, so A1111's to_d and the TorchHijack apply as in A1111.
+    """
+    sampling, _ = load_k_diffusion()
+    to_d, get_sigmas_karras = sampling.to_d, sampling.get_sigmas_karras
+    extra_args = {} if extra_args is None else extra_args
+    s_in = x.new_ones([x.shape[0]])
+    step_id = 0
+
+    def heun_step(x, old_sigma, new_sigma, second_order=True):
+        nonlocal step_id
+        denoised = model(x, old_sigma * s_in, **extra_args)
+        d = to_d(x, old_sigma, denoised)
+        if callback is not None:
+            callback({"x": x, "i": step_id, "sigma": new_sigma, "sigma_hat": old_sigma, "denoised": denoised})
+        dt = new_sigma - old_sigma
+        if new_sigma == 0 or not second_order:  # Euler method
+            x = x + d * dt
+        else:  # Heun's method
+            x_2 = x + d * dt
+            denoised_2 = model(x_2, new_sigma * s_in, **extra_args)
+            d_2 = to_d(x_2, new_sigma, denoised_2)
+            d_prime = (d + d_2) / 2
+            x = x + d_prime * dt
+        step_id += 1
+        return x
+
+    steps = sigmas.shape[0] - 1
+    if restart_list is None:
+        if steps >= 20:
+            restart_steps = 9
+            restart_times = 1
+            if steps >= 36:
+                restart_steps = steps // 4
+                restart_times = 2
+            sigmas = get_sigmas_karras(steps - restart_steps * restart_times, sigmas[-2].item(), sigmas[0].item(),
+                                       device=sigmas.device)
+            restart_list = {0.1: [restart_steps + 1, restart_times, 2]}
+        else:
+            restart_list = {}
+
+    restart_list = {int(torch.argmin(abs(sigmas - key), dim=0)): value for key, value in restart_list.items()}
+
+    step_list = []
+    for i in range(len(sigmas) - 1):
+        step_list.append((sigmas[i], sigmas[i + 1]))
+        if i + 1 in restart_list:
+            restart_steps, restart_times, restart_max = restart_list[i + 1]
+            min_idx = i + 1
+            max_idx = int(torch.argmin(abs(sigmas - restart_max), dim=0))
+            if max_idx < min_idx:
+                sigma_restart = get_sigmas_karras(restart_steps, sigmas[min_idx].item(), sigmas[max_idx].item(),
+                                                  device=sigmas.device)[:-1]
+                while restart_times > 0:
+                    restart_times -= 1
+                    step_list.extend(zip(sigma_restart[:-1], sigma_restart[1:]))  # noqa: RUF007 (A1111's)
+
+    last_sigma = None
+    for old_sigma, new_sigma in step_list:  # tqdm.tqdm(step_list, disable=disable)
+        if last_sigma is None:
+            last_sigma = old_sigma
+        elif last_sigma < old_sigma:
+            x = x + sampling.torch.randn_like(x) * s_noise * (old_sigma ** 2 - last_sigma ** 2) ** 0.5
+        x = heun_step(x, old_sigma, new_sigma)
+        last_sigma = new_sigma
+
+    return x
 
 
 def setup_img2img_steps(p: _P, steps: int | None = None) -> tuple[int, int]:

@@ -12,11 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from seedlab.engine import ksampling
+from seedlab.engine import ksampling, sampler_names
 from seedlab.engine.generation import generate
+from seedlab.engine.ksamplers_extra import TooManyCalls
 from seedlab.engine.models import describe
 from seedlab.engine.recipe import LATENT_UPSCALERS, SCHEDULES, Recipe, RecipeError
-from seedlab.engine.sampler_names import A1111_SAMPLERS, split_sampler
+from seedlab.engine.sampler_names import A1111_SAMPLERS, model_calls, split_sampler
+from seedlab.serving import budget
 from tests.reference_a1111 import a1111_txt2img
 from tests.tiny import tiny_pipeline
 
@@ -33,12 +35,12 @@ def setup(tmp_path_factory):
     return pipe, cond, uncond, alphas_cumprod
 
 
-def ours(setup, **fields) -> torch.Tensor:
+def ours(setup, on_step=lambda: None, **fields) -> torch.Tensor:
     pipe, cond, uncond, _ = setup
     recipe = Recipe(prompt="unused: the embeddings are given", width=64, height=64, guidance_scale=7.0,
                     num_inference_steps=fields.pop("steps", STEPS), seed=fields.pop("seed", 5), **fields)
     with torch.inference_mode():
-        return ksampling.sample(pipe, ksampling.model_sigmas(pipe), recipe, cond, uncond, lambda: None)
+        return ksampling.sample(pipe, ksampling.model_sigmas(pipe), recipe, cond, uncond, on_step)
 
 
 def reference(setup, **options) -> torch.Tensor:
@@ -85,6 +87,14 @@ def test_old_names_carry_their_schedule(setup, old, new, schedule):
     ("Euler a", {"eta": 0.0}, {"eta": 0.0}),
     ("DPM++ 2M", {"schedule": "Karras", "schedule_sigma_min": 0.1, "schedule_sigma_max": 10.0, "schedule_rho": 5.0},
      {"schedule": "Karras", "sigma_min": 0.1, "sigma_max": 10.0, "rho": 5.0}),
+    # DPM fast and adaptive take eta (A1111's default 1: ancestral noise, ENSD's generator); DPM fast takes s_noise,
+    # DPM adaptive and Restart ignore it; the schedule only scales their first noise (sigmas[0]).
+    ("DPM fast", {"eta": 0.5, "s_noise": 0.9, "eta_noise_seed_delta": 31337}, {"eta": 0.5, "s_noise": 0.9, "ensd": 31337}),
+    ("DPM fast", {"eta": 0.0, "schedule": "Align Your Steps"}, {"eta": 0.0, "schedule": "Align Your Steps"}),
+    ("DPM adaptive", {"eta": 0.0}, {"eta": 0.0}),
+    ("DPM adaptive", {"s_noise": 0.5, "eta_noise_seed_delta": 1}, {"s_noise": 0.5, "ensd": 1}),
+    ("Restart", {"steps": 20, "eta_noise_seed_delta": 31337, "s_noise": 0.5, "eta": 0.3},  # restarts once, draws
+     {"steps": 20, "ensd": 31337, "s_noise": 0.5, "eta": 0.3}),
 ])
 def test_sampler_settings_act_as_in_a1111(setup, sampler, fields, options):
     assert torch.equal(ours(setup, scheduler=sampler, **fields), reference(setup, sampler=sampler, **options))
@@ -115,6 +125,72 @@ def test_hires_fix_with_its_own_sampler_and_schedule(setup):
         "scale": 1.5, "upscaler": "Latent", "steps": 0, "denoising_strength": 0.5, "sampler": "DPM2 a",
         "schedule": "Karras"})
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("hires_sampler", ["DPM fast", "DPM adaptive", "Restart"])
+def test_hires_fix_with_dpm_fast_adaptive_or_restart(setup, hires_sampler):
+    """The hires pass gives DPM fast and adaptive the tail's ends (sigma_sched[-2], [0]) and its length."""
+    got = ours(setup, scheduler="Euler a", hires_scale=1.5, hires_sampler=hires_sampler, hires_steps=4,
+               denoising_strength=0.6, eta_noise_seed_delta=31337)
+    want = reference(setup, sampler="Euler a", ensd=31337, hires={
+        "scale": 1.5, "upscaler": "Latent", "steps": 4, "denoising_strength": 0.6, "sampler": hires_sampler})
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("steps", [36, 41])
+def test_restart_twice_matches_a1111s_restart_sampler(steps):
+    """From 36 steps Restart restarts twice, steps // 4 steps each time: SeedLab's function against the reference's
+    re-creation of A1111's, on a cheap stand-in denoiser, with the same noise source (A1111's ImageRNG, ENSD)."""
+    from seedlab.engine.ksamplers_extra import restart
+    from seedlab.engine.sigmas import karras
+    from tests import reference_a1111 as a1111
+
+    def model(x, sigma):
+        return torch.tanh(x) * 0.8 / (1 + sigma[:, None, None, None] ** 2)
+
+    sigmas, calls = karras(steps, 0.0292, 14.6146), []
+    start = torch.randn((1, 4, 8, 8), generator=torch.Generator().manual_seed(3)) * sigmas[0]
+    rng = a1111._ImageRNG((4, 8, 8), 3, 7, "cpu")
+    rng.next()  # the first noise, drawn before sampling
+    with a1111._hijacked(a1111.load_k_diffusion()[0], rng):
+        want = a1111._restart_sampler(lambda x, sigma: calls.append(1) or model(x, sigma), start, sigmas)
+    step_noise = ksampling.StepNoise(Recipe(prompt="a", seed=3, eta_noise_seed_delta=7), torch.Generator(), (1, 4, 8, 8),
+                                     start)
+    assert torch.equal(restart(model, start, sigmas, step_noise), want)
+    assert len(calls) == 2 * steps - 1 <= model_calls("Restart", steps)
+
+
+@pytest.mark.parametrize("sampler, steps, fields", [
+    ("DPM fast", 7, {}), ("DPM adaptive", 6, {"eta": 0.0}), ("Restart", 20, {}),
+    ("Euler", 3, {"hires_scale": 1.5, "hires_sampler": "DPM adaptive", "hires_steps": 2})])
+def test_model_calls_bound_the_denoiser_calls(setup, sampler, steps, fields):
+    """The compute budget prices a request by model_calls: never fewer than the denoiser calls really made."""
+    calls = []
+    ours(setup, on_step=lambda: calls.append(1), scheduler=sampler, steps=steps, **fields)  # once a denoiser call
+    hires = fields.get("hires_sampler")
+    bound = model_calls(sampler, steps) + (model_calls(hires, fields["hires_steps"]) if hires else 0)
+    assert 0 < len(calls) <= bound
+    if sampler == "DPM fast":
+        assert len(calls) == steps  # the orders of its steps add up to the step count
+    if sampler == "Restart":
+        assert len(calls) == 2 * steps - 1  # Heun steps, the last one Euler's
+    if sampler == "DPM adaptive":
+        assert bound == sampler_names.ADAPTIVE_CALLS_PER_STEP * sampler_names.ADAPTIVE_MIN_STEPS
+        assert budget.model_calls(sampler, steps) == bound
+
+
+def test_dpm_adaptive_stops_at_its_bound(setup, monkeypatch):
+    monkeypatch.setattr(sampler_names, "ADAPTIVE_MIN_STEPS", 1)  # 3 x 6 calls; it needs 30 here
+    with pytest.raises(TooManyCalls, match="DPM adaptive needs more than 18 model calls for this image"):
+        ours(setup, scheduler="DPM adaptive")
+
+
+def test_samplers_that_draw_refuse_numpy_noise(setup):
+    pipe = setup[0]
+    ksampling.check_recipe(pipe, Recipe(prompt="a", scheduler="DPM fast", eta=0.0, rng="numpy-pcg64"))
+    for fields in ({"scheduler": "DPM fast"}, {"scheduler": "DPM adaptive"}, {"scheduler": "Restart", "eta": 0.0}):
+        with pytest.raises(ValueError, match="rng numpy-pcg64 cannot draw"):
+            ksampling.check_recipe(pipe, Recipe(prompt="a", rng="numpy-pcg64", **fields))
 
 
 def test_a_grid_cell_is_its_solo_image(setup, tmp_path):

@@ -169,7 +169,7 @@ def test_a1111_k_diffusion_samplers_are_kept_as_a1111_names_them(sampler, label,
     assert (recipe.scheduler, recipe.schedule, notes) == (label, schedule, [])
 
 
-@pytest.mark.parametrize("sampler", ["DPM fast", "DPM adaptive", "Restart"])
+@pytest.mark.parametrize("sampler", ["DDIM CFG++", "Euler SMEA Dy"])  # DPM fast, adaptive, Restart: run as A1111's
 def test_a_sampler_without_an_equivalent_uses_the_default_with_a_note(sampler):
     recipe, _, notes = read_parameters(f"x\nSteps: 20, Sampler: {sampler}, CFG scale: 7, Seed: 1, Size: 64x64")
     assert recipe.scheduler == "default"

@@ -249,7 +249,7 @@ def _check_comfy(recipe: Recipe) -> None:
 
 def _draws_each_step(sampler: KSampler, recipe: Recipe) -> bool:
     return (sampler.function in ksamplers.TAKES_ETA and recipe.eta > 0) or (
-        sampler.function in ksamplers.TAKES_CHURN and recipe.s_churn > 0)
+        sampler.function in ksamplers.TAKES_CHURN and recipe.s_churn > 0) or sampler.function == "restart"
 
 
 def sample(pipe, model: schedules.ModelSigmas, recipe: Recipe, cond: torch.Tensor, uncond: torch.Tensor,
@@ -264,7 +264,8 @@ def sample(pipe, model: schedules.ModelSigmas, recipe: Recipe, cond: torch.Tenso
     sdxl = hasattr(pipe, "text_encoder_2")
     sigmas = schedule_sigmas(model, sampler, schedule, recipe.num_inference_steps, recipe, sdxl=sdxl)
     x = noise.latents * sigmas[0]
-    latents = _run(sampler, denoiser, x, sigmas, recipe, StepNoise(recipe, noise.generator, x.shape, x))
+    latents = _run(sampler, denoiser, x, sigmas, recipe, StepNoise(recipe, noise.generator, x.shape, x),
+                   span=(model.sigma_min, model.sigma_max))  # DPM fast / adaptive: the model's whole range
     if not recipe.hires_scale:
         return latents
     return _hires(pipe, model, denoiser, latents, recipe, sdxl)
@@ -293,7 +294,9 @@ def _hires(pipe, model, denoiser: Guided, latents: torch.Tensor, recipe: Recipe,
 
 
 def _run(sampler: KSampler, denoiser: Guided, x: torch.Tensor, sigmas: torch.Tensor, recipe: Recipe,
-         step_noise: StepNoise, brownian_sigmas: torch.Tensor | None = None) -> torch.Tensor:
+         step_noise: StepNoise, brownian_sigmas: torch.Tensor | None = None, span: tuple | None = None) -> torch.Tensor:
+    """One pass of a sampler; `span` (sigma_min, sigma_max): what DPM fast and adaptive integrate between, when it
+    is not the sigmas' own ends (A1111's sample passes the model's, sample_img2img the schedule's)."""
     function = ksamplers.SAMPLER_FUNCTIONS[sampler.function]
     options: dict = {}
     noise: Callable = step_noise
@@ -307,6 +310,10 @@ def _run(sampler: KSampler, denoiser: Guided, x: torch.Tensor, sigmas: torch.Ten
         noise = BrownianNoise(x, sigmas if brownian_sigmas is None else brownian_sigmas, recipe.seed, recipe.rng)
     if sampler.function == "dpmpp_2m_sde":
         options["solver_type"] = sampler.solver_type
+    if sampler.function in ksamplers.TAKES_SPAN and span is not None:
+        options["sigma_min"], options["sigma_max"] = span
+    if sampler.function == "dpm_adaptive":
+        options["max_calls"] = sampler_names.adaptive_calls(len(sigmas) - 1)
     return function(denoiser, x, sigmas.to(x.device), noise, **options)
 
 

@@ -44,7 +44,15 @@ A1111_SAMPLERS = {sampler.label: sampler for sampler in (
     KSampler("DPM2", "dpm_2", ("k_dpm_2",), "Karras", discard_penultimate=True, second_order=True),
     KSampler("DPM2 a", "dpm_2_ancestral", ("k_dpm_2_a",), "Karras", discard_penultimate=True, uses_ensd=True,
              second_order=True),
+    # From sigma_max to sigma_min in `steps` model calls / in as many as it needs (ksamplers_extra.py); the
+    # schedule only sets the first noise's scale (sigmas[0]).
+    KSampler("DPM fast", "dpm_fast", ("k_dpm_fast",), uses_ensd=True),
+    KSampler("DPM adaptive", "dpm_adaptive", ("k_dpm_ad",), uses_ensd=True),
+    KSampler("Restart", "restart", ("restart",), "Karras", second_order=True),  # modules/sd_samplers_extra.py
 )}
+# DPM adaptive chooses its own steps (A1111 ignores Steps for it); SeedLab bounds its model calls by the larger of
+# Steps and ADAPTIVE_MIN_STEPS, three calls a try (a second- and a third-order step), so a request is priced by it.
+ADAPTIVE_CALLS_PER_STEP, ADAPTIVE_MIN_STEPS = 3, 100
 _BY_ALIAS = {alias: sampler for sampler in A1111_SAMPLERS.values() for alias in (sampler.label, *sampler.aliases)}
 # A1111 schedule labels and the other spellings 1.10 accepts after a sampler's name ("DPM++ 2M Karras").
 SCHEDULE_NAMES = {"Automatic": "automatic", "Uniform": "uniform", "Karras": "karras", "Exponential": "exponential",
@@ -104,22 +112,29 @@ def sampler_label(name: str) -> tuple[str, str] | None:
     return None if found is None else (found[0].label, found[1])
 
 
+def adaptive_calls(steps: int) -> int:
+    """The most model calls DPM adaptive may make (it picks its own step count): more stops it with an error."""
+    return ADAPTIVE_CALLS_PER_STEP * max(steps, ADAPTIVE_MIN_STEPS)
+
+
 def model_calls(name: str, steps: int) -> int | None:
-    """How many denoiser calls an A1111 sampler makes in `steps` steps (None: not an A1111 sampler)."""
+    """How many denoiser calls an A1111 sampler makes in `steps` steps, at most (None: not an A1111 sampler)."""
     if name in COMFY_SAMPLERS:
         return 2 * steps if COMFY_SAMPLERS[name][0] else steps
     found = split_sampler(name)
     if found is None:
         return None
+    if found[0].function == "dpm_adaptive":
+        return adaptive_calls(steps)
     return 2 * steps if found[0].second_order else steps
 
 
 def draws_each_step(name: str) -> bool:
-    """Whether an A1111 sampler draws noise while stepping (ancestral and SDE samplers, at A1111's eta)."""
+    """Whether an A1111 sampler draws noise while stepping (ancestral and SDE samplers at A1111's eta, Restart)."""
     if name in COMFY_SAMPLERS:
         return COMFY_SAMPLERS[name][1]
     found = split_sampler(name)
-    return found is not None and (found[0].brownian or found[0].uses_ensd)
+    return found is not None and (found[0].brownian or found[0].uses_ensd or found[0].function == "restart")
 
 
 def sampling_errors(recipe) -> list:
