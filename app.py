@@ -16,6 +16,7 @@ import shutil
 import signal
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import gradio as gr
@@ -33,7 +34,8 @@ from seedlab.serving.admission import Admission, measure_speed
 from seedlab.serving.limits import Limits
 from webui.cells import ANCHOR, CELL, cell_panel, nudge_panel
 from webui.compare import compare_panel, travel_panel
-from webui.fields import DETERMINISM, FIELDS, HIRES, LORA, MAIN, MORE, RESTORED, SAMPLING, control, with_fields
+from webui.fields import DETERMINISM, FIELDS, HIRES, LORA, MAIN, MORE, RESTORED, SAMPLING, control
+from webui.fields import with_fields as with_server_fields
 from webui.handlers import NO_ANCHOR, WebApp, final_only
 from webui.history import history_panel
 from webui.matrix import matrix_panel
@@ -155,6 +157,7 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     wiring = Wiring(ui)
     event, guarded, shows_cell = wiring.event, wiring.guarded, wiring.shows_cell
     fields = [ui[name] for name in FIELDS]
+    with_fields = partial(with_server_fields, limits=app.admission.limits)  # the API's docs give this server's ranges
 
     # Queued, so that a refused count reaches the page as a message (an unqueued error shows a bare badge).
     event(ui["dice"].click, app.dice, [ui["dice_count"], ui["seeds"]], ["seeds"], show_progress="hidden", **PRIVATE)
@@ -286,7 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "as models, and the LoRAs and embeddings prompts name are read from it "
                              f"(env {library.ENV})")
     parser.add_argument("--mcp", action="store_true", default=os.environ.get("SEEDLAB_MCP", "") in ("1", "true", "yes"),
-                        help="also serve the public endpoints (grid, vary, matrix, reproduce, reverify) as MCP tools "
+                        help="also serve the public endpoints (grid, vary, matrix, plot, travel, reproduce, reverify) "
+                             "as MCP tools "
                              "at /gradio_api/mcp/ (env SEEDLAB_MCP=1; needs the mcp package)")
     return parser
 

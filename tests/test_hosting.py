@@ -4,6 +4,7 @@ import json
 import time
 
 import pytest
+import torch
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
@@ -149,3 +150,14 @@ def test_a_lone_surrogate_in_raw_json_gets_a_message_naming_the_field(app_url, w
 
 def test_every_field_left_null_takes_the_models_defaults(app_url):
     assert '"fingerprint"' in raw_grid(app_url, {}).split("event: complete")[-1]
+
+
+def test_a_model_that_cannot_be_loaded_is_named_once_without_a_stack_trace_nobody_sees(monkeypatch):
+    from seedlab.engine.models import load_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError) as error:
+        load_model("someone/not-cached-here", torch.device("cpu"))
+    message = str(error.value)
+    assert message.startswith("model 'someone/not-cached-here' could not be loaded: ")
+    assert message.count("not-cached-here") == 1 and "stacktrace" not in message

@@ -6,6 +6,7 @@ each comes from the field's Spec (kind, label, help, range).
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import inspect
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ HIRES = ("hires_scale", "hires_upscaler", "hires_steps", "denoising_strength", "
          "hires_cfg", "hires_seed")
 SAMPLING = ("eta", "eta_noise_seed_delta", "s_churn", "s_tmin", "s_tmax", "s_noise", "schedule_sigma_min",
             "schedule_sigma_max", "schedule_rho", "start_step", "end_step")  # A1111's and ComfyUI's sampler settings
-LORA = ("loras", "lora_hashes", "ti_hashes")
+LORA = ("loras", "lora_hashes", "ti_hashes", "vae", "vae_hash")  # with the VAE: what the models folder gives
 MORE = tuple(name for name in FIELDS if name not in MAIN + DETERMINISM + HIRES + SAMPLING + LORA)  # seed fields, any new
 
 
@@ -64,7 +65,7 @@ def values_of(recipe: Recipe) -> dict[str, Any]:
     return {**values, "seeds": values["seed"]}
 
 
-def with_fields(function: Callable, leading: tuple[str, ...]) -> Callable:
+def with_fields(function: Callable, leading: tuple[str, ...], limits: Any = None) -> Callable:
     """`function(values: dict, request, progress)` as a handler whose parameters are `leading` + FIELDS.
 
     Gradio names API parameters after the handler's signature, so the public API's keywords are the
@@ -84,7 +85,7 @@ def with_fields(function: Callable, leading: tuple[str, ...]) -> Callable:
                    inspect.Parameter("progress", positional, default=gr.Progress())]
     handler.__signature__ = inspect.Signature(parameters)
     handler.__annotations__ = {"request": gr.Request}
-    handler.__name__, handler.__doc__ = function.__name__, documented(function.__doc__ or "", names)
+    handler.__name__, handler.__doc__ = function.__name__, documented(function.__doc__ or "", names, limits)
     return handler
 
 
@@ -103,14 +104,21 @@ LEADING = {
 }
 
 
-def documented(doc: str, names: tuple[str, ...]) -> str:
-    """A handler's docstring with an Args section naming every parameter (Gradio's API page and MCP tools read it)."""
+# Fields whose range a server narrows (serving/limits.py), and the limit that does.
+LIMITED = {"num_inference_steps": "max_steps", "hires_steps": "max_steps", "width": "max_size", "height": "max_size"}
+
+
+def documented(doc: str, names: tuple[str, ...], limits: Any = None) -> str:
+    """A handler's docstring with an Args section naming every parameter (Gradio's API page and MCP tools read it),
+    each range as this server's `limits` allow it."""
     lines = []
     for name in names:
         if name in LEADING:
             lines.append(f"    {name}: {LEADING[name]}")
         elif name in SPECS:
             spec = SPECS[name]
+            if limits is not None and name in LIMITED:
+                spec = dataclasses.replace(spec, high=min(spec.high, getattr(limits, LIMITED[name])))
             lines.append(f"    {name}: {spec.label}: {spec.help or spec.allowed()} (allowed: {spec.allowed()}; "
                          "empty: the model's default)")
     summary = inspect.cleandoc(doc).split("\n\n")[0]

@@ -148,6 +148,9 @@ def load_model(name: str = DEFAULT_MODEL, device: torch.device | None = None, dt
             pipeline = DiffusionPipeline.from_pretrained(source, dtype=_TORCH_DTYPES[dtype])
     except (OSError, ValueError) as error:  # not found, offline, not a pipeline, a checkpoint refused (CheckpointError)
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        # diffusers names the model again and points at a stack trace nobody sees: said once, without it
+        reason = reason.removeprefix(f"Cannot load model {source}: ").replace(
+            " Please check out the root cause in the stacktrace above.", "")
         raise ValueError(f"model {name!r} could not be loaded: {reason}") from error
     pipeline.to(device)
     pipeline.set_progress_bar_config(disable=True)
