@@ -16,6 +16,9 @@ CORPUS = Path(__file__).parent / "corpus"
 E, EA, DPM, DDIM = ("EulerDiscreteScheduler", "EulerAncestralDiscreteScheduler", "DPMSolverMultistepScheduler",
                     "DDIMScheduler")
 UNI, LMS, LCM, DEFAULT = "UniPCMultistepScheduler", "LMSDiscreteScheduler", "LCMScheduler", "default"
+# Samplers run as their tool runs them: ComfyUI's names from tools built on ComfyUI (its savers, SwarmUI, Stability
+# Matrix, Fooocus); NovelAI's k-diffusion names run as A1111's sampler of the same function (K_EA).
+C_E, C_EA, C_SDE = "euler", "euler_ancestral", "dpmpp_2m_sde_gpu"
 # A1111's own samplers, run as A1111 runs them (engine/ksampling.py), where A1111, Forge or Civitai wrote the text.
 K_E, K_EA, K_DPM = "Euler", "Euler a", "DPM++ 2M"
 SQ, TALL = (1024, 1024), (1536, 1536)
@@ -60,12 +63,12 @@ EXPECTED = {
     "sd-parsers/automatic1111_cropped.jpg": ("A1111", 235284042, 15, 5, (512, 400), UNI, *DUCK),
     "sd-parsers/text_after_idat.png": ("A1111", 235284042, 15, 5, (512, 400), UNI, *DUCK),
     "sd-metadata/civitai.jpg": ("A1111 (Civitai)", 1311178179, 25, 5, SQ, K_EA, M3, N1),
-    "sd-metadata/comfyui-comfy-image-saver.jpg": ("A1111 (ComfyUI saver)", 0, 20, 8, (512, 512), E, "unknown", "unknown"),
-    "sd-metadata/comfyui-comfy-image-saver.png": ("A1111 (ComfyUI saver)", 0, 20, 8, (512, 512), E, "unknown", "unknown"),
-    "sd-metadata/comfyui-comfy-image-saver.webp": ("A1111 (ComfyUI saver)", 0, 20, 8, (512, 512), E, "unknown",
+    "sd-metadata/comfyui-comfy-image-saver.jpg": ("A1111 (ComfyUI saver)", 0, 20, 8, (512, 512), C_E, "unknown", "unknown"),
+    "sd-metadata/comfyui-comfy-image-saver.png": ("A1111 (ComfyUI saver)", 0, 20, 8, (512, 512), C_E, "unknown", "unknown"),
+    "sd-metadata/comfyui-comfy-image-saver.webp": ("A1111 (ComfyUI saver)", 0, 20, 8, (512, 512), C_E, "unknown",
                                                    "unknown"),
-    "sd-metadata/comfyui-saveimagewithmetadata.jpg": ("A1111", 347382230306562, 20, 5, SQ, EA, M2, N1),
-    "sd-metadata/comfyui-saveimagewithmetadata.png": ("A1111", 38802053347333, 20, 5, SQ, EA, M2, N1),
+    "sd-metadata/comfyui-saveimagewithmetadata.jpg": ("A1111", 347382230306562, 20, 5, SQ, C_EA, M2, N1),
+    "sd-metadata/comfyui-saveimagewithmetadata.png": ("A1111", 38802053347333, 20, 5, SQ, C_EA, M2, N1),
     "sd-metadata/comfyui-saveimagewithmetadata.webp": ("A1111", 827555711811618, 20, 5, SQ, K_EA, M2, N1),
     "sd-metadata/easy-reforge.png": ("A1111 (Forge)", 2582194946, 4, 1, SQ, LCM, "1girl, solo, hatsune miku, テスト,\n"
                                      "<lora:NoobV065sHyperDmd:1> masterpiece, best quality, very aesthetic, absurdres, "
@@ -100,14 +103,14 @@ EXPECTED = {
     "sd-metadata/sd-webui.jpg": ("A1111", 3623174757, 20, 5.5, SQ, K_DPM, M1, N1),
     "sd-metadata/sd-webui.png": ("A1111", 3782896554, 20, 7, SQ, K_DPM, M1, N1),
     "sd-metadata/sd-webui.webp": ("A1111", 1028435836, 20, 5.5, SQ, K_DPM, M1, N1),
-    "sd-metadata/stability-matrix-hires.png": ("A1111", 2073041550, 20, 5, TALL, EA, M3, N1),
-    "sd-metadata/stability-matrix-upscale.png": ("A1111", 963022979, 20, 5, TALL, EA, M3, N1),
-    "sd-metadata/stability-matrix.png": ("A1111", 395309383, 20, 5, SQ, EA, M3, N1),
-    "sd-metadata/swarmui-hires.png": ("SwarmUI", 733776228, 20, 7, (768, 768), EA, M3, N1),
-    "sd-metadata/swarmui-upscale.png": ("SwarmUI", 1741309074, 20, 7, TALL, EA, M3, N1),
-    "sd-metadata/swarmui.jpg": ("SwarmUI", 697543491, 20, 7, SQ, EA, M3, N1),
-    "sd-metadata/swarmui.png": ("SwarmUI", 2083100758, 20, 7, SQ, EA, M3, N1),
-    "sd-metadata/swarmui.webp": ("SwarmUI", 830680752, 20, 7, SQ, EA, M3, N1),
+    "sd-metadata/stability-matrix-hires.png": ("A1111", 2073041550, 20, 5, TALL, C_EA, M3, N1),
+    "sd-metadata/stability-matrix-upscale.png": ("A1111", 963022979, 20, 5, TALL, C_EA, M3, N1),
+    "sd-metadata/stability-matrix.png": ("A1111", 395309383, 20, 5, SQ, C_EA, M3, N1),
+    "sd-metadata/swarmui-hires.png": ("SwarmUI", 733776228, 20, 7, (768, 768), C_EA, M3, N1),
+    "sd-metadata/swarmui-upscale.png": ("SwarmUI", 1741309074, 20, 7, TALL, C_EA, M3, N1),
+    "sd-metadata/swarmui.jpg": ("SwarmUI", 697543491, 20, 7, SQ, C_EA, M3, N1),
+    "sd-metadata/swarmui.png": ("SwarmUI", 2083100758, 20, 7, SQ, C_EA, M3, N1),
+    "sd-metadata/swarmui.webp": ("SwarmUI", 830680752, 20, 7, SQ, C_EA, M3, N1),
     "sd-metadata/huggingface-space-upscale.png": ("diffusers-style JSON", 1971450810, 20, 5.5, SQ, DPM, M1, N1),
     "sd-metadata/huggingface-space.png": ("diffusers-style JSON", 443800072, 24, 5.5, SQ, DPM, M1, N1),
     "sd-metadata/invokeai-en.png": ("InvokeAI", 1860920704, 24, 6, SQ, EA, M2, N1),
@@ -119,18 +122,18 @@ EXPECTED = {
                                         "rendering, glowing eyes, skinny"),
     "sd-parsers/invokeai_dream1.png": ("InvokeAI (dream)", 2980747362, 50, 5, (512, 768), LMS, INVOKE,
                                        "rendering, glowing eyes, skinny"),
-    "sd-parsers/fooocus1_cropped.png": ("Fooocus", 6952411511246973023, 30, 4, (768, 1280), DEFAULT,
+    "sd-parsers/fooocus1_cropped.png": ("Fooocus", 6952411511246973023, 30, 4, (768, 1280), C_SDE,
                                         "a smiling goldfish", ""),
-    "sd-metadata/ruined-fooocus.png": ("RuinedFooocus", 2020047614, 30, 8, SQ, DEFAULT, M3, N1),
-    "sd-parsers/novelai1_cropped.png": ("NovelAI", 2253955223, 50, 10, None, EA, "masterpiece, best quality,  cat, "
+    "sd-metadata/ruined-fooocus.png": ("RuinedFooocus", 2020047614, 30, 8, SQ, C_SDE, M3, N1),
+    "sd-parsers/novelai1_cropped.png": ("NovelAI", 2253955223, 50, 10, None, K_EA, "masterpiece, best quality,  cat, "
                                         "space, icon", NAI_OLD_UC),
-    "sd-metadata/novelai-curated.png": ("NovelAI", 2156638429, 23, 5, SQ, EA, NAI_CURATED, NAI_CURATED_UC),
-    "sd-metadata/novelai-curated.webp": ("NovelAI", 880673757, 23, 5, SQ, EA, NAI_CURATED, NAI_CURATED_UC),
-    "sd-metadata/novelai-full-3char.png": ("NovelAI", 1702945580, 28, 5, SQ, EA, NAI_3CHAR, NAI_UC),
-    "sd-metadata/novelai-full-3char.webp": ("NovelAI", 447042893, 28, 5, SQ, EA, NAI_3CHAR, NAI_UC),
-    "sd-metadata/novelai-full.png": ("NovelAI", 2043807047, 28, 5, (832, 1216), EA, "1girl, solo, hatsune miku, "
+    "sd-metadata/novelai-curated.png": ("NovelAI", 2156638429, 23, 5, SQ, K_EA, NAI_CURATED, NAI_CURATED_UC),
+    "sd-metadata/novelai-curated.webp": ("NovelAI", 880673757, 23, 5, SQ, K_EA, NAI_CURATED, NAI_CURATED_UC),
+    "sd-metadata/novelai-full-3char.png": ("NovelAI", 1702945580, 28, 5, SQ, K_EA, NAI_3CHAR, NAI_UC),
+    "sd-metadata/novelai-full-3char.webp": ("NovelAI", 447042893, 28, 5, SQ, K_EA, NAI_3CHAR, NAI_UC),
+    "sd-metadata/novelai-full.png": ("NovelAI", 2043807047, 28, 5, (832, 1216), K_EA, "1girl, solo, hatsune miku, "
                                      "#テスト, very aesthetic, masterpiece, no text", NAI_UC),
-    "sd-metadata/novelai-ref.png": ("NovelAI", 949223552, 28, 5, SQ, EA, "1girl, solo, dancing, , very aesthetic, "
+    "sd-metadata/novelai-ref.png": ("NovelAI", 949223552, 28, 5, SQ, K_EA, "1girl, solo, dancing, , very aesthetic, "
                                     "masterpiece, no text", NAI_UC),
     "sd-metadata/comfyui.png": ("ComfyUI", 422847914351919, 20, 5, SQ, "euler_ancestral", M4, N1),
     "sd-metadata/comfyui-animated-webp.webp": ("ComfyUI", 270932924124066, 20, 5, SQ, "euler_ancestral", M4, N1),
@@ -249,7 +252,7 @@ EXPECTED = {
     SW + "sd3m.jpg": ("SwarmUI", 1, 20, 4.5, SQ, None, CAT, None),
     SW + "sdxl.jpg": ("SwarmUI", 1, 20, 4.5, SQ, None, CAT, None),
     # <setvar>, <random> and <break> are SwarmUI prompt syntax: the prompt that ran is not written down.
-    SW + "setmacro-cat.jpg": ("SwarmUI", 1974039850, 30, 7, (512, 512), EA, None, None),
+    SW + "setmacro-cat.jpg": ("SwarmUI", 1974039850, 30, 7, (512, 512), C_EA, None, None),
     "shenjinti-pnginfo/00002-2416382472.png": ("A1111", 2416382472, 40, 7, SQ, K_DPM, "draw a beautiful woman swimming "
                                                "in the water,", None),
     "bluelovers-auto1111-pnginfo/tmp46c8k1iv.png": ("A1111 (Forge)", 557152045, 20, 7, (512, 512), K_DPM, "highly "

@@ -214,3 +214,36 @@ def test_invokeai_noise_device_maps_to_the_source_that_draws_it(device, rng):
 
     _, fields, notes = read_invokeai(json.dumps({"positive_prompt": "x", "seed": 3, "rand_device": device}))
     assert fields["rng"] == rng and notes == []
+
+
+@pytest.mark.parametrize("text, scheduler, schedule", [
+    ("Sampler: euler_ancestral_karras", "euler_ancestral", "karras"),  # ComfyUI-SaveImageWithMetaData
+    ("Sampler: Euler Ancestral Karras", "euler_ancestral", "karras"),  # Stability Matrix
+    ("Sampler: euler, Schedule type: simple", "euler", "simple"),
+    ("Sampler: dpmpp_2m_sde_gpu", "dpmpp_2m_sde_gpu", "normal"),
+    ("Sampler: Euler", "Euler", "Automatic"),  # A1111's own label stays A1111's
+    ("Sampler: DDIM", "DDIMScheduler", None),  # A1111's DDIM is a diffusers class
+    ("Sampler: euler_ancestral, App: SD.Next", "EulerAncestralDiscreteScheduler", None),  # SD.Next runs diffusers'
+])
+def test_comfyuis_sampler_names_in_a1111_text_run_as_comfyui_runs_them(text, scheduler, schedule):
+    fields, notes, _ = read_infotext(f"a cat\nSteps: 20, {text}, CFG scale: 7, Seed: 1, Size: 512x512")
+    assert (fields["scheduler"], fields.get("schedule")) == (scheduler, schedule)
+    if scheduler[0].islower():  # ComfyUI draws its noise on the CPU: SeedLab's default, no GPU guess
+        assert "rng" not in fields and not any("RNG" in note for note in notes)
+
+
+@pytest.mark.parametrize("name, schedule, runs, fields", [
+    ("euler_ancestral", "karras", "comfyui", {"scheduler": "euler_ancestral", "schedule": "karras"}),  # SwarmUI
+    ("dpmpp_2m_sde_gpu", None, "comfyui", {"scheduler": "dpmpp_2m_sde_gpu", "schedule": "normal"}),  # Fooocus
+    ("uni_pc", "karras", "comfyui", {"scheduler": "UniPCMultistepScheduler"}),  # not run here: a diffusers class
+    ("k_dpmpp_2s_ancestral", "native", "k-diffusion", {"scheduler": "DPM++ 2S a", "schedule": "Uniform"}),  # NovelAI
+    ("k_euler", "exponential", "k-diffusion", {"scheduler": "Euler", "schedule": "Exponential"}),
+    ("ddim_v3", "native", "k-diffusion", {"scheduler": "default"}),
+])
+def test_other_tools_samplers_run_as_those_tools_run_them(name, schedule, runs, fields):
+    from seedlab.files.tool_samplers import tool_sampling
+
+    notes: list[str] = []
+    assert tool_sampling(name, schedule, notes, runs) == fields
+    assert any("NovelAI's own noise conventions" in note for note in notes) == (runs == "k-diffusion"
+                                                                                 and fields["scheduler"] != "default")

@@ -94,7 +94,7 @@ def test_novelai_stealth_pngcomp_json_goes_through_the_novelai_reader():
         assert reading.format == "NovelAI (stealth_pngcomp)"
         assert reading.fields == {"prompt": "1girl, solo", "negative_prompt": "lowres", "seed": 1234567890,
                                   "num_inference_steps": 28, "guidance_scale": 5.0, "width": 832, "height": 1216,
-                                  "scheduler": "EulerAncestralDiscreteScheduler",
+                                  "scheduler": "Euler a", "schedule": "Automatic",
                                   "model": "NovelAI Diffusion V4 4BDE2A90"}
 
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.recipe import LATENT_UPSCALERS, MAX_HIRES_SCALE
-from ..engine.sampler_names import A1111_SAMPLERS, is_comfy_sampler, sampler_label, schedule_label
+from ..engine.sampler_names import A1111_SAMPLERS, COMFY_SCHEDULES, is_comfy_sampler, sampler_label, schedule_label
+from .tool_samplers import SAMPLERS
 
 HIRES_KEYS = ("Hires upscale", "Hires resize", "Hires steps", "Hires upscaler", "Hires sampler", "Hires schedule type",
               "Hires prompt", "Hires negative prompt", "Hires CFG Scale", "Hires checkpoint", "Hires Module 1")
@@ -30,13 +31,19 @@ READ_HERE = {"Sampler", "Schedule type", "Denoising strength", *HIRES_KEYS, "Dis
 def read_sampling(by_key: dict[str, Any], fields: dict[str, Any], notes: list[str]) -> bool:
     """Fill the sampler, schedule and hires fields from A1111 pairs. False when the sampler is not an A1111 one."""
     name = str(by_key.get("Sampler", "")).strip()
+    written = str(by_key.get("Schedule type", "")).strip()
     if is_comfy_sampler(name) and any(key in by_key for key in ("SeedLab", "Dtype", "Full determinism")):
         fields["scheduler"] = name  # SeedLab's own text, naming one of ComfyUI's samplers it runs
-        fields["schedule"] = str(by_key.get("Schedule type", "Automatic")).strip()
+        fields["schedule"] = written or "Automatic"
+        return True
+    sd_next = str(by_key.get("App", "")).startswith("SD.Next")  # SD.Next runs diffusers' schedulers
+    comfy = None if sd_next or name in SAMPLERS else _comfy_named(name, written)  # "DDIM": A1111's, a diffusers class
+    if comfy is not None:  # ComfyUI's names, as its savers and the tools built on it (Stability Matrix) write them
+        fields["scheduler"], fields["schedule"] = comfy
+        _hires(by_key, fields, notes)
         return True
     found = sampler_label(name)
-    if found is None or str(by_key.get("App", "")).startswith("SD.Next") \
-            or str(by_key.get("Version", "")).startswith("ComfyUI"):
+    if found is None or sd_next or str(by_key.get("Version", "")).startswith("ComfyUI"):
         return False  # SD.Next runs diffusers' schedulers; ComfyUI's savers name ComfyUI's samplers A1111's way
     fields["scheduler"], named_schedule = found
     written = by_key.get("Schedule type")
@@ -47,6 +54,20 @@ def read_sampling(by_key: dict[str, Any], fields: dict[str, Any], notes: list[st
     _options(by_key, fields["scheduler"], notes)
     _hires(by_key, fields, notes)
     return True
+
+
+def _comfy_named(name: str, written: str) -> tuple[str, str] | None:
+    """(sampler, scheduler) of ComfyUI that a name (not one of A1111's labels) and Schedule type spell: "euler",
+    "euler_ancestral" + "karras", "euler_ancestral_karras", "Euler Ancestral Karras"; None for any other name."""
+    if sampler_label(name) is not None:  # "Euler", "Heun", "LMS": A1111's own, run as A1111 runs them
+        return None
+    lower, schedule = name.lower().replace(" ", "_"), written.lower().replace(" ", "_")
+    for suffix in () if schedule else COMFY_SCHEDULES:
+        if lower.endswith("_" + suffix) and is_comfy_sampler(lower.removesuffix("_" + suffix)):
+            return lower.removesuffix("_" + suffix), suffix
+    if is_comfy_sampler(lower) and schedule in ("", *COMFY_SCHEDULES):
+        return lower, schedule or "normal"
+    return None
 
 
 def _schedule(text: str, key: str, notes: list[str]) -> str | None:

@@ -13,45 +13,14 @@ import json
 import shlex
 from typing import Any
 
+from .tool_samplers import (  # noqa: F401  (the sampler names: part of this module's API)
+    A1111_NAMES, LOWER_SAMPLERS, SAMPLERS, SCHEDULE_TYPES, sampler_scheduler, tool_sampling,
+)
+
 MAX_TEXT = 64_000  # characters of A1111 text: real ones are a few thousand
 MAX_JSON = 4_000_000  # characters of a JSON chunk: large ComfyUI workflows are a few hundred thousand
 MAX_DEPTH = 64  # JSON nesting: real metadata nests fewer than 10 levels
 MAX_DIGITS = 40  # a JSON integer; seeds have at most 20 digits
-
-# A1111 sampler names with a clear diffusers equivalent (diffusers' scheduler overview lists them).
-SAMPLERS = {
-    "Euler a": "EulerAncestralDiscreteScheduler",
-    "Euler": "EulerDiscreteScheduler",
-    "DPM++ 2M": "DPMSolverMultistepScheduler",
-    "DDIM": "DDIMScheduler",
-    "PLMS": "PNDMScheduler",
-    "Heun": "HeunDiscreteScheduler",
-    "DPM2": "KDPM2DiscreteScheduler",
-    "DPM2 a": "KDPM2AncestralDiscreteScheduler",
-    "UniPC": "UniPCMultistepScheduler",
-    "LMS": "LMSDiscreteScheduler",
-    "LCM": "LCMScheduler",
-}
-# What SeedLab writes for a diffusers class: A1111's sampler name and, explicitly, the schedule. A1111's
-# "Uniform" is the model's own discrete sigmas, as diffusers' schedulers use by default; without a
-# Schedule type A1111 1.10 picks Karras sigmas for DPM++ 2M.
-A1111_NAMES = {scheduler: (name, "Uniform") for name, scheduler in SAMPLERS.items()}
-# Noise schedules A1111 appends to a sampler name ("DPM++ 2M Karras") or writes as "Schedule type".
-SCHEDULE_TYPES = ("Karras", "Exponential", "SGM Uniform", "Polyexponential", "Align Your Steps", "Simple",
-                  "Normal", "DDIM", "Beta", "KL Optimal", "Uniform", "Automatic")
-_PLAIN_SCHEDULES = {"automatic", "uniform", "normal", "simple", "sgm_uniform", "sgm uniform", "default", ""}
-# ComfyUI, SwarmUI, InvokeAI, Fooocus and NovelAI spell samplers in lower case (k-diffusion's names).
-LOWER_SAMPLERS = {
-    "euler": "EulerDiscreteScheduler", "euler_a": "EulerAncestralDiscreteScheduler",
-    "euler_ancestral": "EulerAncestralDiscreteScheduler", "heun": "HeunDiscreteScheduler",
-    "dpm_2": "KDPM2DiscreteScheduler", "dpm_2_a": "KDPM2AncestralDiscreteScheduler",
-    "dpm_2_ancestral": "KDPM2AncestralDiscreteScheduler", "lms": "LMSDiscreteScheduler",
-    "dpmpp_2m": "DPMSolverMultistepScheduler", "ddim": "DDIMScheduler", "plms": "PNDMScheduler",
-    "pndm": "PNDMScheduler", "uni_pc": "UniPCMultistepScheduler", "uni_pc_bh2": "UniPCMultistepScheduler", "unipc": "UniPCMultistepScheduler",
-    "lcm": "LCMScheduler", "ddpm": "DDPMScheduler", "deis": "DEISMultistepScheduler",
-}
-_LOWER_SCHEDULES = ("karras", "exponential", "sgm_uniform", "simple", "normal", "beta", "k")
-
 
 def check_text(what: str, text: Any, limit: int = MAX_TEXT) -> None:
     """Refuse text that is not a string or is longer than `limit`, before any parsing."""
@@ -98,32 +67,6 @@ def _bounded_int(text: str) -> int:
 
 def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number")
-
-
-def sampler_scheduler(name: Any, schedule: Any, notes: list[str]) -> str:
-    """A sampler name (A1111's or k-diffusion's lower-case one) as a diffusers class; "default" with a note."""
-    name = str(name).strip()
-    schedule = "" if schedule is None else str(schedule).strip()
-    base = name
-    if name in SAMPLERS:
-        base = name
-    else:
-        for suffix in SCHEDULE_TYPES:  # the old A1111 style: the schedule is part of the name
-            if name.endswith(" " + suffix) and name.removesuffix(" " + suffix) in SAMPLERS:
-                base, schedule = name.removesuffix(" " + suffix), suffix
-    scheduler = SAMPLERS.get(base)
-    if scheduler is None:
-        lower = name.lower().replace(" ", "_").removeprefix("sample_").removeprefix("k_")
-        for suffix in _LOWER_SCHEDULES:  # "euler_ancestral_karras", "dpmpp_2m_k", "euler_simple"
-            if lower.endswith("_" + suffix) and lower.removesuffix("_" + suffix) in LOWER_SAMPLERS:
-                lower, schedule = lower.removesuffix("_" + suffix), "karras" if suffix == "k" else suffix
-        scheduler = LOWER_SAMPLERS.get(lower)
-    if scheduler is None:
-        notes.append(f"Sampler {name[:60]} has no clear diffusers equivalent: the model's default scheduler is used")
-        return "default"
-    if schedule.lower() not in _PLAIN_SCHEDULES:
-        notes.append(f"Schedule type {schedule[:40]} is not applied: {scheduler} runs with its default sigmas")
-    return scheduler
 
 
 def _leftover(source: str, data: dict[str, Any], used: set[str], notes: list[str]) -> None:
@@ -251,7 +194,7 @@ def _swarmui(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
                                 "height": "height", "model": "model", "variationseed": "variation_seed",
                                 "variationseedstrength": "variation_strength"})
     if "sampler" in params:
-        fields["scheduler"] = sampler_scheduler(params["sampler"], params.get("scheduler"), notes)
+        fields.update(tool_sampling(params["sampler"], params.get("scheduler"), notes, "comfyui"))
     _leftover("SwarmUI", params, used, notes)
     return "SwarmUI", fields, notes
 
@@ -268,7 +211,7 @@ def _fooocus(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
     if _size_text(data.get("resolution")):
         fields["width"], fields["height"] = _size_text(data["resolution"])
     if "sampler" in data:
-        fields["scheduler"] = sampler_scheduler(data["sampler"], data.get("scheduler"), notes)
+        fields.update(tool_sampling(data["sampler"], data.get("scheduler"), notes, "comfyui"))
     if data.get("full_prompt") or data.get("prompt_expansion"):
         notes.append("Fooocus expanded the prompt (styles, Fooocus V2) before encoding it: the prompt restored is "
                      "the one typed, so the image differs unless the expansion is pasted in")
@@ -284,7 +227,7 @@ def _ruined_fooocus(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str
                               "steps": "num_inference_steps", "cfg": "guidance_scale", "width": "width",
                               "height": "height", "base_model_name": "model"})
     if "sampler_name" in data:
-        fields["scheduler"] = sampler_scheduler(data["sampler_name"], data.get("scheduler"), notes)
+        fields.update(tool_sampling(data["sampler_name"], data.get("scheduler"), notes, "comfyui"))
     _leftover("RuinedFooocus", data, used, notes)
     return "RuinedFooocus", fields, notes
 
@@ -318,7 +261,7 @@ def read_novelai(comment: str, chunks: dict[str, str]) -> tuple[str, dict[str, A
     _put(fields, data, used, {"uc": "negative_prompt", "seed": "seed", "steps": "num_inference_steps",
                               "scale": "guidance_scale", "width": "width", "height": "height"})
     if "sampler" in data:
-        fields["scheduler"] = sampler_scheduler(data["sampler"], data.get("noise_schedule"), notes)
+        fields.update(tool_sampling(data["sampler"], data.get("noise_schedule"), notes, "k-diffusion"))
     fields.update(source_fields(chunks.get("Source")))  # the model; NovelAI's syntax for its SD 1.x-based ones
     notes.append("NovelAI's models run only on NovelAI's servers: the recipe is shown, the image cannot be made here")
     _leftover("NovelAI", data, used, notes)

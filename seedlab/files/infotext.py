@@ -19,7 +19,7 @@ from typing import Any
 
 from ..engine.philox import CUDA_CARDS, cards_matching
 from ..engine.recipe import SPECS
-from ..engine.sampler_names import is_ksampler
+from ..engine.sampler_names import is_comfy_sampler, is_ksampler
 from .a1111_sampling import READ_HERE, read_sampling
 from .formats import A1111_NAMES, MAX_TEXT, SAMPLERS, check_text, loads, sampler_scheduler
 
@@ -295,8 +295,8 @@ def _default_rng(by_key: dict[str, Any], fields: dict[str, Any], notes: list[str
     if SEEDLAB_RNG_KEY in by_key or word not in (None, "GPU", "NV"):
         return
     if word is None:
-        if str(by_key.get("Version", "")).startswith("ComfyUI"):
-            return  # a ComfyUI saver: ComfyUI draws its noise with torch's CPU generator, SeedLab's default
+        if str(by_key.get("Version", "")).startswith("ComfyUI") or is_comfy_sampler(fields.get("scheduler", "")):
+            return  # ComfyUI (its savers, the tools built on it) draws its noise with torch's CPU generator, the default
         fields["rng"] = "cuda-philox"
         notes.append("the file does not say where its noise came from (no RNG field): A1111 draws it on the GPU by "
                      "default, so rng cuda-philox (that noise, computed on any machine) is used; choose rng cpu "
