@@ -7,8 +7,10 @@ in brackets say which ComfyUI function each step re-creates:
 - nodes.py: KSampler / common_ksampler, EmptyLatentImage, LatentUpscale, LatentUpscaleBy.
 - comfy/sample.py: prepare_noise (noise from a CPU generator seeded with the node's seed), sample.
 - comfy/samplers.py: KSampler (calculate_sigmas, set_steps: denoise < 1 slicing), sampler_object / ksampler
-  ("ddim" is euler), KSAMPLER.sample (max_denoise, noise_scaling), CFGGuider.inner_sample (process_latent_in /
-  process_latent_out), sampling_function / calc_cond_batch / cfg_function, and every scheduler function.
+  ("ddim" is euler; dpm_fast and dpm_adaptive integrate from sigmas[0] to the last sigma above 0), KSAMPLER.sample
+  (max_denoise, noise_scaling), CFGGuider.inner_sample (process_latent_in / process_latent_out),
+  sampling_function / calc_cond_batch / cfg_function, and every scheduler function. The dpm_fast and dpm_adaptive
+  wrappers and DPMSolver (_DPMSolver here) were read at a later commit, 02159d8, not at COMFYUI_COMMIT.
 - comfy/model_sampling.py: ModelSamplingDiscrete (sigmas in float64, stored as float32; timestep() quantisation;
   sigma() interpolation), EPS (calculate_input, calculate_denoised, noise_scaling).
 - comfy/model_base.py: BaseModel._apply_model (the order of those calls around the UNet).
@@ -50,7 +52,8 @@ COMFYUI_COMMIT = "d622a618749b603531b753cef286a6051dd85565"  # comfyanonymous/Co
 SD1_LATENT_SCALE_FACTOR = 0.18215  # comfy/latent_formats.py SD15.scale_factor
 
 SAMPLERS = (
-    "euler", "euler_ancestral", "heun", "dpm_2", "dpm_2_ancestral", "lms", "dpmpp_2s_ancestral",
+    "euler", "euler_ancestral", "heun", "dpm_2", "dpm_2_ancestral", "lms", "dpm_fast", "dpm_adaptive",
+    "dpmpp_2s_ancestral",
     "dpmpp_sde", "dpmpp_sde_gpu", "dpmpp_2m", "dpmpp_2m_sde", "dpmpp_2m_sde_gpu",
     "dpmpp_2m_sde_heun", "dpmpp_2m_sde_heun_gpu", "dpmpp_3m_sde", "dpmpp_3m_sde_gpu", "ddim",
 )
@@ -693,6 +696,164 @@ def _sample_dpmpp_3m_sde(model, x, sigmas, seed, cpu_tree=True, eta=1.0, s_noise
     return x
 
 
+class _DPMSolver:
+    """comfy/k_diffusion/sampling.py DPMSolver (the same arithmetic as k-diffusion 0.1.1's), without callbacks."""
+
+    def __init__(self, model, extra_args=None):
+        self.model = model
+        self.extra_args = {} if extra_args is None else extra_args
+
+    def t(self, sigma):
+        return -sigma.log()
+
+    def sigma(self, t):
+        return t.neg().exp()
+
+    def eps(self, eps_cache, key, x, t):
+        if key in eps_cache:
+            return eps_cache[key], eps_cache
+        sigma = self.sigma(t) * x.new_ones([x.shape[0]])
+        eps = (x - self.model(x, sigma)) / self.sigma(t)
+        return eps, {key: eps, **eps_cache}
+
+    def dpm_solver_1_step(self, x, t, t_next, eps_cache=None):
+        eps_cache = {} if eps_cache is None else eps_cache
+        h = t_next - t
+        eps, eps_cache = self.eps(eps_cache, "eps", x, t)
+        x_1 = x - self.sigma(t_next) * h.expm1() * eps
+        return x_1, eps_cache
+
+    def dpm_solver_2_step(self, x, t, t_next, r1=1 / 2, eps_cache=None):
+        eps_cache = {} if eps_cache is None else eps_cache
+        h = t_next - t
+        eps, eps_cache = self.eps(eps_cache, "eps", x, t)
+        s1 = t + r1 * h
+        u1 = x - self.sigma(s1) * (r1 * h).expm1() * eps
+        eps_r1, eps_cache = self.eps(eps_cache, "eps_r1", u1, s1)
+        x_2 = x - self.sigma(t_next) * h.expm1() * eps - self.sigma(t_next) / (2 * r1) * h.expm1() * (eps_r1 - eps)
+        return x_2, eps_cache
+
+    def dpm_solver_3_step(self, x, t, t_next, r1=1 / 3, r2=2 / 3, eps_cache=None):
+        eps_cache = {} if eps_cache is None else eps_cache
+        h = t_next - t
+        eps, eps_cache = self.eps(eps_cache, "eps", x, t)
+        s1 = t + r1 * h
+        s2 = t + r2 * h
+        u1 = x - self.sigma(s1) * (r1 * h).expm1() * eps
+        eps_r1, eps_cache = self.eps(eps_cache, "eps_r1", u1, s1)
+        u2 = x - self.sigma(s2) * (r2 * h).expm1() * eps - self.sigma(s2) * (r2 / r1) * (
+            (r2 * h).expm1() / (r2 * h) - 1) * (eps_r1 - eps)
+        eps_r2, eps_cache = self.eps(eps_cache, "eps_r2", u2, s2)
+        x_3 = x - self.sigma(t_next) * h.expm1() * eps - self.sigma(t_next) / r2 * (h.expm1() / h - 1) * (eps_r2 - eps)
+        return x_3, eps_cache
+
+    def dpm_solver_fast(self, x, t_start, t_end, nfe, eta=0.0, s_noise=1.0, noise_sampler=None):
+        noise_sampler = _default_noise_sampler(x, self.extra_args.get("seed")) if noise_sampler is None else noise_sampler
+        if not t_end > t_start and eta:
+            raise ValueError("eta must be 0 for reverse sampling")
+        m = math.floor(nfe / 3) + 1
+        ts = torch.linspace(t_start, t_end, m + 1, device=x.device)
+        if nfe % 3 == 0:
+            orders = [3] * (m - 2) + [2, 1]
+        else:
+            orders = [3] * (m - 1) + [nfe % 3]
+        for i in range(len(orders)):
+            eps_cache = {}
+            t, t_next = ts[i], ts[i + 1]
+            if eta:
+                sd, su = _ancestral_step(self.sigma(t), self.sigma(t_next), eta)
+                t_next_ = torch.minimum(t_end, self.t(sd))
+                su = (self.sigma(t_next) ** 2 - self.sigma(t_next_) ** 2) ** 0.5
+            else:
+                t_next_, su = t_next, 0.0
+            _, eps_cache = self.eps(eps_cache, "eps", x, t)  # (and denoised from it, for the callback)
+            if orders[i] == 1:
+                x, eps_cache = self.dpm_solver_1_step(x, t, t_next_, eps_cache=eps_cache)
+            elif orders[i] == 2:
+                x, eps_cache = self.dpm_solver_2_step(x, t, t_next_, eps_cache=eps_cache)
+            else:
+                x, eps_cache = self.dpm_solver_3_step(x, t, t_next_, eps_cache=eps_cache)
+            x = x + su * s_noise * noise_sampler(self.sigma(t), self.sigma(t_next))
+        return x
+
+    # PIDStepSizeController inlined: h, b1..b3, the limiter and propose_step as ComfyUI's class computes them.
+    def dpm_solver_adaptive(self, x, t_start, t_end, order=3, rtol=0.05, atol=0.0078, h_init=0.05, pcoeff=0.0,
+                            icoeff=1.0, dcoeff=0.0, accept_safety=0.81, eta=0.0, s_noise=1.0, noise_sampler=None):
+        noise_sampler = _default_noise_sampler(x, self.extra_args.get("seed")) if noise_sampler is None else noise_sampler
+        forward = t_end > t_start
+        if not forward and eta:
+            raise ValueError("eta must be 0 for reverse sampling")
+        h = abs(h_init) * (1 if forward else -1)
+        atol = torch.tensor(atol)
+        rtol = torch.tensor(rtol)
+        s = t_start
+        x_prev = x
+        pid_order = 1.5 if eta else order
+        b1, b2, b3 = (pcoeff + icoeff + dcoeff) / pid_order, -(pcoeff + 2 * dcoeff) / pid_order, dcoeff / pid_order
+        errs = []
+        while s < t_end - 1e-5 if forward else s > t_end + 1e-5:
+            eps_cache = {}
+            t = torch.minimum(t_end, s + h) if forward else torch.maximum(t_end, s + h)
+            if eta:
+                sd, su = _ancestral_step(self.sigma(s), self.sigma(t), eta)
+                t_ = torch.minimum(t_end, self.t(sd))
+                su = (self.sigma(t) ** 2 - self.sigma(t_) ** 2) ** 0.5
+            else:
+                t_, su = t, 0.0
+            _, eps_cache = self.eps(eps_cache, "eps", x, s)  # (and denoised from it, for the callback)
+            if order == 2:
+                x_low, eps_cache = self.dpm_solver_1_step(x, s, t_, eps_cache=eps_cache)
+                x_high, eps_cache = self.dpm_solver_2_step(x, s, t_, eps_cache=eps_cache)
+            else:
+                x_low, eps_cache = self.dpm_solver_2_step(x, s, t_, r1=1 / 3, eps_cache=eps_cache)
+                x_high, eps_cache = self.dpm_solver_3_step(x, s, t_, eps_cache=eps_cache)
+            delta = torch.maximum(atol, rtol * torch.maximum(x_low.abs(), x_prev.abs()))
+            error = torch.linalg.norm((x_low - x_high) / delta) / x.numel() ** 0.5
+            inv_error = 1 / (float(error) + 1e-8)
+            if not errs:
+                errs = [inv_error, inv_error, inv_error]
+            errs[0] = inv_error
+            factor = 1 + math.atan(errs[0] ** b1 * errs[1] ** b2 * errs[2] ** b3 - 1)
+            accept = factor >= accept_safety
+            if accept:
+                errs[2] = errs[1]
+                errs[1] = errs[0]
+            h *= factor
+            if accept:
+                x_prev = x_low
+                x = x_high + su * s_noise * noise_sampler(self.sigma(s), self.sigma(t))
+                s = t
+        return x
+
+
+def _sample_dpm_fast(model, x, sigmas, seed):
+    """comfy/samplers.py ksampler("dpm_fast") -> sample_dpm_fast(model, x, sigma_min, sigmas[0], len(sigmas) - 1)."""
+    if len(sigmas) <= 1:
+        return x
+    sigma_min = sigmas[-1]
+    if sigma_min == 0:
+        sigma_min = sigmas[-2]
+    sigma_max, n = sigmas[0], len(sigmas) - 1
+    if sigma_min <= 0 or sigma_max <= 0:
+        raise ValueError("sigma_min and sigma_max must not be 0")
+    solver = _DPMSolver(model, {"seed": seed})
+    return solver.dpm_solver_fast(x, solver.t(torch.tensor(sigma_max)), solver.t(torch.tensor(sigma_min)), n)
+
+
+def _sample_dpm_adaptive(model, x, sigmas, seed):
+    """comfy/samplers.py ksampler("dpm_adaptive") -> sample_dpm_adaptive(model, x, sigma_min, sigmas[0]), defaults."""
+    if len(sigmas) <= 1:
+        return x
+    sigma_min = sigmas[-1]
+    if sigma_min == 0:
+        sigma_min = sigmas[-2]
+    sigma_max = sigmas[0]
+    if sigma_min <= 0 or sigma_max <= 0:
+        raise ValueError("sigma_min and sigma_max must not be 0")
+    solver = _DPMSolver(model, {"seed": seed})
+    return solver.dpm_solver_adaptive(x, solver.t(torch.tensor(sigma_max)), solver.t(torch.tensor(sigma_min)))
+
+
 def _sampler(name: str):
     """sampler_object(name); "ddim" is ksampler("euler") (its random inpaint noise only matters with a mask)."""
     table = {
@@ -703,6 +864,8 @@ def _sampler(name: str):
         "dpm_2": _sample_dpm_2,
         "dpm_2_ancestral": _sample_dpm_2_ancestral,
         "lms": _sample_lms,
+        "dpm_fast": _sample_dpm_fast,
+        "dpm_adaptive": _sample_dpm_adaptive,
         "dpmpp_2s_ancestral": _sample_dpmpp_2s_ancestral,
         "dpmpp_sde": lambda m, x, s, seed: _sample_dpmpp_sde(m, x, s, seed, cpu_tree=True),
         "dpmpp_sde_gpu": lambda m, x, s, seed: _sample_dpmpp_sde(m, x, s, seed, cpu_tree=False),

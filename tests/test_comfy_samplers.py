@@ -12,6 +12,7 @@ import torch
 
 from seedlab.engine.comfy_sampling import COMFY_SAMPLERS, COMFY_SCHEDULES, comfy_sigmas, sample_comfy
 from seedlab.engine.recipe import Recipe
+from seedlab.engine.sampler_names import model_calls
 from tests.reference_comfyui import (
     SAMPLERS,
     SCHEDULERS,
@@ -93,6 +94,19 @@ def test_seeds(setup, sampler, seed):
 def test_step_counts(setup, sampler, schedule, steps):
     assert torch.equal(ours(setup, scheduler=sampler, schedule=schedule, num_inference_steps=steps),
                        reference(setup, sampler, schedule, steps=steps))
+
+
+@pytest.mark.parametrize("sampler, steps", [("dpm_fast", 5), ("dpm_fast", 6), ("dpm_adaptive", 3)])
+def test_dpm_fast_and_adaptive_stay_within_their_priced_model_calls(setup, sampler, steps):
+    """dpm_fast: steps calls in steps of order 3 and a last one or two lower; dpm_adaptive: its own count, bounded."""
+    pipe, cond, uncond = setup
+    calls = []
+    with torch.inference_mode():
+        got = sample_comfy(pipe, recipe(scheduler=sampler, num_inference_steps=steps), cond, uncond,
+                           lambda: calls.append(1))
+    assert 0 < len(calls) <= model_calls(sampler, steps)
+    assert len(calls) == steps or sampler == "dpm_adaptive"
+    assert torch.equal(got / SD1_LATENT_SCALE_FACTOR, reference(setup, sampler, steps=steps))
 
 
 def test_automatic_is_normal(setup):

@@ -219,6 +219,9 @@ def _run_sampler(name: str, model, x: torch.Tensor, sigmas: torch.Tensor, seed: 
         return comfy_samplers.lms(model, x, sigmas) if base == "lms" else ksamplers.dpmpp_2m(model, x, sigmas, _no_draw)
     if len(sigmas) <= 1:
         return x
+    if base in ("dpm_fast", "dpm_adaptive"):  # ksampler(): from sigmas[0] to the last sigma above 0, at eta 0
+        bound = {"max_calls": sampler_names.adaptive_calls(len(sigmas) - 1)} if base == "dpm_adaptive" else {}
+        return ksamplers.SAMPLER_FUNCTIONS[base](model, x, sigmas, _no_draw, **bound)
     tree = ComfyBrownianNoise(x, sigmas, seed, cpu=base == name)
     if base == "dpmpp_sde":
         return comfy_samplers.dpmpp_sde(model, x, sigmas, tree)

@@ -81,11 +81,12 @@ def split_sampler(name: str) -> tuple[KSampler, str] | None:
 
 
 # ComfyUI's KSampler sampler names that SeedLab runs as ComfyUI runs them (comfy_sampling.py): two calls a step,
-# noise drawn while stepping.
+# noise drawn while stepping (dpm_adaptive: as many calls as it needs, bounded as A1111's DPM adaptive).
 COMFY_SAMPLERS = {
     "euler": (False, False), "euler_ancestral": (False, True), "heun": (True, False), "dpm_2": (True, False),
-    "dpm_2_ancestral": (True, True), "lms": (False, False), "dpmpp_2s_ancestral": (True, True),
-    "dpmpp_sde": (True, True), "dpmpp_sde_gpu": (True, True), "dpmpp_2m": (False, False),
+    "dpm_2_ancestral": (True, True), "lms": (False, False), "dpm_fast": (False, False), "dpm_adaptive": (False, False),
+    "dpmpp_2s_ancestral": (True, True), "dpmpp_sde": (True, True), "dpmpp_sde_gpu": (True, True),
+    "dpmpp_2m": (False, False),
     "dpmpp_2m_sde": (False, True), "dpmpp_2m_sde_gpu": (False, True), "dpmpp_2m_sde_heun": (False, True),
     "dpmpp_2m_sde_heun_gpu": (False, True), "dpmpp_3m_sde": (False, True), "dpmpp_3m_sde_gpu": (False, True),
     "ddim": (False, False),
@@ -119,6 +120,8 @@ def adaptive_calls(steps: int) -> int:
 
 def model_calls(name: str, steps: int) -> int | None:
     """How many denoiser calls an A1111 sampler makes in `steps` steps, at most (None: not an A1111 sampler)."""
+    if name == "dpm_adaptive":  # ComfyUI's, bounded as A1111's
+        return adaptive_calls(steps)
     if name in COMFY_SAMPLERS:
         return 2 * steps if COMFY_SAMPLERS[name][0] else steps
     found = split_sampler(name)
