@@ -1,4 +1,4 @@
-"""The user's models folder: LoRA and embedding files found by name or by hash, never by a path a recipe gives.
+"""The user's models folder: LoRA, embedding, checkpoint and VAE files found by name or by hash, never by a path.
 
 `--models-dir` (or `SEEDLAB_MODELS_DIR`) names a folder laid out as A1111's `models/` (`Lora/`,
 `LyCORIS/`) or ComfyUI's `models/` (`loras/`). A recipe, a link or a PNG names a LoRA by its name (the
@@ -14,7 +14,9 @@ EmbeddingDatabase.load_from_file. Their hash is the first 12 hex digits of the w
 Hashes are A1111's: a LoRA's "Lora hashes" value is the first 12 hex digits of the SHA-256 of the
 safetensors file after its header (`modules/hashes.py`, addnet_hash_safetensors), or of the hash its
 metadata gives (`sshs_model_hash`, extensions-builtin/Lora/network.py); a checkpoint's AutoV2
-is the first 10 of the whole file's SHA-256. They are computed once per file and kept in a cache file
+is the first 10 of the whole file's SHA-256, and so is a VAE's "VAE hash" (modules/sd_vae.py,
+get_loaded_vae_hash). VAEs live in A1111's `VAE/` or ComfyUI's `vae/` only (never the folder itself).
+Hashes are computed once per file and kept in a cache file
 SeedLab owns (`~/.cache/seedlab/hashes.json`, or `$SEEDLAB_CACHE_DIR`), keyed by path, size and time.
 """
 
@@ -31,12 +33,14 @@ from pathlib import Path
 ENV = "SEEDLAB_MODELS_DIR"
 # The sub-folders each kind lives in, in A1111's and ComfyUI's layouts (the folder itself also counts).
 FOLDERS = {"lora": ("Lora", "LyCORIS", "loras", "lora"), "embedding": ("embeddings",),
-           "checkpoint": ("Stable-diffusion", "checkpoints")}
-LABELS = {"lora": "LoRA", "embedding": "embedding", "checkpoint": "checkpoint"}
+           "checkpoint": ("Stable-diffusion", "checkpoints"), "vae": ("VAE", "vae")}
+LABELS = {"lora": "LoRA", "embedding": "embedding", "checkpoint": "checkpoint", "vae": "VAE"}
 # LoRA: .pt / .ckpt would need unpickling, never; embeddings' .pt / .bin are read with torch's weights-only loader
 SUFFIXES = {"lora": (".safetensors",), "embedding": (".safetensors", ".pt", ".bin"),
-            "checkpoint": (".safetensors", ".ckpt")}  # a .ckpt is listed only to be refused by name (checkpoint_files.py)
+            # a .ckpt checkpoint, a .pt / .ckpt VAE: listed only to be refused by name (checkpoint_files, vae_names)
+            "checkpoint": (".safetensors", ".ckpt"), "vae": (".safetensors", ".pt", ".ckpt")}
 BESIDE = {"embedding": "embeddings"}  # a kind's folder next to the models folder (A1111's webui/embeddings)
+OWN_FOLDERS_ONLY = ("vae",)  # never looked for in the models folder itself (its checkpoints are no VAEs)
 MAX_FILES = 20_000  # a folder walk stops here: a models folder, not a disk
 _configured: Path | None = None
 
@@ -102,14 +106,17 @@ def folders(kind: str, root: Path | None = None) -> list[Path]:
 def _folders(kind: str, root: Path) -> list[tuple[Path, Path]]:
     """(folder, the real folder its files must stay in) for each folder of `kind`; LoRAs fall back to the root."""
     real_root = root.resolve()
-    folders = [(root / sub, real_root) for sub in FOLDERS[kind] if (root / sub).is_dir()]
+    folders: list[tuple[Path, Path]] = []
+    for sub in FOLDERS[kind]:  # "VAE" and "vae" are one folder on a case-insensitive disk: listed once
+        if (root / sub).is_dir() and all((root / sub).resolve() != folder.resolve() for folder, _ in folders):
+            folders.append((root / sub, real_root))
     if kind in BESIDE:
         beside = (root / os.pardir / BESIDE[kind]).resolve()
         if beside.is_dir() and beside.name == BESIDE[kind] and beside.is_relative_to(real_root.parent) \
                 and beside != real_root and all(beside != folder.resolve() for folder, _ in folders):
             folders.append((beside, beside))
         return folders
-    return folders or [(root, real_root)]
+    return folders or ([] if kind in OWN_FOLDERS_ONLY else [(root, real_root)])
 
 
 def find(kind: str, name: str, hash_: str = "") -> Found:
@@ -134,15 +141,21 @@ def find(kind: str, name: str, hash_: str = "") -> Found:
     paths = listed.get(name) or [paths[0] for stem, paths in listed.items() if stem.lower() == name.lower()]
     if paths:
         return Found(name, paths[0], short_hash(kind, paths[0]))
-    where = f"in the models folder {root}" if root is not None else \
+    raise not_found(kind, name, hash_)
+
+
+def not_found(kind: str, name: str, hash_: str = "") -> NotFound:
+    """The NotFound for a file of `kind` named `name` (and `hash_`), saying where it was looked for."""
+    root = models_dir()
+    where = f" in the models folder {root}" if root is not None else \
         f": no models folder is set (--models-dir or {ENV})"
-    what = f"{name!r}" + (f" (hash {hash_})" if hash_ else "")
-    raise NotFound(f"{LABELS[kind]} {what} is not found{' ' if root is not None else ''}{where}")
+    what = (f"{name!r}" + (f" (hash {hash_})" if hash_ else "")) if name else f"with hash {hash_}"
+    return NotFound(f"{LABELS[kind]} {what} is not found{where}")
 
 
 def short_hash(kind: str, path: Path) -> str:
     """A1111's short hash: a LoRA's 12 hex digits over the tensors (addnet), an embedding's 12 over the whole
-    file, a checkpoint's AutoV2 (10)."""
+    file, a checkpoint's AutoV2 (10), a VAE's the same 10 (sd_vae.get_loaded_vae_hash)."""
     if kind == "lora":  # A1111's NetworkOnDisk: the hash the file's metadata gives (sshs_model_hash), else addnet
         return (_given_hash(path) or _HASHES.get(path, "addnet"))[:12]
     if kind == "embedding":  # textual_inversion.py: Embedding.set_hash(hashes.sha256(path, ...)), shorthash [0:12]
