@@ -96,7 +96,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 with gr.Accordion("Sampler settings (A1111 and ComfyUI samplers)", open=False, elem_id="sampler-settings"):
                     for name in SAMPLING:
                         add(name)
-                with gr.Accordion("LoRA and embeddings", open=False, elem_id="lora-group"):
+                with gr.Accordion("LoRA, embeddings and VAE", open=False, elem_id="lora-group"):
                     for name in LORA:
                         add(name, **({"info": lora_help()} if name == "loras" else {}))
                 with gr.Accordion("Seed variation, resize and more", open=False):

@@ -38,7 +38,7 @@ def test_a_prompt_naming_a_lora_of_the_models_folder_makes_its_image_and_the_lin
     from seedlab.files.links import decode_link
 
     page = open_settled(browser, lora_server.url)
-    page.get_by_text("LoRA and embeddings", exact=True).click()
+    page.get_by_text("LoRA, embeddings and VAE", exact=True).click()
     page.locator("#loras textarea").wait_for()
     assert "in the models folder: ink" in page.locator("#loras").inner_text()
     page.locator("#prompt textarea").fill("a red circle <lora:ink:1>")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import ksampling, lora, text_inversion
+from . import ksampling, lora, text_inversion, vae
 from .comfy_sampling import sample_comfy
 from .determinism import current_environment, full_determinism
 from .embeddings import Embeddings
@@ -114,6 +114,7 @@ def iter_generate(
     resolved: dict[tuple, tuple[Model, str]] = {}  # the folder is looked up once per LoRA set
     for recipe in recipes:
         merged, recipe = lora.with_loras(model, recipe, resolved)
+        merged, recipe = vae.with_vae(merged, recipe, resolved)  # a VAE of the models folder: on the LoRAs' copy
         recipe = text_inversion.with_ti_hashes(merged, recipe, resolved)
         if chunk and (len(chunk) == max(1, model.lanes) or recipe.deterministic != chunk[0].deterministic
                       or merged is not chunk_model):

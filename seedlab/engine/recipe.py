@@ -203,6 +203,14 @@ class Recipe:
                             a1111="Model hash", a1111_when="model_hash",
                             help="the A1111 hash of the checkpoint file (AutoV2: 10 hex digits; the old AutoV1: 8): the "
                                  "models folder's file with this hash is used (filled in when a checkpoint is used)")
+    # A separate VAE of the models folder (A1111's VAE setting, ComfyUI's VAELoader): the image is decoded with it.
+    vae: str = _spec("", kind="text", high=300, label="VAE", link="vae", cli="--vae", a1111="VAE", a1111_when="vae",
+                     help="a VAE of the models folder (VAE/ or vae/) by its file name, NAME.safetensors, that decodes "
+                          "the image instead of the checkpoint's own (empty: the checkpoint's own)")
+    vae_hash: str = _spec("", kind="text", high=64, label="VAE hash", link="vaehash", cli="--vae-hash",
+                          a1111="VAE hash", a1111_when="vae_hash",
+                          help="the A1111 hash of the VAE file (10 hex digits of its SHA-256): the VAE named must be "
+                               "that file; alone, it finds the file (filled in when a VAE is used)")
 
     def __post_init__(self) -> None:
         values = check_fields({name: getattr(self, name) for name in SPECS_ORDER})
@@ -215,6 +223,8 @@ class Recipe:
                                                         f"(AutoV2: 10), got {self.model_hash[:70]!r}")])
         if self.loras or self.lora_hashes or self.ti_hashes or (self.prompt_syntax == "a1111" and "<" in self.prompt):
             _check_loras(self)
+        if self.vae or self.vae_hash:
+            _check_vae(self.vae, self.vae_hash)
 
     def replace(self, **changes: Any) -> Recipe:
         """A copy with some fields changed (validated again)."""
@@ -309,6 +319,19 @@ def _check_loras(recipe: Recipe) -> None:
     if count > lora_names.MAX_LORAS:
         errors.append(FieldError("loras", f"at most {lora_names.MAX_LORAS} LoRAs at once (the field and the prompt's "
                                           f"tags together), got {count}"))
+    if errors:
+        raise RecipeError(errors)
+
+
+def _check_vae(name: str, hash_: str) -> None:
+    """A VAE's name is a file name (or a path inside the VAE folder, as ComfyUI names it), its hash A1111's."""
+    errors, parts = [], name.replace("\\", "/").split("/")
+    if name and (":" in name or any(part.strip() in ("", ".", "..") for part in parts)):
+        errors.append(FieldError("vae", "must be the file name of a VAE in the models folder (NAME.safetensors, or a "
+                                        f"path inside its VAE folder), got {_show(name)}"))
+    if hash_ and not _HASH.fullmatch(hash_):
+        errors.append(FieldError("vae_hash", "must be empty or an A1111 VAE hash, 8 to 64 hex digits (A1111's: 10), "
+                                             f"got {_show(hash_)}"))
     if errors:
         raise RecipeError(errors)
 

@@ -233,11 +233,11 @@ def _map_pairs(pairs: list[tuple[str, Any]], fields: dict[str, Any], notes: list
             _rng(key, value, by_key, fields, notes)
         elif key == "Full determinism":
             fields["deterministic"] = value == "on"
-        elif key == "Model hash":  # the checkpoint file: found by it in the models folder, checked against it
+        elif key in ("Model hash", "VAE hash"):  # the checkpoint's or VAE's file: found by it in the models folder
             if re.fullmatch(r"[0-9a-fA-F]{8,64}", value.strip()):
-                fields["model_hash"] = value.strip().lower()
+                fields[_FIELD_OF[key]] = value.strip().lower()
             else:
-                notes.append(f"Model hash {_short(value)} is not an A1111 hash (8 to 64 hex digits) and is ignored")
+                notes.append(f"{key} {_short(value)} is not an A1111 hash (8 to 64 hex digits) and is ignored")
         elif key in _FIELD_OF:  # every other field with an A1111 key: read as its Spec's kind
             name = _FIELD_OF[key]
             fields[name] = _read_value(key, value, SPECS[name].kind)

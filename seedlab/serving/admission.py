@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine import checkpoint_files, lora_names, text_inversion
+from ..engine import checkpoint_files, lora_names, text_inversion, vae_names
 from ..engine.generation import generate, grid_recipes, variation_recipes
 from ..engine.model_info import check_unconditional
 from ..engine.models import Model, ModelStore
@@ -118,7 +118,7 @@ class Admission:
         if recipe.prompt_syntax != "plain" and not info.a1111:
             errors.append(FieldError("prompt_syntax", f"{recipe.prompt_syntax} is read for Stable Diffusion 1.x and 2.x; "
                                                       f"{recipe.model} reads prompts its own way: use plain"))
-        errors += lora_names.missing(recipe)
+        errors += lora_names.missing(recipe) + vae_names.errors(recipe)
         if recipe.model_hash and (problem := checkpoint_files.hash_problem(recipe.model, recipe.model_hash)):
             errors.append(FieldError("model_hash", problem))
         return errors + sampling_errors(recipe) + list(self._scheduler_errors(recipe.model, recipe.scheduler,
@@ -217,7 +217,10 @@ class Admission:
         if recipe.model not in self.store.allowed:
             hashed = f" (checkpoint hash {recipe.model_hash})" if recipe.model_hash else ""
             notes.append(f"model {recipe.model}{hashed} is not available on this server: {self.store.default} is used")
-            recipe = recipe.replace(model=self.store.default, model_hash="")
+            if recipe.vae or recipe.vae_hash:  # a VAE for another model (a Flux one, 16 channels) may not fit it
+                notes.append(f"VAE {recipe.vae or recipe.vae_hash} was used with {recipe.model}: {self.store.default} "
+                             "decodes with its own VAE")
+            recipe = recipe.replace(model=self.store.default, model_hash="", vae="", vae_hash="")
         elif recipe.model_hash and checkpoint_files.find_checkpoint(recipe.model) is None:
             notes.append(f"Model hash {recipe.model_hash} is not checked: {recipe.model} is not a checkpoint file here")
             recipe = recipe.replace(model_hash="")
@@ -231,6 +234,8 @@ class Admission:
             recipe = recipe.replace(prompt_syntax="plain", emphasis="Original", clip_skip=1)
         recipe, missing = lora_names.adapt(recipe)
         notes += missing + text_inversion.missing_notes(recipe.ti_hashes)
+        recipe, missing = vae_names.adapt(recipe)
+        notes += missing
         offered = self.store.info(recipe.model).offered()
         if recipe.scheduler != DEFAULT_SCHEDULER and recipe.scheduler not in offered and not (
                 is_ksampler(recipe.scheduler) and self.store.info(recipe.model).a1111):
