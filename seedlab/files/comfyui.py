@@ -18,6 +18,7 @@ from ..engine.sampler_names import COMFY_SCHEDULES, is_comfy_sampler
 from .comfyui_clip import clip_fields
 from .comfyui_loras import lora_loaders
 from .comfyui_passes import advanced_steps, second_pass
+from .comfyui_vae import decoder_vae
 from .comfyui_workflow import workflow_graph
 from .formats import loads, sampler_scheduler
 
@@ -147,6 +148,7 @@ def _read_pass(graph: dict[str, Any], samplers: list[str], first: str, last: str
                notes: list[str]) -> tuple[dict[str, Any], list[str]]:
     """The fields of the first pass `first`, with hires fix when `last` refines it as ComfyUI's two-pass graph."""
     fields = _sampler_fields(graph, first, notes)
+    fields.update(decoder_vae(graph, last, _link, notes))  # a VAELoader's file decodes the image
     if last != first and not second_pass(graph, first, last, fields, _sampler_fields, _link, notes):
         notes.append(f"the graph has {len(samplers)} sampling passes (hires fix, refiner or more): the first pass "
                      f"(node {first}, {graph[first]['class_type']}) is restored, the later passes are not")

@@ -7,6 +7,7 @@ WIDGETS = {
     "KSamplerAdvanced": ("add_noise", "noise_seed", None, "steps", "cfg", "sampler_name", "scheduler",
                          "start_at_step", "end_at_step", "return_with_leftover_noise"),
     "CheckpointLoaderSimple": ("ckpt_name",),
+    "VAELoader": ("vae_name",),
     "LoraLoader": ("lora_name", "strength_model", "strength_clip"),
     "LoraLoaderModelOnly": ("lora_name", "strength_model"),
     "LatentUpscale": ("upscale_method", "width", "height", "crop"),
