@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -164,6 +165,22 @@ def test_a1111_text_and_a_comfyui_graph_name_their_vae():
     assert read_comfyui(json.dumps(graph))[1]["vae"] == "sub/vae-ft-mse.safetensors"
     graph["9"]["inputs"]["images"] = ["7", 0]  # the saved image decoded by the checkpoint's own VAE
     assert "vae" not in read_comfyui(json.dumps(graph))[1]
+
+
+@pytest.mark.parametrize("name, vae_name, vae_hash", [  # typed from each file's text
+    ("bluelovers-auto1111-pnginfo/tmp46c8k1iv.png", "kl-f8-anime2.ckpt", "df3c506e51"),
+    ("Haoming02-sd-webui-diffusion-cg/off.webp", "sdxl-vae.safetensors", "235745af8d"),
+    ("comfyanonymous-ComfyUI_examples/controlnet_example.png", "vae-ft-mse-840000-ema-pruned.safetensors", None),
+    ("sd-parsers/unclip_2pass_cropped.png", "kl-f8-anime2.ckpt", None),
+    ("nkchocoai-ComfyUI-SaveImageWithMetaData/filename_format.png", "clearvae_nanslesstest.safetensors", None),
+    ("comfyanonymous-ComfyUI_examples/lora.png", None, None),  # decoded by the checkpoint's own VAE
+])
+def test_real_files_name_their_vae(name, vae_name, vae_hash):
+    from seedlab.files.metadata import read_metadata
+
+    reading = read_metadata(Path(__file__).parent / "corpus" / name)
+    assert (reading.fields.get("vae"), reading.fields.get("vae_hash")) == (vae_name, vae_hash)
+    assert not any("VAE" in note and "equivalent" in note for note in reading.notes)
 
 
 def test_a_missing_vae_is_a_note_for_another_tools_file_and_refused_in_a_link(folders, other, model):
