@@ -467,8 +467,8 @@ def test_an_a1111_png_is_restored_with_notes(seedlab_app, tmp_path):
     assert values["model"] == seedlab_app.store.default
     assert (values["scheduler"], values["schedule"], values["clip_skip"], values["prompt_syntax"]) == (
         "DPM++ 2M", "Automatic", 2, "a1111")  # A1111's sampler, its Karras default, its clip skip: run, not noted
-    for expected in ("Model hash", "model v1-5-pruned-emaonly is not available on this server"):
-        assert expected in notes, notes
+    assert "model v1-5-pruned-emaonly (checkpoint hash 6ce0161689) is not available on this server" in notes, notes
+    assert values["model_hash"] == ""  # the hash named the file that is not here, not the model used instead
     assert "Karras" not in notes and "Clip skip" not in notes
     verdict = last(seedlab_app.reproduction.reproduce_pending(original, None))["verdict"]
     assert verdict["exact"] is False and verdict["max_difference"] is not None  # measured against the PNG's pixels
