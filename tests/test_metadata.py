@@ -260,3 +260,13 @@ def test_seedlabs_device_rng_reads_back_from_the_text_alone():
     assert "RNG: GPU, SeedLab RNG: device" in text
     assert read_png(a1111_png(text))[0] == recipe
     assert read_png(png_bytes(result))[0] == recipe
+
+
+@pytest.mark.parametrize("prompt, noted", [
+    ("a [cat:dog:0.5] in a field", True), ("a [dog:10] in a field", True), ("[red|blue] car", True),
+    ("a cat AND a dog", True), ("a [cat] (dog:1.2), ANDROID", False)])
+def test_prompt_editing_alternation_and_and_are_named_as_not_run(prompt, noted):
+    recipe, _, notes = read_parameters(f"{prompt}\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64, "
+                                       "RNG: CPU")
+    assert recipe.prompt == prompt and recipe.prompt_syntax == "a1111"
+    assert any("prompt editing, alternation or AND" in note for note in notes) == noted, notes

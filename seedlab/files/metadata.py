@@ -14,6 +14,7 @@ naming what was found.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -124,7 +125,8 @@ def read_chunks(chunks: dict[str, str], size: tuple[int, int] | None = None) -> 
         fields, notes, fingerprint = read_infotext(parameters)
         if fingerprint is not None:
             fingerprint = check_fingerprint("parameters: Fingerprint", fingerprint)
-        return Reading(_a1111_flavour(parameters), fields, tuple(_extra_networks(fields) + notes), fingerprint)
+        return Reading(_a1111_flavour(parameters), fields, tuple(_extra_networks(fields) + _scheduled(fields) + notes),
+                       fingerprint)
     if parameters is not None:
         name, fields, notes = formats.read_parameters_json(parameters, chunks)
     elif "invokeai_metadata" in chunks:
@@ -143,7 +145,7 @@ def read_chunks(chunks: dict[str, str], size: tuple[int, int] | None = None) -> 
         found = ", ".join(sorted(chunks)[:8]) or "none"
         raise ValueError(f"file has no recipe: no SeedLab, A1111, ComfyUI, InvokeAI, Fooocus, SwarmUI or NovelAI "
                          f"metadata (text chunks found: {found[:120]})")
-    return Reading(name, fields, tuple(_extra_networks(fields) + notes))
+    return Reading(name, fields, tuple(_extra_networks(fields) + _scheduled(fields) + notes))
 
 
 def _is_json_object(text: str) -> bool:
@@ -221,6 +223,22 @@ def _a1111_flavour(text: str) -> str:
     if "Version: f" in text or "Version: classic" in text or "Version: neo" in text:
         return "A1111 (Forge)"
     return "A1111"
+
+
+# A1111's prompt editing ([from:to:when], [to:when], [from::when]), alternation ([a|b]) and composition (AND):
+# classes without ':' / '|' keep each pattern linear in the prompt's length (prompts are untrusted).
+_EDITING = re.compile(r"\[[^\[\]:|]*(?::[^\[\]:|]*){1,2}\]|\[[^\[\]|]*(?:\|[^\[\]|]*)+\]|\bAND\b")
+
+
+def _scheduled(fields: dict[str, Any]) -> list[str]:
+    """A note on A1111 prompt syntax that changes the prompt while sampling, which SeedLab does not run."""
+    texts = [fields.get(name) for name in ("prompt", "negative_prompt")]
+    if fields.get("prompt_syntax") != "a1111" or not any(isinstance(text, str) and _EDITING.search(text)
+                                                          for text in texts):
+        return []
+    found = next(match.group(0) for text in texts if isinstance(text, str) for match in [_EDITING.search(text)] if match)
+    return [f"{found[:60]} in the prompt: A1111's prompt editing, alternation or AND (the prompt changing while it "
+            "samples) is not run here; the text is read as written, so the image differs"]
 
 
 def _extra_networks(fields: dict[str, Any]) -> list[str]:
