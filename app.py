@@ -40,7 +40,7 @@ from webui.handlers import NO_ANCHOR, WebApp, final_only
 from webui.history import history_panel
 from webui.matrix import matrix_panel
 from webui.reproduction import reproduction_panel, wire_reproduction
-from webui.uploads import LinkGuard, UploadGuard
+from webui.uploads import LinkGuard, PeerStamp, UploadGuard
 from webui.wiring import CSS, GENERATE, PRIVATE, SHORTCUTS, SHOW_SEEDS, Wiring, by_name, ready
 
 MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at the default size limit
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     # One generation at a time per device (all generating events share one concurrency group);
     # the rest wait in a bounded queue and see their position.
     demo.queue(max_size=limits.queue_size, default_concurrency_limit=limits.concurrency)
-    guards = [Middleware(LinkGuard), Middleware(UploadGuard, max_uploads=limits.visitor_uploads)]
+    guards = [Middleware(PeerStamp), Middleware(LinkGuard), Middleware(UploadGuard, max_uploads=limits.visitor_uploads)]
     # Gradio keeps a copy of every component's config per session (10,000 sessions by default: gigabytes).
     demo.launch(css=CSS, js=SHORTCUTS, max_file_size=MAX_UPLOAD, app_kwargs={"middleware": guards},
                 state_session_capacity=limits.sessions, mcp_server=args.mcp)

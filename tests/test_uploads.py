@@ -122,3 +122,36 @@ def test_a_link_longer_than_any_seedlab_link_gets_seedlabs_message_and_the_serve
         assert f"at most {MAX_QUERY_CHARS:,} characters".encode() in body and b"Open SeedLab without it" in body
     response = httpx.get(f"{strict_server.url}/?prompt=a%20cat&seed=1", timeout=30)  # a real link still opens
     assert response.status_code == 200
+
+
+def test_an_mcp_caller_is_known_by_its_connection_not_by_headers_it_writes():
+    """Gradio's MCP loopback call comes from 127.0.0.1 with the caller's headers, and uvicorn believes
+    X-Forwarded-For from there: without the stamp an MCP caller picked its visitor with one header."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from webui.requests import visitor
+    from webui.uploads import PEER_HEADER, PeerStamp, stamped_peer
+
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append({key.decode(): value.decode() for key, value in scope["headers"]})
+
+    def call(path: str, peer: str, headers: dict) -> dict:
+        scope = {"type": "http", "path": path, "client": (peer, 5000),
+                 "headers": [(key.encode(), value.encode()) for key, value in headers.items()]}
+        asyncio.run(PeerStamp(app)(scope, None, None))
+        return seen[-1]
+
+    def request(headers: dict, host: str):
+        return SimpleNamespace(headers=headers, client=SimpleNamespace(host=host), session_hash="session")
+
+    forged = {PEER_HEADER: "6.6.6.6;" + "0" * 64, "x-forwarded-for": "6.6.6.6"}
+    stamped = call("/gradio_api/mcp/", "203.0.113.9", forged)  # the MCP request: stamped with its own address
+    assert stamped_peer(stamped) == "203.0.113.9"
+    loopback = call("/gradio_api/queue/join", "127.0.0.1", {**stamped, "x-forwarded-for": "7.7.7.7"})
+    assert visitor(request(loopback, "7.7.7.7")) == "203.0.113.9"  # charged to the caller, not to 7.7.7.7
+    direct = call("/gradio_api/queue/join", "198.51.100.7", forged)  # a stamp written by hand is removed
+    assert PEER_HEADER not in direct and visitor(request(direct, "198.51.100.7")) == "198.51.100.7"
+    assert visitor(request(forged, "198.51.100.7")) == "198.51.100.7"  # and never believed

@@ -9,7 +9,7 @@ import gradio as gr
 
 from seedlab.files.links import DEFAULT_BASE_URL, encode_query
 from seedlab.files.links import KEYS as LINK_KEYS
-from webui.uploads import client_address
+from webui.uploads import client_address, stamped_peer
 
 
 def base_url(request: gr.Request | None) -> str:
@@ -30,10 +30,11 @@ def base_url(request: gr.Request | None) -> str:
 
 
 def visitor(request: gr.Request | None) -> str | None:
-    """Who is charged for a request: the client's address (a new API session is the same visitor)."""
+    """Who is charged for a request: the client's address (a new API session is the same visitor); an MCP tool
+    call's own caller, as PeerStamp signed it (its loopback call comes from 127.0.0.1 with headers it chose)."""
     headers = {key.lower(): value for key, value in dict(getattr(request, "headers", None) or {}).items()}
     host = getattr(getattr(request, "client", None), "host", None)
-    return client_address(headers, host) or getattr(request, "session_hash", None)
+    return stamped_peer(headers) or client_address(headers, host) or getattr(request, "session_hash", None)
 
 
 def link_query(request: gr.Request | None) -> str | None:

@@ -1,11 +1,15 @@
 """Request hygiene: Gradio stores any upload (up to max_file_size) before an event asks for it, so each
-visitor gets a bounded number of uploads and bytes per window, refused with HTTP 429 beyond that; and a
-link too long to be one of SeedLab's gets SeedLab's message (Gradio's page answered it with a bare HTTP 500)."""
+visitor gets a bounded number of uploads and bytes per window, refused with HTTP 429 beyond that; a
+link too long to be one of SeedLab's gets SeedLab's message (Gradio's page answered it with a bare HTTP 500);
+and an MCP caller is known by its own connection, not by headers it writes (PeerStamp)."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
+import secrets
 import time
 from collections.abc import Callable
 from html import escape
@@ -24,6 +28,48 @@ def client_address(headers: dict[str, str], peer: str | None) -> str | None:
     if os.environ.get("SPACE_ID") and forwarded.strip():
         return forwarded.split(",")[-1].strip()
     return peer
+
+
+PEER_HEADER = "x-seedlab-peer"  # "ADDRESS;SIGNATURE": who called /gradio_api/mcp, stamped by PeerStamp
+_SECRET = secrets.token_bytes(32)  # per process: a stamp cannot be forged or carried to another server
+
+
+def _signature(address: str) -> str:
+    return hmac.new(_SECRET, address.encode(), hashlib.sha256).hexdigest()
+
+
+def stamped_peer(headers: dict[str, str]) -> str | None:
+    """The MCP caller's address that PeerStamp wrote into these headers; None if there is none or it is forged."""
+    address, _, signature = headers.get(PEER_HEADER, "").rpartition(";")
+    return address if address and hmac.compare_digest(signature, _signature(address)) else None
+
+
+class PeerStamp:
+    """ASGI middleware: an MCP tool call is charged to the caller's own connection.
+
+    Gradio's MCP server runs a tool through a loopback call from 127.0.0.1 with the caller's headers copied, and
+    uvicorn believes X-Forwarded-For from 127.0.0.1, so the caller could name any visitor (and all callers would
+    be one without it). Each request to /gradio_api/mcp gets the address it really came from (client_address:
+    the peer, or a Space proxy's entry) stamped and signed in PEER_HEADER, which the loopback call carries; a
+    stamp anyone else sends is removed.
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            headers = [(key, value) for key, value in scope["headers"]]
+            plain = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in headers}
+            kept = [(key, value) for key, value in headers if key.decode("latin-1").lower() != PEER_HEADER
+                    or stamped_peer(plain) is not None]
+            if "/mcp" in scope.get("path", ""):
+                address = client_address(plain, (scope.get("client") or (None,))[0]) or "unknown"
+                kept = [(key, value) for key, value in kept if key.decode("latin-1").lower() != PEER_HEADER]
+                kept.append((PEER_HEADER.encode(), f"{address};{_signature(address)}".encode("latin-1")))
+            if kept != headers:
+                scope = {**scope, "headers": kept}
+        await self.app(scope, receive, send)
 
 
 class LinkGuard:
