@@ -39,6 +39,7 @@ from webui.fields import with_fields as with_server_fields
 from webui.handlers import NO_ANCHOR, WebApp, final_only
 from webui.history import history_panel
 from webui.matrix import matrix_panel
+from webui.queue_cap import cap_queued
 from webui.reproduction import reproduction_panel, wire_reproduction
 from webui.uploads import LinkGuard, PeerStamp, UploadGuard
 from webui.wiring import CSS, GENERATE, PRIVATE, SHORTCUTS, SHOW_SEEDS, Wiring, by_name, ready
@@ -333,6 +334,7 @@ def main(argv: list[str] | None = None) -> None:
     # One generation at a time per device (all generating events share one concurrency group);
     # the rest wait in a bounded queue and see their position.
     demo.queue(max_size=limits.queue_size, default_concurrency_limit=limits.concurrency)
+    cap_queued(demo, limits.visitor_queued)  # no visitor fills the queue for the others
     guards = [Middleware(PeerStamp), Middleware(LinkGuard), Middleware(UploadGuard, max_uploads=limits.visitor_uploads)]
     # Gradio keeps a copy of every component's config per session (10,000 sessions by default: gigabytes).
     demo.launch(css=CSS, js=SHORTCUTS, max_file_size=MAX_UPLOAD, app_kwargs={"middleware": guards},

@@ -85,6 +85,7 @@ def test_queue_size_and_concurrency_come_from_the_host_settings(monkeypatch, tin
     app.main(["--model", str(tiny_model_dir), "--device", "cpu"])
     (demo,) = served
     assert (demo._queue.max_size, demo._queue.default_concurrency_limit) == (3, 2)
+    assert demo._queue.push.__name__ == "push_within_share"  # the per-visitor cap on waiting requests (queue_cap)
     generating = [fn for fn in demo.fns.values() if fn.api_name in ("grid", "vary", "reproduce")]
     assert len(generating) == 3 and {fn.concurrency_id for fn in generating} == {"generation"}  # one shared limit
 
@@ -161,3 +162,31 @@ def test_a_model_that_cannot_be_loaded_is_named_once_without_a_stack_trace_nobod
     message = str(error.value)
     assert message.startswith("model 'someone/not-cached-here' could not be loaded: ")
     assert message.count("not-cached-here") == 1 and "stacktrace" not in message
+
+
+def test_a_visitor_with_too_many_requests_waiting_is_refused_the_next_one_and_others_are_not():
+    """One visitor's 33 POSTs filled Gradio's whole queue (everyone else got HTTP 503)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from webui.queue_cap import cap_queued
+
+    group = SimpleNamespace(queue=[])
+
+    async def push(body, request, username):  # Gradio's Queue.push: the request waits in its group
+        group.queue.append(SimpleNamespace(request=request))
+        return True, "event", "success"
+
+    demo = SimpleNamespace(_queue=SimpleNamespace(event_queue_per_concurrency_id={"generation": group}, push=push))
+    cap_queued(demo, 2)
+
+    def join(host: str, headers: dict | None = None) -> tuple:
+        request = SimpleNamespace(client=SimpleNamespace(host=host), headers=headers or {})
+        return asyncio.run(demo._queue.push(None, request, None))
+
+    assert [join("203.0.113.9")[2] for _ in range(2)] == ["success", "success"]
+    refused = join("203.0.113.9", {"x-forwarded-for": "10.9.9.9"})  # a header of its own changes nothing
+    assert refused[:3:2] == (False, "error") and "SEEDLAB_VISITOR_QUEUED" in refused[1]
+    assert join("198.51.100.7")[2] == "success"  # another visitor is not held up
+    group.queue.pop(0)  # one of the first visitor's requests starts running: room for one more
+    assert join("203.0.113.9")[2] == "success"

@@ -35,6 +35,7 @@ class Limits:
     max_request_seconds: int = 120  # estimated generation time of one request (see budget.py)
     visitor_seconds: int = 300  # estimated generation time one visitor may use in any 10 minutes
     visitor_uploads: int = 20  # files one visitor may upload in any 10 minutes (the app's upload route)
+    visitor_queued: int = 8  # requests one visitor may have waiting in the queue (webui/queue_cap.py)
     sessions: int = 512  # browser/API sessions whose state the app keeps (~160 KB each); the least recent go first
 
     def __post_init__(self) -> None:
