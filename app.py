@@ -54,7 +54,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
     app = WebApp(admission, image_dir)
     store, model = admission.store, app.default
     defaults = admission.defaults()
-    if model.info.a1111:  # prompts typed on the page are read as A1111 reads them (links and the API keep plain)
+    if model.info.a1111_prompts:  # prompts typed on the page are read as A1111 reads them (links, API: plain)
         defaults["prompt_syntax"] = "a1111"
     a1111 = list(A1111_SAMPLERS) if model.info.a1111 else []  # A1111's own samplers, run as A1111 runs them
     schedulers = [(f"model default ({model.default_scheduler})", DEFAULT_SCHEDULER),
@@ -77,7 +77,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     label="Prompt", value="" if unconditional else "a red circle on a blue background", lines=2,
                     info="this model is unconditional: leave it empty (Ctrl+Enter generates)" if unconditional
                     else "Ctrl+Enter generates; read with A1111's syntax: (word:1.2), [word], BREAK (Prompt syntax)"
-                    if model.info.a1111 else "Ctrl+Enter generates", elem_id="prompt")
+                    if model.info.a1111_prompts else "Ctrl+Enter generates", elem_id="prompt")
                 with gr.Row(equal_height=True):
                     ui["seeds"] = gr.Textbox(label="Seeds", value="0-3", scale=4, elem_id="seeds",
                                              info='"42", "0-7" or "3, 17, 99" (0 to 18446744073709551615)')
@@ -226,9 +226,11 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
         made.success(by_name(app.history.remember(target), ui, [ui[name] for name in kept]),
                      [ui[f"{target}_results"], ui["history"], ui["anchor"], ui["anchor_fingerprint"]],
                      [ui[name] for name in kept], queue=False, **PRIVATE)
+    # Queued (one at a time, and within each visitor's cap on waiting requests): a restore checks every cell the
+    # browser sends, so unqueued, parallel restores could take every worker thread from the other visitors.
     event(ui["timeline"].select, app.history.restore, [ui["history"], ui["timeline"]],
           [*RESTORED, "variations", *ANCHOR, "history_view", "history_view_results", "restored_entry",
-           "history_regenerate", "history_note"], queue=False, **PRIVATE)
+           "history_regenerate", "history_note"], concurrency_id="history", show_progress="hidden", **PRIVATE)
     shows_cell(ui["history_view"].select, app.select_history, [ui["history_view_results"]], list(CELL))
     event(ui["history_import"].upload, app.history.import_, [ui["history_import"], ui["history"]], kept, **PRIVATE)
     regenerate = event(guarded([ui["history_regenerate"].click]), app.history.regenerate, [ui["restored_entry"]],

@@ -86,6 +86,8 @@ def test_queue_size_and_concurrency_come_from_the_host_settings(monkeypatch, tin
     (demo,) = served
     assert (demo._queue.max_size, demo._queue.default_concurrency_limit) == (3, 2)
     assert demo._queue.push.__name__ == "push_within_share"  # the per-visitor cap on waiting requests (queue_cap)
+    restores = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "restore"]
+    assert len(restores) == 1 and restores[0].queue and restores[0].concurrency_id == "history"  # not on the threads
     generating = [fn for fn in demo.fns.values() if fn.api_name in ("grid", "vary", "reproduce")]
     assert len(generating) == 3 and {fn.concurrency_id for fn in generating} == {"generation"}  # one shared limit
 
