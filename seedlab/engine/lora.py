@@ -21,24 +21,20 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import logging
 import math
 import re
-import struct
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
 
-from . import library
+from . import library, safetensor_files
 from .lora_names import LoraUse, format_hashes, parse_hashes, uses_of
 
 MAX_FILE_BYTES = 2 << 30  # a LoRA for SD is tens to hundreds of MB; an SDXL one up to ~1.7 GB
-MAX_HEADER_BYTES = 16 << 20
 MAX_TENSORS = 20_000
 KEPT_SETS = 2  # merged copies kept per model
 
@@ -90,21 +86,8 @@ _PROCESSOR = re.compile(r"\.processor\.(to_q|to_k|to_v|to_out)_lora$")  # old di
 def read(path: Path) -> dict[str, Layer]:
     """A LoRA file's layers by their module key (still in the file's naming); refused with a message
     when it is not a safetensors LoRA."""
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise ValueError(f"LoRA {path.name}: {size / 2**20:.0f} MB is more than the {MAX_FILE_BYTES >> 20} MB allowed")
-    with open(path, "rb") as file:
-        prefix = file.read(8)
-    if len(prefix) < 8 or struct.unpack("<Q", prefix)[0] > min(MAX_HEADER_BYTES, size - 8):
-        raise ValueError(f"LoRA {path.name} is not a safetensors file")
-    try:
-        with safe_open(str(path), framework="pt") as tensors:
-            keys = list(tensors.keys())
-            if len(keys) > MAX_TENSORS:
-                raise ValueError(f"LoRA {path.name} has {len(keys)} tensors, more than the {MAX_TENSORS} allowed")
-            layers = _layers(tensors, keys)
-    except (OSError, RuntimeError, SafetensorError, struct.error, json.JSONDecodeError) as error:
-        raise ValueError(f"LoRA {path.name} cannot be read: {str(error)[:120]}") from None
+    with safetensor_files.checked(path, "LoRA", MAX_FILE_BYTES, MAX_TENSORS) as (tensors, keys):
+        layers = _layers(tensors, keys)
     if not layers:
         raise ValueError(f"LoRA {path.name} holds no LoRA layers (lora_up/lora_down or lora_A/lora_B weights)")
     return layers

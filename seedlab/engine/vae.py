@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
-import struct
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -27,13 +25,11 @@ from pathlib import Path
 import torch
 from diffusers import AutoencoderKL
 from diffusers.loaders.single_file_utils import convert_ldm_vae_checkpoint
-from safetensors import SafetensorError, safe_open
 
-from . import library, vae_names
+from . import library, safetensor_files, vae_names
 from .tracing import TracedUNet
 
 MAX_FILE_BYTES = 1 << 30  # an SD / SDXL VAE is 160 to 335 MB; its EMA copy doubles it
-MAX_HEADER_BYTES = 16 << 20
 MAX_TENSORS = 5_000  # an SD VAE has about 250 tensors
 KEPT = 2  # VAE copies kept per model
 PARTS = ("decoder.", "post_quant_conv.")  # what decoding uses
@@ -45,26 +41,13 @@ _LOCK = threading.Lock()
 def read_decoder(path: Path) -> dict[str, torch.Tensor]:
     """The decoder's tensors of a VAE file, by their names without a prefix; refused with a message naming the
     field when it is not a safetensors file of a VAE."""
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise ValueError(f"vae {path.name}: {size / 2**20:.0f} MB is more than the {MAX_FILE_BYTES >> 20} MB allowed")
-    with open(path, "rb") as file:
-        prefix = file.read(8)
-    if len(prefix) < 8 or struct.unpack("<Q", prefix)[0] > min(MAX_HEADER_BYTES, size - 8):
-        raise ValueError(f"vae {path.name} is not a safetensors file")
-    try:
-        with safe_open(str(path), framework="pt") as tensors:
-            keys = list(tensors.keys())
-            if len(keys) > MAX_TENSORS:
-                raise ValueError(f"vae {path.name} has {len(keys)} tensors, more than the {MAX_TENSORS} allowed")
-            prefix = next((p for p in PREFIXES if any(key.startswith(p + "decoder.") for key in keys)), None)
-            if prefix is None:
-                raise ValueError(f"vae {path.name} holds no VAE decoder weights (decoder.* in LDM's or diffusers' "
-                                 f"layout): its first keys are {', '.join(keys[:2])[:160] or 'none'}")
-            return {key[len(prefix):]: tensors.get_tensor(key) for key in keys
-                    if key.startswith(prefix) and key[len(prefix):].startswith(PARTS)}
-    except (OSError, RuntimeError, SafetensorError, struct.error, json.JSONDecodeError) as error:
-        raise ValueError(f"vae {path.name} cannot be read: {str(error)[:120]}") from None
+    with safetensor_files.checked(path, "vae", MAX_FILE_BYTES, MAX_TENSORS) as (tensors, keys):
+        prefix = next((p for p in PREFIXES if any(key.startswith(p + "decoder.") for key in keys)), None)
+        if prefix is None:
+            raise ValueError(f"vae {path.name} holds no VAE decoder weights (decoder.* in LDM's or diffusers' "
+                             f"layout): its first keys are {', '.join(keys[:2])[:160] or 'none'}")
+        return {key[len(prefix):]: tensors.get_tensor(key) for key in keys
+                if key.startswith(prefix) and key[len(prefix):].startswith(PARTS)}
 
 
 def to_diffusers(weights: dict[str, torch.Tensor], config) -> dict[str, torch.Tensor]:
