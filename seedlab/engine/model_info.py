@@ -45,6 +45,7 @@ class ModelInfo:
     default_steps: int = EXPLORING_STEPS
     unconditional: bool = False  # a pipeline without a prompt (DDIM, DDPM): it makes its native size only
     a1111: bool = False  # runs A1111's samplers (ksampling.py): a Stable Diffusion 1.x / 2.x UNet pipeline
+    a1111_prompts: bool = False  # reads A1111's prompt syntax: where its samplers run, and SDXL (prompts_sdxl.py)
     _made: dict = field(default_factory=dict, repr=False, compare=False)  # name -> an untouched instance
 
     def make_scheduler(self, name: str):
@@ -63,6 +64,11 @@ class ModelInfo:
             self._made[name] = self.schedulers[name].from_config(self.scheduler_config)
         return copy.deepcopy(self._made[name])
 
+
+    def reads(self, syntax: str) -> bool:
+        """Whether this model reads prompts in `syntax`: A1111's on SD 1.x / 2.x and SDXL, NovelAI's and ComfyUI's
+        on SD 1.x / 2.x (one CLIP text encoder), plain on any."""
+        return syntax == "plain" or (self.a1111_prompts if syntax == "a1111" else self.a1111)
 
     def offered(self) -> list[str]:
         """Every scheduler name this model runs: A1111's samplers (where it can) and its diffusers classes."""
@@ -84,6 +90,13 @@ def runs_a1111(pipeline_class: type | None, denoiser: str, scheduler_config: dic
             and scheduler_config.get("prediction_type", "epsilon") in ("epsilon", "v_prediction")
             and scheduler_config.get("beta_schedule", "scaled_linear") in ("scaled_linear", "linear")
             and not scheduler_config.get("rescale_betas_zero_snr"))
+
+
+def reads_a1111_prompts(pipeline_class: type | None, denoiser: str, scheduler_config: dict) -> bool:
+    """Whether A1111's prompt syntax is read for this model: where A1111's samplers run (prompts.py) and on SDXL's
+    text-to-image pipeline (prompts_sdxl.py; its samplers stay SD 1.x / 2.x's)."""
+    return runs_a1111(pipeline_class, denoiser, scheduler_config) or (
+        pipeline_class is not None and pipeline_class.__name__ == "StableDiffusionXLPipeline" and denoiser == "unet")
 
 
 def model_defaults(name: str, pipeline_class: type | None, scheduler_name: str, scheduler_config: dict) -> tuple[int, float]:
@@ -141,7 +154,8 @@ def read_info(name: str) -> ModelInfo:
     return ModelInfo(name, (size, size), guidance, scheduler_class.__name__,
                      compatible_schedulers(scheduler_class, scheduler_config), scheduler_config, steps,
                      unconditional=pipeline_class is not None and not takes_prompt(pipeline_class),
-                     a1111=runs_a1111(pipeline_class, denoiser, scheduler_config))
+                     a1111=runs_a1111(pipeline_class, denoiser, scheduler_config),
+                     a1111_prompts=reads_a1111_prompts(pipeline_class, denoiser, scheduler_config))
 
 
 def _checkpoint_source(name: str) -> tuple[str, dict] | None:

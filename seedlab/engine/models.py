@@ -38,6 +38,7 @@ from .model_info import (  # noqa: F401  (were here)
     model_defaults,
     model_source,
     read_info,
+    reads_a1111_prompts,
     runs_a1111,
     takes_prompt,
 )
@@ -168,10 +169,12 @@ def describe(name: str, pipeline: DiffusionPipeline, device: torch.device, dtype
     pixel_space = getattr(pipeline, "vae", None) is None  # DDIM, DDPM: the denoiser's sample is the image
     size = int(sample) * (1 if pixel_space else int(getattr(pipeline, "vae_scale_factor", 8)))
     steps, guidance = model_defaults(name, type(pipeline), type(pipeline.scheduler).__name__, config)
+    denoiser_name = "unet" if hasattr(pipeline, "unet") else "transformer"
     info = ModelInfo(name, (size, size), guidance, type(pipeline.scheduler).__name__,
                      compatible_schedulers(type(pipeline.scheduler), config), config, steps,
                      unconditional=not takes_prompt(type(pipeline)),
-                     a1111=runs_a1111(type(pipeline), "unet" if hasattr(pipeline, "unet") else "transformer", config))
+                     a1111=runs_a1111(type(pipeline), denoiser_name, config),
+                     a1111_prompts=reads_a1111_prompts(type(pipeline), denoiser_name, config))
     traced = device.type == "cpu" and isinstance(getattr(pipeline, "unet", None), diffusers.UNet2DConditionModel)
     return Model(name=name, pipeline=pipeline, device=device, dtype=dtype, info=info,
                  call_parameters=frozenset(inspect.signature(pipeline.__call__).parameters), traced=traced)
