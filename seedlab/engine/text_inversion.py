@@ -1,4 +1,4 @@
-"""Textual inversion embeddings, used as A1111 1.10 uses them in an A1111-syntax prompt (SD 1.x / 2.x).
+"""Textual inversion embeddings, used as A1111 1.10 uses them in an A1111-syntax prompt (SD 1.x / 2.x, SDXL).
 
 An embedding is a file in the models folder's embeddings (library.py, kind "embedding"): n vectors as wide as
 the text encoder's token embeddings, which take the place of its name's tokens in the prompt and in the
@@ -9,7 +9,9 @@ negative prompt alike (prompts.py places them). As A1111's EmbeddingDatabase
   and a prompt names it by the token ids of that name, so case and spacing fold as CLIP's tokenizer folds them;
 - the layouts of create_embedding_from_data, one term per file: A1111's `.pt` ({"string_to_param": {"*":
   vectors}, "name", "step", ...}) and a dict of one tensor, {token: vectors} (diffusers' learned_embeds.bin,
-  a `.safetensors` with `emb_params`), a single vector read as one;
+  a `.safetensors` with `emb_params`), a single vector read as one; on SDXL, {"clip_l": [n, 768], "clip_g":
+  [n, 1280]} (sd_hijack.py's EmbeddingsWithFixes puts clip_l's vectors in CLIP-L, clip_g's in OpenCLIP-G:
+  prompts_sdxl.py);
 - "TI hashes": "name: first 12 hex digits of the file's SHA-256, ..." (sd_hijack_clip.py's forward), the
   prompt's embeddings then the negative prompt's (processing.py encodes the negative prompt first and
   forward appends the earlier value).
@@ -40,7 +42,8 @@ MAX_VECTORS = 75  # A1111's chunk: an embedding longer than one cannot be placed
 MAX_WIDTH = 8192
 KEPT = 64  # embeddings kept in memory, by file and version
 SAFE_GLOBALS = [torch.nn.ParameterDict]  # the one class beyond tensors A1111's modules/safe.py lets an embedding name
-_kept: OrderedDict[tuple, torch.Tensor] = OrderedDict()
+Vectors = torch.Tensor | dict[str, torch.Tensor]  # one encoder's [n, width], or SDXL's {"clip_l", "clip_g"}
+_kept: OrderedDict[tuple, Vectors] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -48,8 +51,9 @@ class EmbeddingError(ValueError):
     """An embedding file that cannot be used; the message names the file."""
 
 
-def read(path: Path) -> torch.Tensor:
-    """The vectors of an embedding file, [n, width] float32, refused with EmbeddingError when not usable."""
+def read(path: Path) -> Vectors:
+    """The vectors of an embedding file, [n, width] float32 (SDXL's: {"clip_l": ..., "clip_g": ...}), refused with
+    EmbeddingError when not usable."""
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise EmbeddingError(f"embedding {path.name}: {size / 2**20:.1f} MB is more than the "
@@ -88,7 +92,7 @@ def _check_zip(path: Path) -> None:
         raise EmbeddingError(f"embedding {path.name} is a compressed or oversized archive, not a torch.save file")
 
 
-def _vectors(data, filename: str) -> torch.Tensor:
+def _vectors(data, filename: str) -> Vectors:
     """create_embedding_from_data's layouts: the one term's vectors, [n, width] float32."""
     if not isinstance(data, dict) or not data:
         raise EmbeddingError(f"embedding {filename} is not a dict of tensors (A1111's string_to_param or {{token: "
@@ -102,15 +106,22 @@ def _vectors(data, filename: str) -> torch.Tensor:
                                  f"{len(terms) if isinstance(terms, dict) else type(terms).__name__}")
         vectors = next(iter(terms.values()))
         ndims = (2,)
-    elif "clip_g" in data and "clip_l" in data:
-        widths = [data[key].shape[-1] if isinstance(data[key], torch.Tensor) else "?" for key in ("clip_l", "clip_g")]
-        raise EmbeddingError(f"embedding {filename} is an SDXL embedding (clip_l and clip_g, {widths[0]} + {widths[1]} "
-                             "wide): it needs an SDXL model")
+    elif "clip_g" in data and "clip_l" in data:  # SDXL's pair: each [n, width], one n (A1111 counts clip_g's)
+        pair = {key: _checked(data[key], f"{filename}'s {key}", (2,)) for key in ("clip_l", "clip_g")}
+        if pair["clip_l"].shape[0] != pair["clip_g"].shape[0]:
+            raise EmbeddingError(f"embedding {filename} has {pair['clip_l'].shape[0]} clip_l vectors and "
+                                 f"{pair['clip_g'].shape[0]} clip_g vectors: they must be as many")
+        return pair
     elif len(data) == 1 and isinstance(next(iter(data.values())), torch.Tensor):
         vectors, ndims = next(iter(data.values())), (1, 2)
     else:
         raise EmbeddingError(f"embedding {filename} is neither A1111's (string_to_param) nor diffusers' ({{token: "
                              f"vectors}}, one term): it holds {', '.join(map(str, list(data)[:4]))[:100]}")
+    return _checked(vectors, filename, ndims)
+
+
+def _checked(vectors, filename: str, ndims: tuple) -> torch.Tensor:
+    """One term's vectors, [n, width] float32, within the limits."""
     if not isinstance(vectors, torch.Tensor) or vectors.dim() not in ndims or not vectors.is_floating_point():
         raise EmbeddingError(f"embedding {filename}'s vectors must be a float tensor [n, width], got "
                              f"{tuple(vectors.shape) if isinstance(vectors, torch.Tensor) else type(vectors).__name__}")
@@ -121,8 +132,9 @@ def _vectors(data, filename: str) -> torch.Tensor:
     return vectors.detach().to(torch.float32).contiguous().clone()
 
 
-def load(path: Path, width: int) -> torch.Tensor:
-    """`read`, checked against the text encoder's width (A1111's expected_shape), kept by file and version."""
+def load(path: Path, width: int | tuple[int, int]) -> Vectors:
+    """`read`, checked against the text encoder's width (A1111's expected_shape; SDXL's: the pair of widths), kept
+    by file and version."""
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     with _lock:
@@ -135,10 +147,27 @@ def load(path: Path, width: int) -> torch.Tensor:
             _kept[key] = vectors
             while len(_kept) > KEPT:
                 _kept.popitem(last=False)
-    if vectors.shape[1] != width:
-        raise EmbeddingError(f"embedding {path.name} is {vectors.shape[1]} wide, but this model's text encoder is "
-                             f"{width} wide: it was made for another model")
+    _check_width(vectors, width, path.name)
     return vectors
+
+
+def _check_width(vectors: Vectors, width: int | tuple[int, int], filename: str) -> None:
+    """One encoder's width (SD 1.x / 2.x) or SDXL's pair (clip_l, clip_g): the file's must be the model's."""
+    if isinstance(vectors, dict) and not isinstance(width, tuple):
+        widths = vectors["clip_l"].shape[1], vectors["clip_g"].shape[1]
+        raise EmbeddingError(f"embedding {filename} is an SDXL embedding (clip_l and clip_g, {widths[0]} + {widths[1]} "
+                             "wide): it needs an SDXL model")
+    if isinstance(width, tuple) and not isinstance(vectors, dict):
+        raise EmbeddingError(f"embedding {filename} is one text encoder's ({vectors.shape[1]} wide, SD 1.x / 2.x): "
+                             "SDXL's embeddings have clip_l and clip_g vectors (A1111 would skip it and read its "
+                             "name as words)")
+    if isinstance(width, tuple) and (vectors["clip_l"].shape[1], vectors["clip_g"].shape[1]) != width:
+        widths = vectors["clip_l"].shape[1], vectors["clip_g"].shape[1]
+        raise EmbeddingError(f"embedding {filename} is {widths[0]} + {widths[1]} wide (clip_l + clip_g), but this "
+                             f"model's text encoders are {width[0]} + {width[1]} wide: it was made for another model")
+    if not isinstance(width, tuple) and vectors.shape[1] != width:
+        raise EmbeddingError(f"embedding {filename} is {vectors.shape[1]} wide, but this model's text encoder is "
+                             f"{width} wide: it was made for another model")
 
 
 def listed(root: Path | None = None) -> dict[str, Path]:
@@ -160,8 +189,10 @@ def _size(path: Path) -> int:
 
 
 def for_prompts(tokenizer, text_encoder, texts: dict[str, str], emphasis: str = "Original",
-                root: Path | None = None) -> dict[str, torch.Tensor]:
-    """The vectors of every embedding the texts use ({field: text}, e.g. prompt and negative_prompt), by name.
+                root: Path | None = None, text_encoder_2=None) -> dict[str, Vectors]:
+    """The vectors of every embedding the texts use ({field: text}, e.g. prompt and negative_prompt), by name;
+    with SDXL's `text_encoder_2`, each a {"clip_l", "clip_g"} pair (names found with CLIP-L's tokenizer, as A1111's
+    GeneralConditioner.tokenize finds them).
 
     Only the files a text names are read; a file that cannot be used raises FieldError naming the field.
     """
@@ -170,7 +201,9 @@ def for_prompts(tokenizer, text_encoder, texts: dict[str, str], emphasis: str = 
         return {}
     names = prompts.lookup(tokenizer, files)
     width = prompts.token_embedding(text_encoder).embedding_dim
-    found: dict[str, torch.Tensor] = {}
+    if text_encoder_2 is not None:
+        width = (width, prompts.token_embedding(text_encoder_2).embedding_dim)
+    found: dict[str, Vectors] = {}
     for field, text in texts.items():
         for name in prompts.names_used(tokenizer, text or "", names, emphasis):
             if name not in found:
@@ -214,7 +247,7 @@ def missing_notes(ti_hashes: str) -> list[str]:
 
 def with_ti_hashes(model, recipe, memo: dict | None = None):
     """An A1111-syntax recipe with the hashes of the textual-inversion embeddings its prompts use (A1111's TI hashes)."""
-    if recipe.prompt_syntax != "a1111" or not model.info.a1111:
+    if recipe.prompt_syntax != "a1111" or not model.info.a1111_prompts:
         return recipe
     memo = {} if memo is None else memo
     key = ("ti", recipe.prompt, recipe.negative_prompt, recipe.emphasis)
