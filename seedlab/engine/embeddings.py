@@ -12,7 +12,7 @@ import re
 
 import torch
 
-from . import lora_names, prompts, prompts_comfyui, text_inversion
+from . import lora_names, prompts, prompts_comfyui, prompts_sdxl, text_inversion
 from .models import Model
 from .recipe import Recipe
 
@@ -95,6 +95,8 @@ class Embeddings:
         """A1111's conditioning of the prompt and the negative prompt (prompts.py), encoded once per request; with
         NovelAI's syntax its brackets, and neither LoRA tags nor textual inversion (NovelAI has none)."""
         pipe, syntax = self.model.pipeline, recipe.prompt_syntax
+        if syntax == "a1111" and prompts_sdxl.is_sdxl(pipe):
+            return self._a1111_sdxl(recipe, guided, same_length)
         prompts.check_encoder(pipe, syntax)
         key = (syntax, recipe.prompt, recipe.negative_prompt, guided, same_length, recipe.emphasis, recipe.clip_skip)
         if key not in self._cache:
@@ -121,6 +123,23 @@ class Embeddings:
                                                                   // empty.shape[1])], dim=1) for z in (cond, uncond))
                     encoded = {"prompt_embeds": cond, "negative_prompt_embeds": uncond}
             self._cache[key] = encoded
+        return self._cache[key]
+
+    def _a1111_sdxl(self, recipe: Recipe, guided: bool, same_length: bool) -> dict:
+        """A1111's SDXL conditioning (prompts_sdxl.py): both encoders' hidden states and G's pooled output, for the
+        prompt and the negative prompt (zeros when empty), encoded once per request; clip skip is not applied (A1111
+        1.10 applies it on SDXL only with its setting sdxl_clip_l_skip, off by default)."""
+        pipe = self.model.pipeline
+        prompts_sdxl.check_encoders(pipe)
+        key = ("a1111-sdxl", recipe.prompt, recipe.negative_prompt, guided, same_length, recipe.emphasis)
+        if key not in self._cache:
+            prompt = lora_names.extract(recipe.prompt)[0]
+            found = text_inversion.for_prompts(pipe.tokenizer, pipe.text_encoder, {
+                "prompt": prompt, "negative_prompt": recipe.negative_prompt if guided else ""}, recipe.emphasis,
+                text_encoder_2=pipe.text_encoder_2)
+            self._cache[key] = prompts_sdxl.conditioning(
+                pipe, prompt, recipe.negative_prompt, guided=guided, emphasis=recipe.emphasis, device=self.model.device,
+                embeddings=found, same_length=same_length)
         return self._cache[key]
 
     def _comfyui(self, recipe: Recipe, guided: bool, same_length: bool) -> dict:

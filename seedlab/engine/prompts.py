@@ -17,6 +17,7 @@ sd_hijack_clip.py, sd_emphasis.py):
   they replace the token embeddings of those places, before the position embeddings are added. The vectors
   come from text_inversion.py; here they are a mapping name -> [n, hidden] tensor.
 
+"a1111" on SDXL (two encoders, a pooled vector) is prompts_sdxl.py's, on these chunks and emphasis.
 "novelai" is this pipeline with NovelAI's brackets for the weights (prompts_novelai.py); "comfyui" is ComfyUI's
 own reading (prompts_comfyui.py). "plain" (the default, what every earlier link and PNG meant) passes the text to
 the pipeline as it is.
@@ -231,21 +232,27 @@ def encode(tokenizer, text_encoder, text: str, *, emphasis: str = "Original", cl
     encoded = []
     for chunk in chunks_of(tokenizer, text, emphasis, embeddings, syntax):
         tokens = torch.asarray([chunk.tokens]).to(device)
-        with _fixed(text_encoder, chunk.fixes, embeddings) if chunk.fixes else nullcontext():
+        with fixed(text_encoder, chunk.fixes, embeddings) if chunk.fixes else nullcontext():
             output = text_encoder(input_ids=tokens, output_hidden_states=clip_skip > 1)
         if clip_skip > 1:
             z = text_encoder.final_layer_norm(output.hidden_states[-clip_skip])
         else:
             z = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
-        weights = torch.asarray([chunk.weights]).to(device)
-        if emphasis == "Original":
-            mean = z.mean()
-            z = z * weights.reshape(weights.shape + (1,)).expand(z.shape)
-            z = z * (mean / z.mean())
-        elif emphasis == "No norm":
-            z = z * weights.reshape(weights.shape + (1,)).expand(z.shape)
-        encoded.append(z)
+        encoded.append(emphasize(z, chunk.weights, emphasis))
     return torch.hstack(encoded)
+
+
+def emphasize(z: torch.Tensor, weights: list[float], emphasis: str) -> torch.Tensor:
+    """A1111's sd_emphasis after_transformers on one chunk's output z (1, L + 2, hidden): "Original" multiplies each
+    token by its weight and rescales to the old mean, "No norm" multiplies only, "None" leaves z as it is."""
+    weights = torch.asarray([weights]).to(z.device)
+    if emphasis == "Original":
+        mean = z.mean()
+        z = z * weights.reshape(weights.shape + (1,)).expand(z.shape)
+        z = z * (mean / z.mean())
+    elif emphasis == "No norm":
+        z = z * weights.reshape(weights.shape + (1,)).expand(z.shape)
+    return z
 
 
 def token_embedding(text_encoder) -> torch.nn.Module:
@@ -254,7 +261,7 @@ def token_embedding(text_encoder) -> torch.nn.Module:
 
 
 @contextmanager
-def _fixed(text_encoder, fixes: list[tuple[int, str]], embeddings: Mapping[str, torch.Tensor]):
+def fixed(text_encoder, fixes: list[tuple[int, str]], embeddings: Mapping[str, torch.Tensor]):
     """A1111's EmbeddingsWithFixes for one chunk: the token embeddings' output with each embedding's vectors
     written at its places (after BOS), in the output's dtype; only for this thread's call."""
     owner = threading.get_ident()
@@ -278,9 +285,10 @@ def _fixed(text_encoder, fixes: list[tuple[int, str]], embeddings: Mapping[str, 
 
 def check_encoder(pipe, syntax: str = "a1111") -> None:
     """A1111's, NovelAI's and ComfyUI's syntaxes need one CLIP text encoder and its tokenizer (SD 1.x / 2.x); refused
-    by name elsewhere."""
+    by name elsewhere. (A1111's on SDXL's pair of encoders is prompts_sdxl.py's, which embeddings.py calls instead.)"""
     tokenizer, encoder = getattr(pipe, "tokenizer", None), getattr(pipe, "text_encoder", None)
     if tokenizer is None or encoder is None or hasattr(pipe, "text_encoder_2") \
             or type(encoder).__name__ != "CLIPTextModel" or not hasattr(encoder, "final_layer_norm"):
-        raise FieldError("prompt_syntax", f"{syntax} needs one CLIP text encoder (Stable Diffusion 1.x, 2.x); "
+        also = " or SDXL's two" if syntax == "a1111" else ""
+        raise FieldError("prompt_syntax", f"{syntax} needs one CLIP text encoder (Stable Diffusion 1.x, 2.x){also}; "
                                           f"{type(pipe).__name__} encodes prompts its own way: use plain")
