@@ -27,6 +27,8 @@ from .reproduction import Original
 
 MAX_CHECKED = 4096  # scheduler answers kept: every model x scheduler x rng x step count a server sees
 _SYNTAX_NAMES = {"a1111": "A1111's", "comfyui": "ComfyUI's", "novelai": "NovelAI's"}
+_SYNTAX_MODELS = {"a1111": "Stable Diffusion 1.x, 2.x and SDXL", "comfyui": "Stable Diffusion 1.x and 2.x",
+                  "novelai": "Stable Diffusion 1.x and 2.x"}
 
 
 def measure_speed(model: Model, repeats: int = 3) -> Speed:
@@ -115,9 +117,10 @@ class Admission:
             errors += check_unconditional(info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
         except FieldError as error:
             return errors + [error]
-        if recipe.prompt_syntax != "plain" and not info.a1111:
-            errors.append(FieldError("prompt_syntax", f"{recipe.prompt_syntax} is read for Stable Diffusion 1.x and 2.x; "
-                                                      f"{recipe.model} reads prompts its own way: use plain"))
+        if not info.reads(recipe.prompt_syntax):
+            errors.append(FieldError("prompt_syntax", f"{recipe.prompt_syntax} is read for "
+                                                      f"{_SYNTAX_MODELS[recipe.prompt_syntax]}; {recipe.model} reads "
+                                                      "prompts its own way: use plain"))
         errors += lora_names.missing(recipe) + vae_names.errors(recipe)
         if recipe.model_hash and (problem := checkpoint_files.hash_problem(recipe.model, recipe.model_hash)):
             errors.append(FieldError("model_hash", problem))
@@ -227,11 +230,16 @@ class Admission:
         if recipe.dtype != self.store.dtype:
             notes.append(f"dtype {recipe.dtype} is not served here: {self.store.dtype} is used")
             recipe = recipe.replace(dtype=self.store.dtype)
-        if recipe.prompt_syntax != "plain" and not self.store.info(recipe.model).a1111:
+        info = self.store.info(recipe.model)
+        if not info.reads(recipe.prompt_syntax):
             notes.append(f"its prompt is written in {_SYNTAX_NAMES[recipe.prompt_syntax]} syntax, which SeedLab reads "
-                         f"for Stable Diffusion 1.x and 2.x only: {recipe.model} reads it as plain text, so its weights "
-                         "are not applied")
+                         f"for {_SYNTAX_MODELS[recipe.prompt_syntax]} only: {recipe.model} reads it as plain text, so "
+                         "its weights are not applied")
             recipe = recipe.replace(prompt_syntax="plain", emphasis="Original", clip_skip=1)
+        elif recipe.prompt_syntax == "a1111" and recipe.clip_skip > 2 and not info.a1111:  # SDXL (2: the same layer)
+            notes.append(f"Clip skip {recipe.clip_skip} is written by A1111 on SDXL but applied only with its setting "
+                         "\"Clip skip SDXL\" (sdxl_clip_l_skip), off by default: it is not applied here, as A1111 "
+                         "does by default (an image made with that setting on differs)")
         recipe, missing = lora_names.adapt(recipe)
         notes += missing + text_inversion.missing_notes(recipe.ti_hashes)
         recipe, missing = vae_names.adapt(recipe)
