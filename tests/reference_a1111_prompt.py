@@ -37,7 +37,8 @@ Not re-created (a prompt using them is outside what `a1111_conditioning` stands 
   `tokenize_line`, modules/sd_hijack.py (`EmbeddingsWithFixes`, swapped in for the text encoder's token
   embedding as `StableDiffusionModelHijack.hijack` does) and the "TI hashes" of `TextConditionalModel.forward`
   (modules/processing.py: the negative prompt is encoded first, `setup_conds`). Not re-created: embeddings in
-  PNG/WEBP images, `devices.cond_cast_unet` under --upcast-sampling, the SDXL (clip_g/clip_l) pair on SDXL.
+  PNG/WEBP images, `devices.cond_cast_unet` under --upcast-sampling. (The SDXL (clip_l/clip_g) pair on SDXL:
+  tests/reference_a1111_sdxl.py, which uses this file's chunks, emphasis, EmbeddingsWithFixes and database.)
   `.pt` / `.bin` files are read with `torch.load(weights_only=True)` allowing ParameterDict (A1111's
   `modules/safe.py` restricts its unpickler to about that; the test files hold only dicts, strings, numbers,
   tensors and one ParameterDict).
@@ -465,13 +466,14 @@ class _embeddings_with_fixes:
     """StableDiffusionModelHijack.hijack / undo_hijack for the token embedding of a transformers CLIPTextModel
     (A1111: `transformer.text_model.embeddings`; transformers 5.x has `embeddings` at the top)."""
 
-    def __init__(self, text_encoder, hijack):
+    def __init__(self, text_encoder, hijack, textual_inversion_key="clip_l"):
         self.embeddings = getattr(text_encoder, "text_model", text_encoder).embeddings
         self.hijack = hijack
+        self.textual_inversion_key = textual_inversion_key  # SDXL's OpenCLIP-G: 'clip_g'
 
     def __enter__(self):
         self.original = self.embeddings.token_embedding
-        self.embeddings.token_embedding = EmbeddingsWithFixes(self.original, self.hijack)
+        self.embeddings.token_embedding = EmbeddingsWithFixes(self.original, self.hijack, self.textual_inversion_key)
 
     def __exit__(self, *exc):
         self.embeddings.token_embedding = self.original
