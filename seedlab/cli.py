@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from .engine import cpu, determinism, generation, library, models, text_inversion
+from .engine import checkpoint_files, cpu, determinism, generation, library, models, text_inversion
 from .engine.recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
 from .explore import plot as plot_command
 from .explore import travel as travel_command
@@ -214,12 +214,17 @@ def reproduce(args: argparse.Namespace) -> int:
     original = _read_original(args.source)
     recipe, notes = original.recipe, list(original.notes)
     notes += text_inversion.missing_notes(recipe.ti_hashes)  # the models folder lacks an embedding the image used
+    recipe, found = checkpoint_files.resolve_hash(recipe)  # its checkpoint by hash, whatever its name here
+    notes += found
     if args.model is not None and args.model != recipe.model:
         notes.append(f"the original names model {recipe.model!r}; --model {args.model!r} is used instead")
-        recipe = recipe.replace(model=args.model)
+        recipe = recipe.replace(model=args.model, model_hash="")  # the hash named the original's file
     elif args.model is None and recipe.model != DEFAULT_MODEL:
         raise UsageError(f"the original names model {recipe.model!r}, which is only loaded with your permission: "
                          f"pass --model {recipe.model!r} (or another model) to use it")
+    if recipe.model_hash and checkpoint_files.find_checkpoint(recipe.model) is None:
+        notes.append(f"Model hash {recipe.model_hash} is not checked: {recipe.model} is not a checkpoint file here")
+        recipe = recipe.replace(model_hash="")
     threads = args.threads
     if threads is None and original.environment is not None:  # the thread count changes low bits on CPU
         recorded = original.environment.threads

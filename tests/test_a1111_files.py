@@ -46,7 +46,7 @@ CASES = {  # name: (sampler as written, schedule for the reference, reference op
 # Prompts A1111 reads with its syntax (issue 29): conditioning built as A1111 builds it, sampled with Euler.
 PROMPT_CASES = {  # name: (prompt, negative prompt, emphasis, clip skip)
     "weights": ("a (red:1.4) circle on a [blue] background", "", "Original", 1),
-    "nested_no_norm": ("a ((red)) circle (on a [blue:0.8] background:1.2)", "(dark:1.3)", "No norm", 1),
+    "nested_no_norm": ("a ((red)) circle (on a [blue] background:1.2)", "(dark:1.3)", "No norm", 1),
     "clip_skip_2": ("a red circle on a blue background", "", "Original", 2),
     "long_and_break": ("a red circle, on a blue background, with soft light, and a thin white outline, seen from "
                        "above, centred, simple shapes, flat colours BREAK a small yellow square in the corner",
@@ -80,7 +80,8 @@ def a1111_pngs(tmp_path_factory):
                 decoded = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
                 image = pipe.image_processor.postprocess(decoded, output_type="pil")[0]
                 text = (f"{PROMPT}\nSteps: {STEPS}, Sampler: {sampler}, CFG scale: {CFG}, Seed: {SEED}, "
-                        f"Size: {SIZE}x{SIZE}, Model: embedded, RNG: CPU" + (f", {keys}" if keys else ""))
+                        f"Size: {SIZE}x{SIZE}, Model hash: 6ce0161689, Model: embedded, RNG: CPU"  # as A1111 writes
+                        + (f", {keys}" if keys else ""))
                 info = PngInfo()
                 info.add_text("parameters", text)
                 image.save(folder / f"{name}.png", pnginfo=info)
@@ -95,7 +96,7 @@ def a1111_pngs(tmp_path_factory):
                 keys = "".join([f", Emphasis: {emphasis}" if emphasis != "Original" else "",
                                 f", Clip skip: {clip_skip}" if clip_skip > 1 else ""])
                 text = (f"{prompt}\nNegative prompt: {negative}\nSteps: {STEPS}, Sampler: Euler, CFG scale: {CFG}, "
-                        f"Seed: {SEED}, Size: {SIZE}x{SIZE}, Model: embedded, RNG: CPU{keys}")
+                        f"Seed: {SEED}, Size: {SIZE}x{SIZE}, Model hash: 6ce0161689, Model: embedded, RNG: CPU{keys}")
                 info = PngInfo()
                 info.add_text("parameters", text)
                 image.save(folder / f"{name}.png", pnginfo=info)

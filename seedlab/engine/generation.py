@@ -268,17 +268,9 @@ def _check_fields(recipe: Recipe) -> None:
 
 
 def _with_model_hash(model: Model, recipe: Recipe) -> Recipe:
-    """The checkpoint file's A1111 hash written into the recipe; a hash that names another file is refused."""
-    wanted = recipe.model_hash.lower()
-    if not model.file_hash:
-        if wanted:
-            raise ValueError(f"model_hash {wanted} names a checkpoint file, and {model.name} is not one: leave it empty")
-        return recipe
-    if len(wanted) == 8:  # the old AutoV1, checked when the file was found (checkpoint_files.hash_matches)
-        return recipe
-    if wanted and not (wanted.startswith(model.file_hash) or model.file_hash.startswith(wanted)):
-        raise ValueError(f"model_hash {wanted} names another file than {model.name} (hash {model.file_hash})")
-    return recipe.replace(model_hash=model.file_hash)
+    """The recipe as made: the A1111 hash of the checkpoint file the model was loaded from, none for a model that
+    is not one (a hash another tool wrote names its file; admission and reproduce say when it is not this one)."""
+    return recipe if recipe.model_hash == model.file_hash else recipe.replace(model_hash=model.file_hash)
 
 
 def _prepare_k(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Recipe, object, dict]:
