@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from .engine import checkpoint_files, cpu, determinism, generation, library, models, text_inversion
+from .engine import checkpoint_files, cpu, determinism, generation, library, models, text_inversion, vae_names
 from .engine.recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
 from .explore import plot as plot_command
 from .explore import travel as travel_command
@@ -215,7 +215,8 @@ def reproduce(args: argparse.Namespace) -> int:
     recipe, notes = original.recipe, list(original.notes)
     notes += text_inversion.missing_notes(recipe.ti_hashes)  # the models folder lacks an embedding the image used
     recipe, found = checkpoint_files.resolve_hash(recipe)  # its checkpoint by hash, whatever its name here
-    notes += found
+    recipe, missing = vae_names.adapt(recipe)  # a VAE the models folder lacks: the checkpoint's own, said so
+    notes += found + missing
     if args.model is not None and args.model != recipe.model:
         notes.append(f"the original names model {recipe.model!r}; --model {args.model!r} is used instead")
         recipe = recipe.replace(model=args.model, model_hash="")  # the hash named the original's file

@@ -108,13 +108,22 @@ def a1111_pngs(tmp_path_factory):
 
 @pytest.mark.parametrize("name", ["dpmpp_2m_karras_old_name", "hires_latent"])
 def test_an_a1111_png_regenerates_as_the_same_image_from_the_command_line(a1111_pngs, name, tmp_path):
-    out = tmp_path / "regenerated.png"
-    run = subprocess.run([sys.executable, "-m", "seedlab", "reproduce", str(a1111_pngs / f"{name}.png"), "--out",
+    source, out = a1111_pngs / f"{name}.png", tmp_path / "regenerated.png"
+    if name == "dpmpp_2m_karras_old_name":  # a VAE this machine lacks (as many A1111 files name): said, not fatal
+        image = Image.open(source)
+        info = PngInfo()
+        info.add_text("parameters", image.text["parameters"] + ", VAE hash: 235745af8d, "
+                                                               "VAE: vae-ft-mse-840000-ema-pruned.safetensors")
+        source = tmp_path / f"{name}-vae.png"
+        image.save(source, pnginfo=info)
+    run = subprocess.run([sys.executable, "-m", "seedlab", "reproduce", str(source), "--out",
                           str(out), "--json"], capture_output=True, text=True, timeout=600)
     assert run.stdout.strip(), run.stderr[-3000:]
     verdict = json.loads(run.stdout.strip().splitlines()[-1])
     assert verdict["max_difference"] <= 2, verdict["summary"]
     assert Image.open(out).size == Image.open(a1111_pngs / f"{name}.png").size
+    if name == "dpmpp_2m_karras_old_name":
+        assert any("the checkpoint's own VAE decodes the image" in note for note in verdict["notes"]), verdict
 
 
 @pytest.fixture(scope="module")
