@@ -247,3 +247,15 @@ def test_other_tools_samplers_run_as_those_tools_run_them(name, schedule, runs, 
     assert tool_sampling(name, schedule, notes, runs) == fields
     assert any("NovelAI's own noise conventions" in note for note in notes) == (runs == "k-diffusion"
                                                                                  and fields["scheduler"] != "default")
+
+
+def test_one_odd_value_loses_that_field_not_the_file():
+    """"CFG scale: 5 (0.66) [1]" (an A1111-style text from another program) made the whole file unreadable."""
+    fields, notes, _ = read_infotext("a cat\nNegative prompt: a dog\nSteps: 20, Sampler: Euler a, CFG scale: 5 (0.66) "
+                                     "[1], Seed: 5, Size: 512 by 512, Model: m")
+    assert (fields["prompt"], fields["negative_prompt"], fields["num_inference_steps"], fields["seed"]) == (
+        "a cat", "a dog", 20, 5)
+    assert "guidance_scale" not in fields and "width" not in fields
+    assert any(note.startswith("CFG scale: 5 (0.66) [1] could not be read (CFG scale must be a number") and
+               note.endswith("it is left at its default") for note in notes), notes
+    assert any(note.startswith("Size: 512 by 512 could not be read (Size must be WIDTHxHEIGHT") for note in notes)

@@ -181,12 +181,18 @@ def test_texts_without_a_parameter_line_are_all_prompt():
     assert (recipe.prompt, recipe.seed, notes) == ("a cat: cute, fluffy\non a mat", 0, [])
 
 
-@pytest.mark.parametrize(("line", "named"), [("Steps: 0", "num_inference_steps"), ("Steps: x", "Steps"),
-                                             ("Seed: -1", "Seed"), ("Size: 512", "Size"), ("Size: 500x500", "width"),
+@pytest.mark.parametrize(("line", "named"), [("Steps: 0", "num_inference_steps"), ("Size: 500x500", "width"),
                                              ("CFG scale: 99", "guidance_scale")])
-def test_bad_a1111_values_are_errors_naming_the_field(line, named):
+def test_a1111_values_out_of_range_are_errors_naming_the_field(line, named):
     with pytest.raises(ValueError, match=named):
         read_parameters(f"x\nSampler: Euler, Model: m, Version: 1, {line}")
+
+
+@pytest.mark.parametrize(("line", "named"), [("Steps: x", "Steps"), ("Seed: -1", "Seed"), ("Size: 512", "Size")])
+def test_unreadable_a1111_values_are_named_in_a_note_and_the_rest_is_read(line, named):
+    recipe, _, notes = read_parameters(f"x\nSampler: Euler, Model: m, Version: 1, CFG scale: 4, {line}")
+    assert (recipe.prompt, recipe.model, recipe.guidance_scale) == ("x", "m", 4.0)
+    assert any(note.startswith(f"{line} could not be read ({named} must be") for note in notes), notes
 
 
 def test_files_without_a_recipe_are_errors(tmp_path):

@@ -10,6 +10,7 @@ text is refused with one line instead of costing minutes, memory or a RecursionE
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any
 
@@ -57,6 +58,30 @@ def loads(text: str, what: str, limit: int = MAX_JSON) -> Any:
     except (ValueError, RecursionError) as error:
         reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
         raise ValueError(f"{what} is not valid JSON ({reason[:80]})") from None
+
+
+def number(key: str, value: str, kind: type) -> int | float:
+    """A whole or decimal number of bounded length (no 5,000-digit integers); ValueError naming the key."""
+    text = value.strip()
+    pattern = r"[0-9]+" if kind is int else r"-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]{1,3})?"
+    if len(text) > 40 or not re.fullmatch(pattern, text):  # the length check first: no long input reaches re
+        expected = "a whole number" if kind is int else "a number"
+        raise ValueError(f"parameters: {key} must be {expected}, got {_clip(value)!r}")
+    return int(text) if kind is int else float(text)
+
+
+def size(key: str, value: str) -> tuple[int, int]:
+    """`512x768` as (512, 768)."""
+    width, _, height = value.strip().partition("x")
+    if not (width.isascii() and width.isdigit() and height.isascii() and height.isdigit()
+            and len(width) <= 5 and len(height) <= 5):
+        raise ValueError(f"parameters: {key} must be WIDTHxHEIGHT such as 512x512, got {_clip(value)!r}")
+    return int(width), int(height)
+
+
+def _clip(value: Any, limit: int = 40) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _bounded_int(text: str) -> int:

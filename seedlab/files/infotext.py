@@ -21,7 +21,7 @@ from ..engine.philox import CUDA_CARDS, cards_matching
 from ..engine.recipe import SPECS
 from ..engine.sampler_names import is_comfy_sampler, is_ksampler
 from .a1111_sampling import READ_HERE, read_sampling
-from .formats import A1111_NAMES, MAX_TEXT, SAMPLERS, check_text, loads, sampler_scheduler
+from .formats import A1111_NAMES, MAX_TEXT, SAMPLERS, check_text, loads, number, sampler_scheduler, size
 
 # Recipe field -> the A1111 key it is written under, from each field's Spec (recipe.py). Sampler, Size,
 # RNG and Full determinism are spelled A1111's way below; every other field is its Spec's text.
@@ -216,40 +216,53 @@ def _map_pairs(pairs: list[tuple[str, Any]], fields: dict[str, Any], notes: list
         notes.append(f"hires fix ({', '.join(hires)}) needs one of A1111's samplers; {_short(by_key.get('Sampler'))} is "
                      "not one: only the first pass is regenerated")
     for raw_key, value in pairs:
-        key = _SPELLINGS.get(raw_key.lower(), raw_key)
-        if key in READ_HERE and (a1111_sampler or key != "Sampler"):
-            continue  # read by read_sampling (or, with another sampler, named in the hires note above)
-        if not isinstance(value, str):  # a JSON object or array: Hashes, Civitai resources, ...
-            notes.append(f"{raw_key}: {_short(json.dumps(value, ensure_ascii=False))} has no SeedLab equivalent "
-                         "and is ignored")
-        elif key == "Size":
-            fields["width"], fields["height"] = size(key, value)
-        elif key == SEEDLAB_SCHEDULER_KEY:
-            fields["scheduler"] = value
-        elif key == "Sampler":
-            if SEEDLAB_SCHEDULER_KEY not in by_key:
-                fields["scheduler"] = sampler_scheduler(value, by_key.get("Schedule type"), notes)
-        elif key in ("RNG", SEEDLAB_RNG_KEY):
-            _rng(key, value, by_key, fields, notes)
-        elif key == "Full determinism":
-            fields["deterministic"] = value == "on"
-        elif key in ("Model hash", "VAE hash"):  # the checkpoint's or VAE's file: found by it in the models folder
-            if re.fullmatch(r"[0-9a-fA-F]{8,64}", value.strip()):
-                fields[_FIELD_OF[key]] = value.strip().lower()
-            else:
-                notes.append(f"{key} {_short(value)} is not an A1111 hash (8 to 64 hex digits) and is ignored")
-        elif key in _FIELD_OF:  # every other field with an A1111 key: read as its Spec's kind
-            name = _FIELD_OF[key]
-            fields[name] = _read_value(key, value, SPECS[name].kind)
-        elif key == "Fingerprint":
-            fingerprint = value
-        elif key in _SILENT:
-            continue  # read with Sampler or RNG, or only says which program wrote the file
-        else:
-            notes.append(f"{_short(raw_key)}: {_short(value)} has no SeedLab equivalent and is ignored")
+        try:
+            fingerprint = _map_pair(raw_key, value, by_key, fields, notes, a1111_sampler) or fingerprint
+        except ValueError as error:  # one odd value ("CFG scale: 5 (0.66) [1]") loses that field, not the file
+            reason = str(error).removeprefix("parameters: ")
+            notes.append(f"{_short(raw_key)}: {_short(value)} could not be read ({reason[:120]}): it is left at "
+                         "its default")
     if "Prompt syntax" not in by_key:
         fields["prompt_syntax"] = _syntax_of(by_key)
     return fingerprint
+
+
+def _map_pair(raw_key: str, value: Any, by_key: dict[str, Any], fields: dict[str, Any], notes: list[str],
+              a1111_sampler: bool) -> str | None:
+    """One A1111 pair into the fields (ValueError naming the key when its value cannot be read); returns the value
+    of SeedLab's Fingerprint key."""
+    key = _SPELLINGS.get(raw_key.lower(), raw_key)
+    if key in READ_HERE and (a1111_sampler or key != "Sampler"):
+        return None  # read by read_sampling (or, with another sampler, named in the hires note above)
+    if not isinstance(value, str):  # a JSON object or array: Hashes, Civitai resources, ...
+        notes.append(f"{raw_key}: {_short(json.dumps(value, ensure_ascii=False))} has no SeedLab equivalent "
+                     "and is ignored")
+    elif key == "Size":
+        fields["width"], fields["height"] = size(key, value)
+    elif key == SEEDLAB_SCHEDULER_KEY:
+        fields["scheduler"] = value
+    elif key == "Sampler":
+        if SEEDLAB_SCHEDULER_KEY not in by_key:
+            fields["scheduler"] = sampler_scheduler(value, by_key.get("Schedule type"), notes)
+    elif key in ("RNG", SEEDLAB_RNG_KEY):
+        _rng(key, value, by_key, fields, notes)
+    elif key == "Full determinism":
+        fields["deterministic"] = value == "on"
+    elif key in ("Model hash", "VAE hash"):  # the checkpoint's or VAE's file: found by it in the models folder
+        if re.fullmatch(r"[0-9a-fA-F]{8,64}", value.strip()):
+            fields[_FIELD_OF[key]] = value.strip().lower()
+        else:
+            notes.append(f"{key} {_short(value)} is not an A1111 hash (8 to 64 hex digits) and is ignored")
+    elif key in _FIELD_OF:  # every other field with an A1111 key: read as its Spec's kind
+        name = _FIELD_OF[key]
+        fields[name] = _read_value(key, value, SPECS[name].kind)
+    elif key == "Fingerprint":
+        return value
+    elif key in _SILENT:
+        return None  # read with Sampler or RNG, or only says which program wrote the file
+    else:
+        notes.append(f"{_short(raw_key)}: {_short(value)} has no SeedLab equivalent and is ignored")
+    return None
 
 
 _SEEDLAB_ONLY = ("SeedLab", "Fingerprint", "Full determinism", "Dtype", SEEDLAB_SCHEDULER_KEY, SEEDLAB_RNG_KEY)
@@ -315,25 +328,6 @@ def _default_rng(by_key: dict[str, Any], fields: dict[str, Any], notes: list[str
         notes.append(f"{fields['scheduler']} draws noise at every step, which SeedLab cannot draw from rng "
                      "cuda-philox: choose rng device on a CUDA GPU (torch's CUDA noise for every step) or a "
                      "scheduler that draws nothing while stepping")
-
-
-def number(key: str, value: str, kind: type) -> int | float:
-    """A whole or decimal number of bounded length (no 5,000-digit integers); ValueError naming the key."""
-    text = value.strip()
-    pattern = r"[0-9]+" if kind is int else r"-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]{1,3})?"
-    if len(text) > 40 or not re.fullmatch(pattern, text):  # the length check first: no long input reaches re
-        expected = "a whole number" if kind is int else "a number"
-        raise ValueError(f"parameters: {key} must be {expected}, got {_short(value, 40)!r}")
-    return int(text) if kind is int else float(text)
-
-
-def size(key: str, value: str) -> tuple[int, int]:
-    """`512x768` as (512, 768)."""
-    width, _, height = value.strip().partition("x")
-    if not (width.isascii() and width.isdigit() and height.isascii() and height.isdigit()
-            and len(width) <= 5 and len(height) <= 5):
-        raise ValueError(f"parameters: {key} must be WIDTHxHEIGHT such as 512x512, got {_short(value, 40)!r}")
-    return int(width), int(height)
 
 
 def _short(value: Any, limit: int = 60) -> str:
