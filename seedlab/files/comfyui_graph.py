@@ -1,0 +1,144 @@
+"""A ComfyUI node map read by meaning: which nodes sample, where a value comes from, what a pipe carries.
+
+Custom node packs name their classes as they like ("KSampler (Efficient)", "easy preSampling", "ttN pipeKSampler",
+"ImpactKSamplerBasicPipe"), but their inputs keep ComfyUI's own names: a node with steps and a seed (or ComfyUI's
+own sampler classes) samples; a value is found by following its link to the node that holds it under the same name
+(or a primitive's one value); and what a sampler lacks (its prompts, size or seed in a loader upstream) is taken
+from the nearest node upstream through its other links (pipes, contexts, bundles) that holds it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+MAX_HOPS = 64  # a chain of links longer than this is not followed (and cycles end here)
+MAX_VISITS = 200_000  # links looked at in all the walks of one graph: a hostile graph costs no more
+MAX_NEAREST = 256  # nodes looked at when searching upstream for a value a sampler lacks
+SAMPLER_CLASSES = ("KSampler", "KSamplerAdvanced", "SamplerCustom", "SamplerCustomAdvanced")
+CONDITIONING = ("conditioning", "conditioning_1", "conditioning_to", "positive", "negative", "cond")
+# Inputs that never carry the image being made: a model, text or a setting. Everything else (latents, images,
+# pipes, contexts) may lead to the pass that made it.
+TYPED = ("model", "clip", "vae", "guider", "sigmas", "sampler", "noise", "seed", "noise_seed", "steps", "cfg",
+         "sampler_name", "scheduler", "denoise", "width", "height", "text", "text_g", "text_l", "control_net",
+         "clip_vision", "upscale_model", "bbox_detector", "sam_model_opt", "segm_detector_opt", "lora_stack",
+         "controlnet_stack", "optional_lora_stack", "optional_controlnet_stack")
+_NOT_SAMPLERS = ("KSamplerSelect", "Config", "Settings", "Loader", "Seed")  # nodes that hold a sampler's settings
+
+
+def link(value: Any) -> str | None:
+    """The node id a linked input comes from ([node id, output slot]); None for a literal value."""
+    if isinstance(value, list) and len(value) == 2 and isinstance(value[0], (str, int)) and \
+            isinstance(value[1], int) and not isinstance(value[1], bool):
+        return str(value[0])
+    return None
+
+
+def is_node(node: Any) -> bool:
+    return isinstance(node, dict) and isinstance(node.get("class_type"), str) and isinstance(node.get("inputs"), dict)
+
+
+def is_sampler(node: dict[str, Any]) -> bool:
+    """ComfyUI's sampler classes, and any node that takes steps and a seed (a custom sampler by its inputs)."""
+    kind, inputs = node["class_type"], node["inputs"]
+    if kind in SAMPLER_CLASSES:
+        return True
+    if any(word in kind for word in _NOT_SAMPLERS):
+        return False
+    return "steps" in inputs and any(name in inputs for name in ("seed", "noise_seed", "noise")) or \
+        "KSampler" in kind and "steps" in inputs
+
+
+def follow(graph: dict[str, Any], value: Any, names: tuple[str, ...], through: tuple[str, ...] = ()) -> Any:
+    """The literal behind `value`: its link followed to the node holding one of `names` (past nodes that pass it on
+    through an input named in `through`, or through their one linked input), or, with none of them, its one literal
+    value (a primitive); None where it leads nowhere."""
+    for _ in range(MAX_HOPS):
+        target = link(value)
+        if target is None:
+            return value
+        node = graph.get(target)
+        if node is None:
+            return None
+        inputs = node["inputs"]
+        name = next((name for name in names if name in inputs), None)
+        if name is None and names:  # "steps" from rgthree's KSampler Config "steps_total": the one named so
+            named = [key for key, item in inputs.items() if key.startswith(names[0] + "_") and link(item) is None]
+            name = named[0] if len(named) == 1 else None
+        if name is None:
+            name = next((name for name in through if link(inputs.get(name)) is not None), None)
+        if name is not None:
+            value = inputs[name]
+            continue
+        literal = [item for key, item in inputs.items() if link(item) is None and not _control(key, item)]
+        if len(literal) == 1:
+            return literal[0]
+        linked = [item for item in inputs.values() if link(item) is not None]
+        if len(linked) != 1 or literal:
+            return None
+        value = linked[0]  # a pass-through node (reroute, switch with one input)
+    return None
+
+
+def _control(name: str, value: Any) -> bool:
+    """A primitive's "control after generate" setting, which is not its value."""
+    return name.startswith("control") or value in ("fixed", "increment", "decrement", "randomize")
+
+
+def nearest(graph: dict[str, Any], key: str, names: tuple[str, ...], skip: tuple[str, ...] = ()) -> Any:
+    """The first of `names` that `key` has, else that the nearest node upstream has (see upstream); None if none."""
+    for found in upstream(graph, key, skip):
+        inputs = graph[found]["inputs"]
+        name = next((name for name in names if inputs.get(name) is not None), None)
+        if name is not None:
+            return inputs[name]
+    return None
+
+
+def upstream(graph: dict[str, Any], key: str, skip: tuple[str, ...] = ()):
+    """`key`, then the nodes upstream of it through links other than the ones named in `skip` and TYPED (pipes,
+    contexts, bundles, latents): breadth first, input order, at most MAX_NEAREST of them."""
+    queue, seen = deque([key]), {key}
+    while queue:
+        current = queue.popleft()
+        yield current
+        for name, value in graph[current]["inputs"].items():
+            target = link(value)
+            if target in graph and target not in seen and name not in skip and name not in TYPED \
+                    and len(seen) < MAX_NEAREST:
+                seen.add(target)
+                queue.append(target)
+
+
+class Walks:
+    """The upstream samplers of each node, each walk made once, all of them within one budget of visits."""
+
+    def __init__(self, graph: dict[str, Any]):
+        self.graph, self.visits, self.known = graph, 0, {}
+
+    def __call__(self, start: str) -> list[str]:
+        if start not in self.known:
+            self.known[start] = self._walk(start)
+        return self.known[start]
+
+    def _walk(self, start: str) -> list[str]:
+        """Samplers reached from `start` through image, latent and pipe links, nearest first (depth-first, input
+        order); past the graph's budget of visits it is refused."""
+        found, seen, stack = [], {start}, [start]
+        while stack:
+            node = self.graph[stack.pop()]
+            self.visits += len(node["inputs"])
+            if self.visits > MAX_VISITS:
+                raise ValueError("the ComfyUI graph is too large to follow from its saved images to its sampler "
+                                 f"(more than {MAX_VISITS:,} links looked at)")
+            for name, value in reversed(list(node["inputs"].items())):
+                target = link(value)
+                if target is None or target in seen or target not in self.graph:
+                    continue
+                if name in CONDITIONING or name in TYPED:
+                    continue
+                seen.add(target)
+                if is_sampler(self.graph[target]):
+                    found.append(target)
+                stack.append(target)
+        return found

@@ -1,0 +1,175 @@
+"""ComfyUI graphs read by meaning: custom loaders, pipes, concatenation, group nodes and unknown node packs.
+
+Each graph is an API `prompt` graph in the shape the node pack writes (input names from the packs' own node
+definitions: Efficiency Nodes, tinyterra, Impact Pack, Easy-Use, WAS, Comfyroll). The last ones use class names no
+pack has, with ComfyUI's standard input names: what a node pack never seen before gives.
+"""
+
+import json
+
+import pytest
+
+from seedlab.files.comfyui import read_comfyui
+
+POS, NEG = "a lighthouse on a cliff, storm", "blurry, lowres"
+
+
+def read(graph, size=None):
+    return read_comfyui(json.dumps(graph), size)
+
+
+def save(images):
+    return {"90": {"class_type": "VAEDecode", "inputs": {"samples": images, "vae": ["1", 2]}},
+            "91": {"class_type": "SaveImage", "inputs": {"images": ["90", 0], "filename_prefix": "x"}}}
+
+
+EFFICIENT = {  # Efficiency Nodes: the loader encodes its own prompts and makes the latent; outputs 1, 2 are +/-
+    "1": {"class_type": "Efficient Loader", "inputs": {
+        "ckpt_name": "dreamshaper_8.safetensors", "vae_name": "Baked VAE", "clip_skip": -2, "lora_name": "None",
+        "lora_model_strength": 1, "lora_clip_strength": 1, "positive": POS, "negative": NEG,
+        "token_normalization": "none", "weight_interpretation": "comfy", "empty_latent_width": 512,
+        "empty_latent_height": 768, "batch_size": 1}},
+    "2": {"class_type": "KSampler (Efficient)", "inputs": {
+        "seed": 1234, "steps": 25, "cfg": 6.5, "sampler_name": "dpmpp_2m", "scheduler": "karras", "denoise": 1,
+        "preview_method": "auto", "vae_decode": "true", "model": ["1", 0], "positive": ["1", 1],
+        "negative": ["1", 2], "latent_image": ["1", 3], "optional_vae": ["1", 4]}},
+    "3": {"class_type": "SaveImage", "inputs": {"images": ["2", 5], "filename_prefix": "eff"}},
+}
+TINYTERRA = {  # tinyterra: the loader holds prompts, size and seed; the sampler takes the pipe
+    "1": {"class_type": "ttN pipeLoader", "inputs": {
+        "ckpt_name": "sd15.safetensors", "config_name": "Default", "vae_name": "Baked VAE", "clip_skip": -1,
+        "lora1_name": "None", "positive": POS, "positive_token_normalization": "none",
+        "positive_weight_interpretation": "comfy", "negative": NEG, "negative_token_normalization": "none",
+        "negative_weight_interpretation": "comfy", "empty_latent_width": 640, "empty_latent_height": 448,
+        "batch_size": 1, "seed": 777}},
+    "2": {"class_type": "ttN pipeKSampler", "inputs": {
+        "pipe": ["1", 0], "lora_name": "None", "upscale_method": "None", "factor": 2, "crop": "disabled",
+        "sampler_state": "Sample", "steps": 30, "cfg": 7, "sampler_name": "euler_ancestral", "scheduler": "normal",
+        "denoise": 1, "image_output": "Save", "save_prefix": "ttn"}},
+}
+EASY_USE = {  # Easy-Use: loader (prompts, size preset), preSampling (seed, steps, ...), kSampler (decode and save)
+    "1": {"class_type": "easy fullLoader", "inputs": {
+        "ckpt_name": "sdxl_base.safetensors", "config_name": "Default", "vae_name": "Baked VAE", "clip_skip": -2,
+        "lora_name": "None", "resolution": "832 x 1216", "empty_latent_width": 512, "empty_latent_height": 512,
+        "positive": POS, "positive_token_normalization": "none", "negative": NEG, "batch_size": 1}},
+    "2": {"class_type": "easy preSampling", "inputs": {
+        "pipe": ["1", 0], "steps": 20, "cfg": 5, "sampler_name": "euler", "scheduler": "normal", "denoise": 1,
+        "seed": 99}},
+    "3": {"class_type": "easy kSampler", "inputs": {
+        "pipe": ["2", 0], "image_output": "Preview", "link_id": 0, "save_prefix": "ComfyUI"}},
+}
+IMPACT = {  # Impact Pack: a basic pipe bundles model, clip, vae and both conditionings
+    "1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "sd15.safetensors"}},
+    "4": {"class_type": "CLIPTextEncode", "inputs": {"text": NEG, "clip": ["1", 1]}},
+    "5": {"class_type": "CLIPTextEncode", "inputs": {"text": POS, "clip": ["1", 1]}},
+    "6": {"class_type": "ToBasicPipe", "inputs": {"model": ["1", 0], "clip": ["1", 1], "vae": ["1", 2],
+                                                 "positive": ["5", 0], "negative": ["4", 0]}},
+    "7": {"class_type": "EmptyLatentImage", "inputs": {"width": 768, "height": 512, "batch_size": 1}},
+    "8": {"class_type": "ImpactKSamplerBasicPipe", "inputs": {
+        "basic_pipe": ["6", 0], "seed": 5, "steps": 12, "cfg": 8, "sampler_name": "euler", "scheduler": "normal",
+        "latent_image": ["7", 0], "denoise": 1}},
+    **save(["8", 1]),
+}
+
+
+@pytest.mark.parametrize("graph, expected", [
+    (EFFICIENT, {"seed": 1234, "num_inference_steps": 25, "guidance_scale": 6.5, "width": 512, "height": 768,
+                 "model": "dreamshaper_8"}),
+    (TINYTERRA, {"seed": 777, "num_inference_steps": 30, "guidance_scale": 7, "width": 640, "height": 448,
+                 "model": "sd15", "scheduler": "euler_ancestral"}),
+    (EASY_USE, {"seed": 99, "num_inference_steps": 20, "guidance_scale": 5, "width": 832, "height": 1216,
+                "model": "sdxl_base", "scheduler": "euler"}),
+    (IMPACT, {"seed": 5, "num_inference_steps": 12, "guidance_scale": 8, "width": 768, "height": 512}),
+], ids=["efficient-loader", "ttn-pipe", "easy-use-pipe", "impact-basic-pipe"])
+def test_custom_loaders_and_pipes_give_every_field_with_prompts_in_their_roles(graph, expected):
+    _, fields, _ = read(graph)
+    assert {name: fields.get(name) for name in expected} == expected
+    assert (fields.get("prompt"), fields.get("negative_prompt")) == (POS, NEG)
+
+
+def test_a_controlnet_between_encoders_and_sampler_keeps_each_prompt_in_its_role():
+    graph = {**IMPACT, "8": {"class_type": "KSampler", "inputs": {
+        "seed": 5, "steps": 12, "cfg": 8, "sampler_name": "euler", "scheduler": "normal", "denoise": 1,
+        "model": ["1", 0], "positive": ["9", 0], "negative": ["9", 1], "latent_image": ["7", 0]}},
+        "9": {"class_type": "ControlNetApplyAdvanced", "inputs": {
+            "positive": ["5", 0], "negative": ["4", 0], "control_net": ["10", 0], "image": ["11", 0],
+            "strength": 1, "start_percent": 0, "end_percent": 1}},
+        "10": {"class_type": "ControlNetLoader", "inputs": {"control_net_name": "canny.safetensors"}},
+        "11": {"class_type": "LoadImage", "inputs": {"image": "edges.png"}}}
+    _, fields, notes = read(graph)
+    assert (fields["prompt"], fields["negative_prompt"]) == (POS, NEG)
+    assert not any("combines several prompts" in note for note in notes)
+
+
+def concatenated(kind, inputs):
+    graph = json.loads(json.dumps(IMPACT))
+    graph["20"] = {"class_type": kind, "inputs": inputs}
+    graph["5"]["inputs"]["text"] = ["20", 0]
+    return graph
+
+
+@pytest.mark.parametrize("kind, inputs, expected", [
+    ("StringConcatenate", {"string_a": "a lighthouse", "string_b": "storm", "delimiter": ", "},
+     "a lighthouse, storm"),
+    ("StringConcatenate", {"string_a": "a lighthouse", "string_b": "", "delimiter": ", "}, "a lighthouse, "),
+    ("Text Concatenate", {"delimiter": ", ", "clean_whitespace": "true", "text_a": " a lighthouse ",
+                          "text_b": "", "text_c": ["21", 0]}, "a lighthouse, storm at night"),
+    ("CR Text Concatenate", {"text1": "a lighthouse", "text2": ["21", 0], "separator": " | "},
+     "a lighthouse | storm at night"),
+], ids=["comfy", "comfy-empty-part", "was-clean", "comfyroll"])
+def test_a_prompt_built_by_concatenating_constants_is_the_joined_text(kind, inputs, expected):
+    graph = concatenated(kind, inputs)
+    graph["21"] = {"class_type": "Text Multiline", "inputs": {"text": "storm at night"}}
+    _, fields, _ = read(graph)
+    assert fields["prompt"] == expected and fields["negative_prompt"] == NEG
+
+
+def test_a_concatenation_with_a_part_that_is_not_a_constant_gives_no_prompt():
+    graph = concatenated("StringConcatenate", {"string_a": "a", "string_b": ["22", 0], "delimiter": ""})
+    graph["22"] = {"class_type": "LLMGenerate", "inputs": {"instruction": "write", "model": ["1", 0], "seed": 3}}
+    _, fields, _ = read(graph)
+    assert "prompt" not in fields and fields["negative_prompt"] == NEG
+
+
+UNKNOWN = {  # class names no node pack has; ComfyUI's own input names
+    "1": {"class_type": "Zq Loader ✨", "inputs": {
+        "ckpt_name": "mystery.safetensors", "positive": POS, "negative": NEG, "width": 896, "height": 640}},
+    "2": {"class_type": "ZqSeed", "inputs": {"seed": 424242}},
+    "3": {"class_type": "Zq Magic Sampler", "inputs": {
+        "model": ["1", 0], "positive": ["1", 1], "negative": ["1", 2], "latent_image": ["1", 3],
+        "seed": ["2", 0], "steps": 18, "cfg": 4.5, "sampler_name": "dpmpp_2m", "scheduler": "karras"}},
+    **save(["3", 0]),
+}
+
+
+def test_an_unknown_node_pack_with_standard_input_names_gives_prompt_seed_and_size():
+    _, fields, notes = read(UNKNOWN)
+    assert {name: fields.get(name) for name in ("prompt", "negative_prompt", "seed", "num_inference_steps",
+                                                "guidance_scale", "width", "height", "model")} == {
+        "prompt": POS, "negative_prompt": NEG, "seed": 424242, "num_inference_steps": 18, "guidance_scale": 4.5,
+        "width": 896, "height": 640, "model": "mystery"}
+    assert any("Zq Magic Sampler" in note for note in notes)  # named as a node SeedLab does not reproduce
+
+
+def test_group_node_ids_and_a_pipe_from_the_first_pass_read_the_first_pass():
+    """A group node's inner nodes come as "12:0", "12:1" in the API graph; a second custom sampler refines the
+    first through its pipe: the first pass is restored, the second named."""
+    graph = {f"12:{key}": {"class_type": node["class_type"], "inputs": {
+        name: [f"12:{value[0]}", value[1]] if isinstance(value, list) else value
+        for name, value in node["inputs"].items()}} for key, node in TINYTERRA.items()}
+    graph["12:3"] = {"class_type": "ttN pipeKSampler", "inputs": {
+        **TINYTERRA["2"]["inputs"], "pipe": ["12:2", 0], "steps": 10, "denoise": 0.5, "seed": 8}}
+    graph["12:4"] = {"class_type": "SaveImage", "inputs": {"images": ["12:3", 2], "filename_prefix": "x"}}
+    _, fields, notes = read(graph)
+    assert (fields["seed"], fields["num_inference_steps"], fields["prompt"]) == (777, 30, POS)
+    assert any("2 sampling passes" in note for note in notes)
+
+
+def test_a_settings_node_that_feeds_a_sampler_is_not_taken_for_a_sampling_pass():
+    graph = json.loads(json.dumps(UNKNOWN))
+    graph["4"] = {"class_type": "KSampler Config (rgthree)", "inputs": {
+        "steps_total": 30, "refiner_step": 24, "cfg": 4.5, "sampler_name": "euler", "scheduler": "normal"}}
+    graph["3"]["inputs"]["steps"] = ["4", 0]  # its STEPS output: steps_total
+    _, fields, notes = read(graph)
+    assert fields["num_inference_steps"] == 30 and fields["prompt"] == POS
+    assert not any("sampling passes" in note for note in notes)
