@@ -173,3 +173,33 @@ def test_a_settings_node_that_feeds_a_sampler_is_not_taken_for_a_sampling_pass()
     _, fields, notes = read(graph)
     assert fields["num_inference_steps"] == 30 and fields["prompt"] == POS
     assert not any("sampling passes" in note for note in notes)
+
+
+def test_a_ui_workflow_names_an_unknown_nodes_values_by_the_widget_inputs_it_lists():
+    """Newer ComfyUI frontends list every widget among a node's inputs ({"name", "widget": {"name"}, "link"}):
+    an unknown sampler's and loader's values are named by them, the seed's "control after generate" skipped."""
+    from seedlab.files.comfyui import read_comfyui_workflow
+
+    def widget(name, link=None):
+        return {"name": name, "type": "INT", "widget": {"name": name}, "link": link}
+
+    def node(node_id, kind, slots, values):
+        return {"id": node_id, "type": kind, "inputs": slots, "outputs": [], "widgets_values": values}
+
+    workflow = {"nodes": [
+        node(1, "Zq Loader", [widget("ckpt_name"), widget("positive"), widget("negative"), widget("width"),
+                              widget("height")], ["mystery.safetensors", POS, NEG, 896, 640]),
+        node(3, "Zq Magic Sampler", [
+            {"name": "model", "type": "MODEL", "link": 1}, {"name": "positive", "type": "CONDITIONING", "link": 2},
+            {"name": "negative", "type": "CONDITIONING", "link": 3}, {"name": "latent_image", "type": "LATENT",
+                                                                       "link": 4},
+            widget("seed"), widget("steps"), widget("cfg"), widget("sampler_name"), widget("scheduler")],
+            [424242, "randomize", 18, 4.5, "dpmpp_2m", "karras"]),
+        node(9, "SaveImage", [{"name": "images", "type": "IMAGE", "link": 5}], ["x"]),
+    ], "links": [[1, 1, 0, 3, 0, "MODEL"], [2, 1, 1, 3, 1, "CONDITIONING"], [3, 1, 2, 3, 2, "CONDITIONING"],
+                 [4, 1, 3, 3, 3, "LATENT"], [5, 3, 0, 9, 0, "IMAGE"]]}
+    _, fields, _ = read_comfyui_workflow(json.dumps(workflow))
+    assert {name: fields.get(name) for name in ("prompt", "negative_prompt", "seed", "num_inference_steps",
+                                                "guidance_scale", "width", "height")} == {
+        "prompt": POS, "negative_prompt": NEG, "seed": 424242, "num_inference_steps": 18, "guidance_scale": 4.5,
+        "width": 896, "height": 640}

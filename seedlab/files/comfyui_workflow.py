@@ -51,6 +51,8 @@ def _widget_inputs(node: dict[str, Any]) -> dict[str, Any]:
     if isinstance(values, dict):  # some nodes store their widgets by name already
         return {str(name): value for name, value in values.items()}
     names = WIDGETS.get(node["type"])
+    if isinstance(values, list) and names is None:
+        return _named_widgets(node, values)
     if not isinstance(values, list) or names is None:
         return {}
     inputs: dict[str, Any] = {}
@@ -64,6 +66,23 @@ def _widget_inputs(node: dict[str, Any]) -> dict[str, Any]:
         inputs[name] = values[position]
         position += 1
     return inputs
+
+
+def _named_widgets(node: dict[str, Any], values: list[Any]) -> dict[str, Any]:
+    """A node type SeedLab does not know: its values named by the widget inputs the UI lists with it (newer
+    frontends list every widget, older ones the converted ones), when they account for every value in order."""
+    names = [slot["widget"]["name"] for slot in node.get("inputs") or [] if isinstance(slot, dict)
+             and isinstance(slot.get("widget"), dict) and isinstance(slot["widget"].get("name"), str)]
+    inputs: dict[str, Any] = {}
+    position = 0
+    for name in names:
+        if position >= len(values):
+            return {}
+        inputs[name] = values[position]
+        position += 1
+        if "seed" in name and position < len(values) and values[position] in _CONTROL_VALUES:
+            position += 1
+    return inputs if names and position == len(values) else {}
 
 
 def _resolve(by_id: dict[str, Any], origins: dict[str, Any], link: str) -> Any:
