@@ -16,11 +16,12 @@ from typing import IO
 
 from PIL import Image
 
-from . import formats
+from . import drawthings, formats
 
 MAX_FILE_BYTES = 64 * 2**20  # an upload is at most a few MB; a file larger than this is not read
 MAX_INFLATED = formats.MAX_JSON * 4  # bytes of compressed text chunks once inflated, all of a file's together
 _PNG = b"\x89PNG\r\n\x1a\n"
+_RECIPE_CHUNKS = {"seedlab", "parameters", "prompt", "workflow", "invokeai_metadata", "sd-metadata", "Dream", "Comment"}
 
 
 class UnreadableImage(ValueError):
@@ -105,6 +106,7 @@ def png_chunks(data: bytes) -> dict[str, str]:
                 chunks[name] = _text_chunk(kind, rest, name, inflated)
     if not chunks and position == len(_PNG):
         raise UnreadableImage("file is not a readable PNG (no chunks)")
+    xmp_comment(chunks)
     return chunks
 
 
@@ -145,6 +147,7 @@ def exif_chunks(data: bytes) -> dict[str, str]:
             user_comment = exif.get_ifd(0x8769).get(0x9286, exif.get(0x9286))  # some savers put it in IFD0
             tags = {tag: exif.get(tag) for tag in (0x010E, 0x010F, 0x0110)}
             comment = image.info.get("comment")
+            xmp = image.info.get("xmp")  # Draw Things' JPEGs: its XMP packet, as in its PNGs
     except (OSError, SyntaxError, ValueError, struct.error, Image.DecompressionBombError):
         raise UnreadableImage("file is not a readable JPEG or WebP image") from None
     chunks: dict[str, str] = {}
@@ -157,7 +160,20 @@ def exif_chunks(data: bytes) -> dict[str, str]:
         text = comment.decode("utf-8", "replace")
     if text:
         _sort_comment(text.strip("\0 \n"), chunks)
+    if isinstance(xmp, (bytes, str)) and not chunks:
+        chunks[drawthings.XMP_CHUNK] = xmp.decode("utf-8", "replace") if isinstance(xmp, bytes) else xmp
+        xmp_comment(chunks)
     return chunks
+
+
+def xmp_comment(chunks: dict[str, str]) -> None:
+    """An XMP packet's exif:UserComment, where no other chunk holds a recipe, sorted as an EXIF UserComment is
+    (Draw Things' JSON; A1111 text that photo editors copy there); the packet itself stays for its description."""
+    if drawthings.XMP_CHUNK not in chunks or set(chunks) & _RECIPE_CHUNKS:
+        return
+    comment = drawthings.xmp_texts(chunks[drawthings.XMP_CHUNK]).get("UserComment", "").strip("\0 \n")
+    if comment:
+        _sort_comment(comment, chunks)
 
 
 def user_comment_text(value: bytes | str) -> str:

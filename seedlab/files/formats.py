@@ -1,4 +1,6 @@
-"""Other tools' metadata as recipe fields: InvokeAI, Fooocus, SwarmUI, NovelAI, diffusers-style JSON; samplers.
+"""Other tools' metadata as recipe fields: InvokeAI, SwarmUI, NovelAI, diffusers-style JSON; samplers; the
+bounded JSON parser and the tolerant number readers the other readers share (drawthings.py, fooocus.py,
+invokeai_legacy.py, keyvalue.py; json_recipes.py picks the reader of a JSON object).
 
 Each reader takes the text chunks of one file and returns (format name, recipe fields as read, notes).
 Fields are named like the recipe's; values are what the file says, not yet validated (a size that is
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from typing import Any
 
 from .tool_samplers import (  # noqa: F401  (the sampler names: part of this module's API)
@@ -79,6 +80,44 @@ def size(key: str, value: str) -> tuple[int, int]:
     return int(width), int(height)
 
 
+def as_number(key: str, value: Any, kind: type) -> int | float:
+    """A JSON number or a number written as text, as `kind`; ValueError naming the key and the value."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{key} must be a number, got {_clip(value)!r}")
+    if isinstance(value, str):
+        return number(key, value, kind)
+    if kind is float:
+        return float(value)
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{key} must be a whole number, got {value!r}")
+    return int(value)
+
+
+def put_number(fields: dict[str, Any], notes: list[str], source: str, key: str, value: Any, field: str,
+               kind: type) -> None:
+    """fields[field] = value as a number; a value that is not one is named in a note and the field left out."""
+    try:
+        fields[field] = as_number(key, value, kind)
+    except ValueError as error:
+        odd(notes, source, key, value, str(error))
+
+
+def put_size(fields: dict[str, Any], notes: list[str], source: str, key: str, value: Any) -> None:
+    """width and height from "1024x768", "(1024, 768)", "1024 × 768" or [1024, 768]; else a note."""
+    found = _size_text(value) if isinstance(value, (str, list, tuple)) else None
+    if found is None:
+        odd(notes, source, key, value, "not WIDTHxHEIGHT")
+    else:
+        fields["width"], fields["height"] = found
+
+
+def odd(notes: list[str], source: str, key: str, value: Any, reason: str) -> None:
+    """The note for one value that cannot be read: the rest of the file still is."""
+    reason = reason.removeprefix("parameters: ")
+    notes.append(f"{source}: {_clip(key)}: {_clip(value)} could not be read ({reason[:120]}): it is left at its "
+                 "default")
+
+
 def _clip(value: Any, limit: int = 40) -> str:
     text = str(value)
     return text if len(text) <= limit else text[:limit - 1] + "…"
@@ -103,8 +142,13 @@ def _leftover(source: str, data: dict[str, Any], used: set[str], notes: list[str
 
 
 def _size_text(text: Any) -> tuple[int, int] | None:
-    """"(768, 1280)", "1024 x 1024" or "1024x1024" as (width, height)."""
-    parts = [part for part in str(text).strip("()[] ").replace(",", " ").replace("x", " ").split() if part]
+    """"(768, 1280)", "1024 x 1024", "1024x1024", "1024×1024", "1024*1024" or [1024, 1024] as (width, height)."""
+    if isinstance(text, (list, tuple)):
+        text = " ".join(str(part) for part in text[:3])
+    text = str(text)[:40]
+    for mark in ",x×*":
+        text = text.replace(mark, " ")
+    parts = [part for part in text.strip("()[] ").split() if part]
     if len(parts) == 2 and all(part.isascii() and part.isdigit() and len(part) <= 5 for part in parts):
         return int(parts[0]), int(parts[1])
     return None
@@ -120,7 +164,7 @@ def _put(fields: dict[str, Any], data: dict[str, Any], used: set[str], mapping: 
 
 def read_invokeai(text: str) -> tuple[str, dict[str, Any], list[str]]:
     """InvokeAI 3 and later: the `invokeai_metadata` chunk."""
-    data = _object(text, "invokeai_metadata")
+    data = json_object(text, "invokeai_metadata")
     fields: dict[str, Any] = {}
     notes: list[str] = []
     used = {"generation_mode", "app_version", "positive_style_prompt", "negative_style_prompt"}
@@ -141,75 +185,7 @@ def read_invokeai(text: str) -> tuple[str, dict[str, Any], list[str]]:
     return "InvokeAI", fields, notes
 
 
-def read_invokeai_legacy(text: str) -> tuple[str, dict[str, Any], list[str]]:
-    """InvokeAI 2: the `sd-metadata` chunk (the prompt's `[negative]` part split off as InvokeAI does)."""
-    data = _object(text, "sd-metadata")
-    image = data.get("image") if isinstance(data.get("image"), dict) else {}
-    fields: dict[str, Any] = {}
-    notes: list[str] = []
-    used = {"prompt", "sampler", "type", "variations", "seamless", "hires_fix", "threshold", "perlin"}
-    prompt = image.get("prompt")
-    if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
-        prompt = prompt[0].get("prompt")
-    if isinstance(prompt, str):
-        fields["prompt"], fields["negative_prompt"] = _split_brackets(prompt)
-    _put(fields, image, used, {"seed": "seed", "steps": "num_inference_steps", "cfg_scale": "guidance_scale",
-                               "width": "width", "height": "height"})
-    if "sampler" in image:
-        fields["scheduler"] = sampler_scheduler(image["sampler"], None, notes)
-    if data.get("model_weights"):
-        fields["model"] = data["model_weights"]
-    _leftover("InvokeAI", image, used, notes)
-    return "InvokeAI 2", fields, notes
-
-
-def read_dream(text: str) -> tuple[str, dict[str, Any], list[str]]:
-    """InvokeAI 1's `Dream` chunk: a quoted prompt and dream command-line switches (-s 50 -S 42 -W 512 ...)."""
-    check_text("Dream", text)
-    try:
-        words = shlex.split(text)
-    except ValueError:
-        raise ValueError("Dream: the command line is not readable (unbalanced quotes)") from None
-    if not words:
-        raise ValueError("Dream: the chunk is empty")
-    fields: dict[str, Any] = {}
-    notes: list[str] = []
-    fields["prompt"], fields["negative_prompt"] = _split_brackets(words[0])
-    switches = {"-s": "num_inference_steps", "-S": "seed", "-W": "width", "-H": "height", "-C": "guidance_scale"}
-    rest, index = [], 1
-    while index < len(words):
-        word = words[index]
-        if word in switches and index + 1 < len(words):
-            kind = float if word == "-C" else int
-            fields[switches[word]] = _number_word(word, words[index + 1], kind)
-            index += 2
-        elif word == "-A" and index + 1 < len(words):
-            fields["scheduler"] = sampler_scheduler(words[index + 1], None, notes)
-            index += 2
-        else:
-            rest.append(word)
-            index += 1
-    if rest:
-        notes.append(f"InvokeAI: {' '.join(rest)[:80]} have no SeedLab equivalent and are ignored")
-    return "InvokeAI (dream)", fields, notes
-
-
-def read_parameters_json(text: str, chunks: dict[str, str]) -> tuple[str, dict[str, Any], list[str]]:
-    """JSON in a `parameters` chunk: SwarmUI, Fooocus, RuinedFooocus or a diffusers-style Space; else refused."""
-    data = _object(text, "parameters")
-    if isinstance(data.get("sui_image_params"), dict):
-        return _swarmui(data)
-    if chunks.get("fooocus_scheme") == "fooocus" or data.get("metadata_scheme") == "fooocus" or "full_prompt" in data:
-        return _fooocus(data)
-    if "Prompt" in data and "Negative" in data:
-        return _ruined_fooocus(data)
-    if "prompt" in data and ("num_inference_steps" in data or "guidance_scale" in data):
-        return _diffusers_json(data)
-    keys = ", ".join(str(key)[:30] for key in list(data)[:8])
-    raise ValueError(f"parameters holds JSON in a format SeedLab does not read (keys: {keys}); it is not a prompt")
-
-
-def _swarmui(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
+def read_swarmui(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
     params = data["sui_image_params"]
     fields: dict[str, Any] = {}
     notes: list[str] = []
@@ -224,40 +200,7 @@ def _swarmui(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
     return "SwarmUI", fields, notes
 
 
-def _fooocus(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
-    fields: dict[str, Any] = {}
-    notes: list[str] = []
-    used = {"metadata_scheme", "version", "resolution", "sampler", "scheduler", "seed", "full_prompt",
-            "full_negative_prompt", "prompt_expansion"}
-    _put(fields, data, used, {"prompt": "prompt", "negative_prompt": "negative_prompt", "steps": "num_inference_steps",
-                              "guidance_scale": "guidance_scale", "base_model": "model"})
-    if "seed" in data:  # Fooocus writes its 64-bit seeds as strings
-        fields["seed"] = _number_word("seed", data["seed"], int)
-    if _size_text(data.get("resolution")):
-        fields["width"], fields["height"] = _size_text(data["resolution"])
-    if "sampler" in data:
-        fields.update(tool_sampling(data["sampler"], data.get("scheduler"), notes, "comfyui"))
-    if data.get("full_prompt") or data.get("prompt_expansion"):
-        notes.append("Fooocus expanded the prompt (styles, Fooocus V2) before encoding it: the prompt restored is "
-                     "the one typed, so the image differs unless the expansion is pasted in")
-    _leftover("Fooocus", data, used, notes)
-    return "Fooocus", fields, notes
-
-
-def _ruined_fooocus(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
-    fields: dict[str, Any] = {}
-    notes: list[str] = []
-    used = {"software", "sampler_name", "scheduler", "start_step", "denoise"}
-    _put(fields, data, used, {"Prompt": "prompt", "Negative": "negative_prompt", "seed": "seed",
-                              "steps": "num_inference_steps", "cfg": "guidance_scale", "width": "width",
-                              "height": "height", "base_model_name": "model"})
-    if "sampler_name" in data:
-        fields.update(tool_sampling(data["sampler_name"], data.get("scheduler"), notes, "comfyui"))
-    _leftover("RuinedFooocus", data, used, notes)
-    return "RuinedFooocus", fields, notes
-
-
-def _diffusers_json(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
+def read_diffusers_json(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
     fields: dict[str, Any] = {}
     notes: list[str] = []
     used = {"resolution", "sampler"}
@@ -275,7 +218,7 @@ def _diffusers_json(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str
 def read_novelai(comment: str, chunks: dict[str, str]) -> tuple[str, dict[str, Any], list[str]]:
     """NovelAI: the `Comment` JSON (settings and `uc`, the negative prompt), the prompt also in `Description`."""
     from .novelai import source_fields  # the model and its prompt syntax (this module is at its length limit)
-    data = _object(comment, "Comment")
+    data = json_object(comment, "Comment")
     fields: dict[str, Any] = {}
     notes: list[str] = []
     used = {"prompt", "uc", "sampler", "noise_schedule", "n_samples", "request_type", "signed_hash", "version",
@@ -293,7 +236,7 @@ def read_novelai(comment: str, chunks: dict[str, str]) -> tuple[str, dict[str, A
     return "NovelAI", fields, notes
 
 
-def _object(text: str, what: str) -> dict[str, Any]:
+def json_object(text: str, what: str) -> dict[str, Any]:
     data = loads(text, what)
     if not isinstance(data, dict):
         raise ValueError(f"{what} must hold a JSON object, got {type(data).__name__}")

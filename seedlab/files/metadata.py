@@ -26,7 +26,7 @@ from ..engine.environment import Environment
 from ..engine.image import Result
 from ..engine.recipe import SPECS, Recipe
 from ..engine.version import __version__
-from . import formats
+from . import drawthings, formats, invokeai_legacy, json_recipes, keyvalue
 from .chunks import (
     UnreadableImage,  # noqa: F401  (what reading raises: part of this module's API)
     exif_chunks,
@@ -121,6 +121,9 @@ def read_chunks(chunks: dict[str, str], size: tuple[int, int] | None = None) -> 
     if "seedlab" in chunks:
         return read_seedlab_chunk(chunks["seedlab"])
     parameters = chunks.get("parameters")
+    if parameters is not None and not _is_json_object(parameters) and keyvalue.is_key_value(parameters):
+        name, fields, notes = keyvalue.read_text(parameters)  # "Prompt: ...\nSeed: 42": a front end's, not A1111's
+        return Reading(name, fields, tuple(notes))
     if parameters is not None and not _is_json_object(parameters):  # "{red|blue} car" is a prompt, not JSON
         fields, notes, fingerprint = read_infotext(parameters)
         if fingerprint is not None:
@@ -128,24 +131,34 @@ def read_chunks(chunks: dict[str, str], size: tuple[int, int] | None = None) -> 
         return Reading(_a1111_flavour(parameters), fields, tuple(_extra_networks(fields) + _scheduled(fields) + notes),
                        fingerprint)
     if parameters is not None:
-        name, fields, notes = formats.read_parameters_json(parameters, chunks)
+        name, fields, notes = json_recipes.read_parameters_json(parameters, chunks)
     elif "invokeai_metadata" in chunks:
         name, fields, notes = formats.read_invokeai(chunks["invokeai_metadata"])
     elif "sd-metadata" in chunks:
-        name, fields, notes = formats.read_invokeai_legacy(chunks["sd-metadata"])
+        name, fields, notes = invokeai_legacy.read_invokeai_legacy(chunks["sd-metadata"])
     elif "Dream" in chunks:
-        name, fields, notes = formats.read_dream(chunks["Dream"])
+        name, fields, notes = invokeai_legacy.read_dream(chunks["Dream"])
     elif "Comment" in chunks and chunks["Comment"].lstrip().startswith("{"):
-        name, fields, notes = formats.read_novelai(chunks["Comment"], chunks)
+        name, fields, notes = json_recipes.read_comment_json(chunks)
+    elif keyvalue.recognised(chunks) and not chunks.get("prompt", "").lstrip().startswith("{"):
+        name, fields, notes = keyvalue.read_object(chunks, "text chunks")  # tEXt prompt, seed, steps, ... each
     elif "prompt" in chunks:
         name, fields, notes = read_comfyui(chunks["prompt"], size)
     elif "workflow" in chunks:
         name, fields, notes = read_comfyui_workflow(chunks["workflow"], size)
+    elif drawthings.XMP_CHUNK in chunks:
+        name, fields, notes = drawthings.read_xmp(chunks[drawthings.XMP_CHUNK])
+    elif (text := next((chunks[key] for key in _TEXTS if key in chunks and keyvalue.is_key_value(chunks[key])),
+                       None)) is not None:
+        name, fields, notes = keyvalue.read_text(text)
     else:
         found = ", ".join(sorted(chunks)[:8]) or "none"
         raise ValueError(f"file has no recipe: no SeedLab, A1111, ComfyUI, InvokeAI, Fooocus, SwarmUI or NovelAI "
                          f"metadata (text chunks found: {found[:120]})")
     return Reading(name, fields, tuple(_extra_networks(fields) + _scheduled(fields) + notes))
+
+
+_TEXTS = ("Description", "Comment", "description", "comment", "UserComment", "Generation data")  # front ends' texts
 
 
 def _is_json_object(text: str) -> bool:

@@ -1,0 +1,180 @@
+"""Draw Things (iOS / macOS) metadata: the XMP packet it writes and the JSON and text in it, as recipe fields.
+
+Draw Things hands Apple's ImageIO a description and a JSON comment; ImageIO writes them into an XMP packet
+(a PNG's iTXt chunk `XML:com.adobe.xmp`, a JPEG's APP1 XMP segment) as dc:description and exif:UserComment,
+each an rdf:Alt with one rdf:li:
+
+    {"c": prompt, "uc": negative, "seed": 42, "steps": 20, "scale": 7.5, "size": "512x768",
+     "sampler": "DPM++ 2M Karras", "model": "sd_v1.5_f16.ckpt", "strength": 1, "seed_mode": "Scale Alike",
+     "lora": [{"file": ..., "weight": ...}], "v2": {... the whole configuration, camelCase ...}}
+
+    prompt
+    -negative
+    Steps: 20, Sampler: DPM++ 2M Karras, Guidance Scale: 7.5, Seed: 42, Size: 512x768, Model: ..., Strength: 1.0
+
+Draw Things reads back the JSON (its ImageConverter.configuration): so does SeedLab, and the description's
+text where there is no JSON. The XMP is untrusted XML: a packet declaring a DOCTYPE or an ENTITY is refused
+(no entity is ever expanded), and the two elements are found by a scan, not an XML parser.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .formats import MAX_JSON, check_text, loads, odd, put_number, put_size, sampler_scheduler
+
+XMP_CHUNK = "XML:com.adobe.xmp"
+# Draw Things' seed modes: where the noise comes from (its ImageGeneratorUtils). Torch CPU Compatible is torch's
+# CPU generator, NVIDIA GPU Compatible the noise a CUDA card draws; Legacy and Scale Alike are its own.
+_SEED_MODES = {"Torch CPU Compatible": "cpu", "NVIDIA GPU Compatible": "cuda-philox"}
+_XML_ESCAPES = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
+_SILENT = {"c", "uc", "seed", "steps", "scale", "size", "sampler", "model", "strength", "seed_mode", "v2",
+           "profile", "target_size", "original_size", "negative_original_size", "crop_top", "crop_left",
+           "aesthetic_score", "negative_aesthetic_score", "zero_negative_prompt"}
+
+
+def xmp_texts(xmp: str) -> dict[str, str]:
+    """The UserComment, description and CreatorTool of an XMP packet, unescaped; ValueError for a DOCTYPE."""
+    check_text("XMP packet", xmp, MAX_JSON)
+    upper = xmp.upper()
+    if "<!DOCTYPE" in upper or "<!ENTITY" in upper:
+        raise ValueError("the XMP packet declares a DOCTYPE or ENTITY, which SeedLab does not read")
+    texts = {}
+    for name in ("UserComment", "description", "CreatorTool"):
+        found = _element_text(xmp, name)
+        if found is not None:
+            texts[name] = _unescape(found)
+    return texts
+
+
+def _element_text(xmp: str, name: str) -> str | None:
+    """The text of the first element whose local name is `name` (its rdf:li's where it holds an rdf:Alt), or
+    of an attribute of that name (XMP's short form); found with str.find, each character looked at a few times."""
+    position = 0
+    while (at := xmp.find(f":{name}", position)) >= 0:
+        position, after = at + 1, at + len(name) + 1
+        mark = xmp[after:after + 1]
+        if mark == "=" and xmp[after + 1:after + 2] in ("'", '"'):  # exif:UserComment="..."
+            end = xmp.find(xmp[after + 1], after + 2)
+            return xmp[after + 2:end] if end > 0 else None
+        opening = xmp.rfind("<", max(0, at - 40), at)
+        prefix = xmp[opening + 1:at] if opening >= 0 else ""
+        if not mark or mark not in "> \t\r\n/" or not prefix.replace("_", "").replace("-", "").isalnum():
+            continue
+        tag_end = xmp.find(">", after)
+        if tag_end < 0 or xmp[tag_end - 1] == "/":
+            return "" if tag_end >= 0 else None
+        end = xmp.find(f"</{prefix}:{name}>", tag_end)
+        return None if end < 0 else _item(xmp[tag_end + 1:end])
+    return None
+
+
+def _item(body: str) -> str | None:
+    """An element's text, or its first rdf:li's where it holds an rdf:Alt, rdf:Seq or rdf:Bag."""
+    item = body.find("<rdf:li")
+    if item < 0:
+        return body.strip()
+    item_start, item_end = body.find(">", item), body.find("</rdf:li>", item)
+    return body[item_start + 1:item_end] if 0 <= item_start < item_end else None
+
+
+def _unescape(text: str) -> str:
+    """XML's five named escapes and numeric character references; any other &name; stays as written."""
+    out, position = [], 0
+    while (amp := text.find("&", position)) >= 0:
+        semicolon = text.find(";", amp, amp + 12)
+        name = text[amp + 1:semicolon] if semicolon > 0 else ""
+        out.append(text[position:amp])
+        if name in _XML_ESCAPES:
+            out.append(_XML_ESCAPES[name])
+        elif name[:2] in ("#x", "#X") and 2 < len(name) <= 8 and all(c in "0123456789abcdefABCDEF" for c in name[2:]):
+            out.append(chr(min(int(name[2:], 16), 0x10FFFF)))
+        elif name[:1] == "#" and 1 < len(name) <= 8 and name[1:].isdigit():
+            out.append(chr(min(int(name[1:]), 0x10FFFF)))
+        else:
+            out.append("&")
+            position = amp + 1
+            continue
+        position = semicolon + 1
+    out.append(text[position:])
+    return "".join(out)
+
+
+def is_drawthings(data: dict[str, Any]) -> bool:
+    """Draw Things' JSON: the prompt under "c" with its settings ("scale", "size" or "uc")."""
+    return "c" in data and any(key in data for key in ("scale", "size", "uc", "seed_mode"))
+
+
+def read_drawthings(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
+    """Draw Things' JSON comment: every field it states; a value that cannot be read is named in a note."""
+    source = "Draw Things"
+    fields: dict[str, Any] = {}
+    notes: list[str] = []
+    second = data.get("v2") if isinstance(data.get("v2"), dict) else {}  # the full configuration, for what is missing
+    for key, field in (("c", "prompt"), ("uc", "negative_prompt"), ("model", "model")):
+        value = data.get(key, second.get({"c": "prompt", "uc": "negativePrompt"}.get(key, key)))
+        if isinstance(value, str):
+            fields[field] = value.strip()
+        elif value is not None:
+            odd(notes, source, key, value, "not text")
+    for key, alternative, field, kind in (("seed", "seed", "seed", int), ("steps", "steps", "num_inference_steps", int),
+                                          ("scale", "guidanceScale", "guidance_scale", float)):
+        value = data.get(key, second.get(alternative))
+        if value is not None:
+            put_number(fields, notes, source, key, value, field, kind)
+    if data.get("size") is not None:
+        put_size(fields, notes, source, "size", data["size"])
+    elif second.get("width") is not None and second.get("height") is not None:
+        put_number(fields, notes, source, "width", second["width"], "width", int)
+        put_number(fields, notes, source, "height", second["height"], "height", int)
+    if isinstance(data.get("sampler"), str) and data["sampler"]:
+        fields["scheduler"] = sampler_scheduler(data["sampler"], None, notes)
+    _notes(data, fields, notes)
+    return source, fields, notes
+
+
+def _notes(data: dict[str, Any], fields: dict[str, Any], notes: list[str]) -> None:
+    """Seed mode as the RNG where SeedLab has it; img2img strength, LoRAs and the rest named."""
+    mode = data.get("seed_mode")
+    if mode in _SEED_MODES:
+        fields["rng"] = _SEED_MODES[mode]
+    elif mode is not None:
+        notes.append(f"Draw Things' seed mode {str(mode)[:40]} draws its own noise, which SeedLab does not: the "
+                     "image differs")
+    strength = data.get("strength")
+    if isinstance(strength, (int, float)) and not isinstance(strength, bool) and strength < 1:
+        notes.append(f"strength {strength}: the image was made from another image (img2img); only the settings "
+                     "are restored")
+    rest = [key for key, value in data.items() if key not in _SILENT and value not in (None, "", [], {}, False)]
+    if rest:
+        notes.append(f"Draw Things: {', '.join(str(key)[:40] for key in rest[:12])} have no SeedLab equivalent "
+                     "and are ignored")
+
+
+def read_xmp(xmp: str) -> tuple[str, dict[str, Any], list[str]]:
+    """A Draw Things XMP packet: its JSON comment, else its description's text; ValueError without either."""
+    texts = xmp_texts(xmp)
+    comment = texts.get("UserComment", "").strip()
+    if comment.startswith("{"):
+        data = loads(comment, "XMP UserComment")
+        if isinstance(data, dict) and is_drawthings(data):
+            return read_drawthings(data)
+    description = texts.get("description", "")
+    if "Steps:" in description and texts.get("CreatorTool", "").startswith("Draw Things"):
+        return read_description(description)
+    raise ValueError(f"the XMP packet holds no recipe SeedLab reads (written by "
+                     f"{texts.get('CreatorTool', 'an unnamed tool')[:40]})")
+
+
+def read_description(text: str) -> tuple[str, dict[str, Any], list[str]]:
+    """Draw Things' description: the prompt, "-" and the negative prompt, then one line of `Key: value, ...`."""
+    from .keyvalue import read_pairs  # keyvalue.py reads the settings line (it spells Draw Things' keys too)
+    check_text("XMP description", text)
+    lines = text.strip().replace("\r\n", "\n").split("\n")
+    settings = lines.pop() if len(lines) > 1 else ""
+    negative = [index for index, line in enumerate(lines) if line.startswith("-")]
+    cut = negative[0] if negative else len(lines)
+    fields, notes = read_pairs(settings, "Draw Things")
+    fields["prompt"] = "\n".join(lines[:cut]).strip()
+    fields["negative_prompt"] = "\n".join([lines[cut][1:], *lines[cut + 1:]]).strip() if negative else ""
+    return "Draw Things", fields, notes
