@@ -227,10 +227,22 @@ def test_only_files_that_cannot_be_opened_as_images_are_unreadable(tmp_path):
     plain = io.BytesIO()
     IMAGE.save(plain, format="PNG")
     plain.seek(0)
-    for readable in (plain, a1111_png("x\nSteps: 0, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64")):
-        with pytest.raises(ValueError) as error:  # no recipe, or a recipe out of range: read, then refused
-            read_png(readable)
-        assert not isinstance(error.value, UnreadableImage)
+    with pytest.raises(ValueError) as error:  # no recipe: read, then refused
+        read_png(plain)
+    assert not isinstance(error.value, UnreadableImage)
+
+
+def test_another_tools_value_out_of_range_is_named_and_the_rest_of_its_recipe_restored():
+    """Issue 30: one odd value (Steps: 0, a CFG past the range) is left at its default with a note naming it and
+    what the file says; the other fields are restored (the whole file was refused)."""
+    text = "x\nNegative prompt: y\nSteps: 0, Sampler: Euler, CFG scale: 700, Seed: 1, Size: 64x64"
+    recipe, _, _, notes = read_png(a1111_png(text))
+    assert (recipe.prompt, recipe.negative_prompt, recipe.seed, recipe.width, recipe.scheduler) == ("x", "y", 1, 64,
+                                                                                                   "Euler")
+    assert (recipe.num_inference_steps, recipe.guidance_scale) == (Recipe(prompt="").num_inference_steps,
+                                                                   Recipe(prompt="").guidance_scale)
+    assert any(note.startswith("Steps '0' from the file cannot be used here") for note in notes)
+    assert any(note.startswith("Guidance scale '700.0' from the file cannot be used here (must be") for note in notes)
 
 
 def test_inline_lora_tags_are_kept_for_their_syntax_and_other_tags_named_in_a_note():

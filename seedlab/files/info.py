@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .metadata import read_metadata, recipe_from_reading
+from .metadata import partial_recipe, read_metadata
 
 
 def describe(source: str | Path) -> dict[str, Any]:
@@ -24,7 +24,7 @@ def describe(source: str | Path) -> dict[str, Any]:
     reading = read_metadata(path)
     notes = list(reading.notes)
     try:
-        recipe_from_reading(reading)
+        notes += partial_recipe(reading)[1]
     except ValueError as error:
         notes.append(f"this SeedLab cannot run the recipe as it is: {error}")
     recipe = {name: _plain(value) for name, value in reading.fields.items()}

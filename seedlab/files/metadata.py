@@ -25,6 +25,7 @@ from PIL.PngImagePlugin import PngInfo
 from ..engine.environment import Environment
 from ..engine.image import Result
 from ..engine.recipe import SPECS, Recipe
+from ..engine.spec import FieldError, RecipeError
 from ..engine.version import __version__
 from . import drawthings, formats, invokeai_legacy, json_recipes, keyvalue
 from .chunks import (
@@ -206,6 +207,40 @@ def recipe_from_reading(reading: Reading) -> Recipe:
         raise ValueError(f"{_label(reading)}: {str(error)[:200]}") from None
 
 
+def partial_recipe(reading: Reading) -> tuple[Recipe, list[str]]:
+    """Another tool's recipe as far as this SeedLab can run it: a field whose value it cannot use is named in a note
+    with what the file says and left at its default, every other field kept. SeedLab's own chunk stays whole or
+    refused (recipe_from_reading), and so does a file whose prompt cannot be used."""
+    if reading.format == "SeedLab":
+        return recipe_from_reading(reading), []
+    fields = {name: value for name, value in reading.fields.items() if name in SPECS}
+    fields.setdefault("prompt", "")
+    notes: list[str] = []
+
+    def drop(name: str, problem: str) -> None:
+        if name == "prompt" or name not in fields:
+            raise ValueError(f"{_label(reading)}: {name} {problem[:200]}")
+        value = fields.pop(name)
+        notes.append(f"{SPECS[name].label} {str(value)[:60]!r} from the file cannot be used here ({problem[:160]}): "
+                     f"it is left at its default, so the image may differ")
+
+    for _ in range(len(SPECS)):
+        values = {}
+        for name, value in list(fields.items()):
+            try:
+                values[name] = SPECS[name].coerce(value)
+            except (TypeError, ValueError) as error:
+                drop(name, error.problem if isinstance(error, FieldError) else str(error))
+        try:
+            return Recipe(**values), notes
+        except RecipeError as error:
+            for problem in error.errors:
+                drop(problem.field, problem.problem)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{_label(reading)}: {str(error)[:200]}") from None
+    raise ValueError(f"{_label(reading)}: no usable recipe")
+
+
 def _label(reading: Reading) -> str:
     return "seedlab chunk" if reading.format == "SeedLab" else "parameters" if "A1111" in reading.format \
         else f"{reading.format} metadata"
@@ -214,7 +249,8 @@ def _label(reading: Reading) -> str:
 def read_png(path_or_file: str | Path | IO[bytes]) -> tuple[Recipe, str | None, Environment | None, list[str]]:
     """The recipe in an image (PNG, JPEG or WebP): (recipe, fingerprint or None, environment or None, notes)."""
     reading = read_metadata(path_or_file)
-    return recipe_from_reading(reading), reading.fingerprint, reading.environment, list(reading.notes)
+    recipe, unusable = partial_recipe(reading)  # another tool's odd value: named in a note, the rest restored
+    return recipe, reading.fingerprint, reading.environment, list(reading.notes) + unusable
 
 
 def read_parameters(text: str) -> tuple[Recipe, str | None, list[str]]:

@@ -25,7 +25,7 @@ from ..engine.image import Result, fingerprint
 from ..engine.recipe import Recipe
 from ..files.chunks import UnreadableImage, read_bytes
 from ..files.links import check_fingerprint, decode_link
-from ..files.metadata import MAX_PIXELS, read_metadata, recipe_from_reading
+from ..files.metadata import MAX_PIXELS, partial_recipe, read_metadata
 from ..scale.pool import Failed, Pool
 
 CLOSE_LEVELS = 8  # at most this many levels at every pixel: rounding, invisible to the eye
@@ -243,9 +243,9 @@ def original_from_png(path_or_file: str | Path | IO[bytes]) -> Original:
     """The original in an image (PNG, or a lossy JPEG/WebP): its recipe and its pixels, decoded once."""
     data = read_bytes(path_or_file)
     reading = read_metadata(data)  # header and chunks only: a file without a recipe costs no decoding
-    recipe = recipe_from_reading(reading)
+    recipe, unusable = partial_recipe(reading)  # another tool's odd value: named, the rest restored
     pixels = decode_pixels(data)
-    notes = list(reading.notes)
+    notes = list(reading.notes) + unusable
     if reading.lossy:
         notes.append(f"the original is a {reading.image_format} file, whose compression changed its pixels: the "
                      "regenerated image is compared with it for closeness, not for an exact match")
