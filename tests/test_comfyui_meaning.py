@@ -203,3 +203,46 @@ def test_a_ui_workflow_names_an_unknown_nodes_values_by_the_widget_inputs_it_lis
                                                 "guidance_scale", "width", "height")} == {
         "prompt": POS, "negative_prompt": NEG, "seed": 424242, "num_inference_steps": 18, "guidance_scale": 4.5,
         "width": 896, "height": 640}
+
+
+CONTEXT = {  # rgthree's Context: one bundle carried from node to node, each adding what it sets
+    "1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "juggernaut.safetensors"}},
+    "2": {"class_type": "Seed (rgthree)", "inputs": {"seed": 8837}},
+    "3": {"class_type": "EmptyLatentImage", "inputs": {"width": 512, "height": 640, "batch_size": 1}},
+    "4": {"class_type": "Context (rgthree)", "inputs": {"model": ["1", 0], "clip": ["1", 1], "vae": ["1", 2],
+                                                       "latent": ["3", 0], "seed": ["2", 0]}},
+    "5": {"class_type": "CLIPTextEncode", "inputs": {"text": POS, "clip": ["4", 2]}},
+    "6": {"class_type": "CLIPTextEncode", "inputs": {"text": NEG, "clip": ["4", 2]}},
+    "7": {"class_type": "Context (rgthree)", "inputs": {"base_ctx": ["4", 0], "positive": ["5", 0],
+                                                       "negative": ["6", 0]}},
+    "8": {"class_type": "Context (rgthree)", "inputs": {"base_ctx": ["7", 0]}},
+    "9": {"class_type": "KSampler", "inputs": {
+        "seed": ["8", 8], "steps": 25, "cfg": 3, "sampler_name": "dpmpp_2m", "scheduler": "karras", "denoise": 1,
+        "model": ["8", 1], "positive": ["8", 4], "negative": ["8", 5], "latent_image": ["8", 6]}},
+    **save(["9", 0]),
+}
+
+
+def test_values_carried_in_a_context_or_pipe_come_from_the_node_that_put_them_there():
+    _, fields, _ = read(CONTEXT)
+    assert (fields["seed"], fields["width"], fields["height"], fields["prompt"], fields["negative_prompt"]) == (
+        8837, 512, 640, POS, NEG)
+    graph = {**IMPACT, "8": {"class_type": "KSampler", "inputs": {  # Impact's FromBasicPipe outputs
+        "seed": 5, "steps": 12, "cfg": 8, "sampler_name": "euler", "scheduler": "normal", "denoise": 1,
+        "model": ["12", 0], "positive": ["12", 3], "negative": ["12", 4], "latent_image": ["7", 0]}},
+        "12": {"class_type": "FromBasicPipe", "inputs": {"basic_pipe": ["6", 0]}}}
+    _, fields, _ = read(graph)
+    assert (fields["prompt"], fields["negative_prompt"]) == (POS, NEG)
+
+
+def test_a_settings_node_with_steps_and_a_seed_gives_its_size_preset_and_nan_widgets_are_read_as_unset():
+    """Searge's generation parameters hold seed, steps, cfg and an "image_size_preset" that wins over its own
+    width and height; ComfyUI writes NaN (Python's json) where a widget had no number."""
+    graph = {"1": {"class_type": "SeargeGenerationParameters", "inputs": {
+        "seed": 564, "image_size_preset": "1344x768 (16:9)", "image_width": 1024, "image_height": 1024,
+        "steps": 30, "cfg": 5, "sampler_name": "dpmpp_2m", "scheduler": "karras", "tile_width": 256,
+        "data": ["2", 0]}},
+        "2": {"class_type": "SeargeOperatingMode", "inputs": {"workflow_mode": "text-to-image", "strength": "NAN"}}}
+    text = json.dumps(graph).replace('"NAN"', "NaN")
+    _, fields, _ = read_comfyui(text)
+    assert (fields["seed"], fields["num_inference_steps"], fields["width"], fields["height"]) == (564, 30, 1344, 768)

@@ -36,7 +36,7 @@ _MAX_OUTPUTS_READ = 8  # of a graph saving images from different passes, this ma
 def read_comfyui(text: str, size: tuple[int, int] | None = None) -> tuple[str, dict[str, Any], list[str]]:
     """The recipe fields of a ComfyUI API graph, with notes on what is not restored. `size` is the image's own
     width and height: of a graph that saves several images, the one of that size is read."""
-    graph = loads(text, "prompt")
+    graph = loads(text, "prompt", constants=True)
     if not isinstance(graph, dict) or not any(is_node(node) for node in graph.values()):
         raise ValueError("prompt holds JSON that is not a ComfyUI graph (no nodes with a class_type)")
     return _read_graph({str(key): node for key, node in graph.items() if is_node(node)}, [], size)
@@ -44,7 +44,7 @@ def read_comfyui(text: str, size: tuple[int, int] | None = None) -> tuple[str, d
 
 def read_comfyui_workflow(text: str, size: tuple[int, int] | None = None) -> tuple[str, dict[str, Any], list[str]]:
     """The recipe fields of a ComfyUI UI workflow (no API graph in the file), turned into an API-style graph."""
-    workflow = loads(text, "workflow")
+    workflow = loads(text, "workflow", constants=True)
     if not isinstance(workflow, dict) or not isinstance(workflow.get("nodes"), list):
         raise ValueError("workflow holds JSON that is not a ComfyUI workflow (no nodes list)")
     graph, notes = workflow_graph(workflow)
@@ -188,7 +188,7 @@ def _size(graph: dict[str, Any], key: str, fields: dict[str, Any], notes: list[s
         return
     for found in upstream(graph, key):
         inputs = graph[found]["inputs"]
-        if found != key and size_from(graph, inputs, fields):
+        if size_from(graph, inputs, fields):
             return
         latent = next((inputs[name] for name in ("latent_image", "latent", "samples") if link(inputs.get(name))), None)
         if latent is not None:

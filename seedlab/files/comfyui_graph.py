@@ -74,9 +74,14 @@ def follow(graph: dict[str, Any], value: Any, names: tuple[str, ...], through: t
         if len(literal) == 1:
             return literal[0]
         linked = [item for item in inputs.values() if link(item) is not None]
-        if len(linked) != 1 or literal:
+        if len(linked) == 1 and not literal:
+            value = linked[0]  # a pass-through node (reroute, switch with one input)
+            continue
+        # a pipe or context output (rgthree's Context, Impact's FromBasicPipe): the value it carries, from the
+        # nearest node upstream that holds it
+        value = nearest(graph, target, names) if names and not literal else None
+        if value is None:
             return None
-        value = linked[0]  # a pass-through node (reroute, switch with one input)
     return None
 
 

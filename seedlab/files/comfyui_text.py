@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .comfyui_graph import CONDITIONING, MAX_HOPS, follow, link
+from .comfyui_graph import CONDITIONING, MAX_HOPS, follow, link, nearest
 
 _TEXT = ("populated_text", "text", "text_g", "prompt", "Text", "string", "STRING", "value", "wildcard_text")
 _ROLE_TEXT = {"positive": ("positive", "text_positive", "positive_prompt", "pos", "prompt_positive", "positive_text"),
@@ -22,6 +22,8 @@ _ROLE_TEXT = {"positive": ("positive", "text_positive", "positive_prompt", "pos"
 _DELIMITERS = ("delimiter", "separator", "sep", "delim")
 _PART = re.compile(r"(?:text|string|str|prompt)_?(?:[a-z]|\d{1,2})", re.IGNORECASE)  # text_a, string_b, text1
 _PRESET_SIZE = re.compile(r"(\d{2,5})\s{0,3}[x×]\s{0,3}(\d{2,5})")  # "1024 x 1024  (square)", "SDXL 1:1 1024x1024"
+_PRESET_NAME = re.compile(r"preset|resolution|dimension|aspect|size", re.IGNORECASE)  # Searge's image_size_preset
+_NOT_SIZE = ("target", "crop", "tile", "seam", "mask", "guide", "max", "min", "feather", "padding")
 _MAX_PARTS, _MAX_TEXT = 16, 100_000
 
 
@@ -48,7 +50,8 @@ def text(graph: dict[str, Any], value: Any, role: str, notes: list[str]) -> str 
         if len({str(item) for item in linked}) > 1 and not any("combine" in note for note in notes):
             notes.append(f"the conditioning combines several prompts ({node['class_type'][:60]}, area composition): "
                          "the first one is restored, the others are not")
-        value = linked[0] if linked else None
+        # a pipe or context output (FromBasicPipe, rgthree's Context): the role's conditioning it carries
+        value = linked[0] if linked else nearest(graph, link(value) or "", (role,))
     return None
 
 
@@ -115,16 +118,16 @@ def latent_size(graph: dict[str, Any], value: Any, fields: dict[str, Any], notes
         if "pixels" in inputs or "image" in inputs:
             notes.append("the first pass starts from an input image (img2img): SeedLab starts from noise")
             return
-        value = next((inputs[name] for name in ("samples", "latent", "latent_image", "LATENT", "latents")
-                      if link(inputs.get(name)) is not None), None)
+        names = ("samples", "latent", "latent_image", "LATENT", "latents")
+        value = next((inputs[name] for name in names if link(inputs.get(name)) is not None), None) or \
+            nearest(graph, link(value) or "", names)  # a pipe or context: the latent it carries
 
 
 def size_from(graph: dict[str, Any], inputs: dict[str, Any], fields: dict[str, Any]) -> bool:
     """Put the width and height a node's inputs give into `fields`: a size preset ("832 x 1216", then Essentials'
     overrides where not 0), else a width and height pair (also "empty_latent_width", ...). False if none."""
-    preset = next((inputs[key] for key in ("dimensions", "preset", "resolution", "aspect_ratio", "size")
-                   if isinstance(inputs.get(key), str)), None)
-    match = _PRESET_SIZE.search(preset[:200]) if preset is not None else None
+    presets = [value for key, value in inputs.items() if isinstance(value, str) and _PRESET_NAME.search(key)]
+    match = next((found for preset in presets if (found := _PRESET_SIZE.search(preset[:200]))), None)
     if match:
         size = [int(match.group(1)), int(match.group(2))]
         overrides = [follow(graph, inputs.get(key), ("value", "int")) for key in ("width_override", "height_override")]
@@ -132,7 +135,7 @@ def size_from(graph: dict[str, Any], inputs: dict[str, Any], fields: dict[str, A
             size = overrides  # Essentials: 0 means the preset
         fields["width"], fields["height"] = size
         return True
-    for width_name in [name for name in inputs if name.endswith("width") and not name.startswith(("target", "crop"))]:
+    for width_name in [name for name in inputs if name.endswith("width") and not name.startswith(_NOT_SIZE)]:
         height_name = width_name[:-5] + "height"
         sides = [follow(graph, inputs.get(name), ("value", "int", "width" if name == width_name else "height"))
                  for name in (width_name, height_name)]

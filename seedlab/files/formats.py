@@ -32,8 +32,9 @@ def check_text(what: str, text: Any, limit: int = MAX_TEXT) -> None:
         raise ValueError(f"{what} is {len(text)} characters long; at most {limit} are read")
 
 
-def loads(text: str, what: str, limit: int = MAX_JSON) -> Any:
-    """json.loads with bounds: size, nesting depth, integer digits; NaN and Infinity refused."""
+def loads(text: str, what: str, limit: int = MAX_JSON, constants: bool = False) -> Any:
+    """json.loads with bounds: size, nesting depth, integer digits; NaN and Infinity refused, or with `constants`
+    read as None (ComfyUI's graphs, written by Python's json, hold NaN where a widget had no number)."""
     check_text(what, text, limit)
     depth = deepest = 0
     in_string = escaped = False
@@ -55,7 +56,7 @@ def loads(text: str, what: str, limit: int = MAX_JSON) -> Any:
         elif char in "]}":
             depth -= 1
     try:
-        return json.loads(text, parse_int=_bounded_int, parse_constant=_no_constant)
+        return json.loads(text, parse_int=_bounded_int, parse_constant=(lambda _: None) if constants else _no_constant)
     except (ValueError, RecursionError) as error:
         reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
         raise ValueError(f"{what} is not valid JSON ({reason[:80]})") from None
