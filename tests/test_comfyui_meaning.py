@@ -246,3 +246,42 @@ def test_a_settings_node_with_steps_and_a_seed_gives_its_size_preset_and_nan_wid
     text = json.dumps(graph).replace('"NAN"', "NaN")
     _, fields, _ = read_comfyui(text)
     assert (fields["seed"], fields["num_inference_steps"], fields["width"], fields["height"]) == (564, 30, 1344, 768)
+
+
+@pytest.mark.parametrize("switch, first, second", [
+    ({"class_type": "Switch conditioning [Crystools]", "inputs": {"on_true": ["4", 0], "on_false": ["5", 0],
+                                                                 "boolean": True}}, NEG, POS),
+    ({"class_type": "ImpactSwitch", "inputs": {"select": 1, "input1": ["4", 0], "input2": ["5", 0],
+                                               "sel_mode": False}}, NEG, POS),
+    ({"class_type": "Any Switch (rgthree)", "inputs": {"any_02": ["4", 0]}}, NEG, NEG),
+], ids=["boolean", "select", "first-linked"])
+def test_a_switch_gives_the_input_comfyui_runs(switch, first, second):
+    """The negative prompt's encoder (node 4) or the positive's (node 5), chosen by the switch's setting."""
+    graph = json.loads(json.dumps(IMPACT))
+    graph["30"] = switch
+    graph["6"]["inputs"]["negative"] = ["30", 0]
+    _, fields, _ = read(graph)
+    assert (fields["prompt"], fields["negative_prompt"]) == (POS, first)
+    graph["30"]["inputs"].update({"boolean": False} if "boolean" in switch["inputs"] else
+                                 {"select": 2} if "select" in switch["inputs"] else {})
+    _, fields, _ = read(graph)
+    assert fields["negative_prompt"] == second
+
+
+def test_hostile_graphs_of_nested_concatenations_contexts_and_switches_are_read_quickly():
+    """A hang guard (not a speed target): each walk is bounded, so these end at once with nothing read."""
+    import time
+    graph = {"s": {"class_type": "KSampler", "inputs": {
+        "seed": ["x0", 8], "steps": 2, "cfg": 1, "positive": ["e", 0], "negative": ["x0", 5],
+        "latent_image": ["w0", 6]}}, "e": {"class_type": "CLIPTextEncode", "inputs": {"text": ["c0", 0]}}}
+    for level in range(50):  # every part of every concatenation is the next one: 8**50 texts if unbounded
+        graph[f"c{level}"] = {"class_type": "StringConcatenate", "inputs": {
+            **{f"text_{chr(97 + k)}": [f"c{level + 1}", 0] for k in range(8)}, "delimiter": ","}}
+    for hop in range(2400):  # contexts searched upstream at each hop; switches whose settings are switches
+        graph[f"x{hop}"] = {"class_type": "Context", "inputs": {"base_ctx": [f"x{hop + 1}", 0], "o": [f"x{hop + 1}", 1]}}
+        graph[f"w{hop}"] = {"class_type": "Switch", "inputs": {"on_true": [f"w{hop + 1}", 0],
+                                                               "on_false": [f"w{hop + 1}", 0],
+                                                               "boolean": [f"w{hop + 1}", 0]}}
+    started = time.perf_counter()
+    _, fields, _ = read(graph)
+    assert time.perf_counter() - started < 10 and "prompt" not in fields and "seed" not in fields

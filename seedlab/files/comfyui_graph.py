@@ -9,6 +9,7 @@ from the nearest node upstream through its other links (pipes, contexts, bundles
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from typing import Any
 
@@ -23,6 +24,7 @@ TYPED = ("model", "clip", "vae", "guider", "sigmas", "sampler", "noise", "seed",
          "sampler_name", "scheduler", "denoise", "width", "height", "text", "text_g", "text_l", "control_net",
          "clip_vision", "upscale_model", "bbox_detector", "sam_model_opt", "segm_detector_opt", "lora_stack",
          "controlnet_stack", "optional_lora_stack", "optional_controlnet_stack")
+_ANY = re.compile(r"any_\d{1,3}")
 _NOT_SAMPLERS = ("KSamplerSelect", "Config", "Settings", "Loader", "Seed")  # nodes that hold a sampler's settings
 
 
@@ -49,7 +51,22 @@ def is_sampler(node: dict[str, Any]) -> bool:
         "KSampler" in kind and "steps" in inputs
 
 
-def follow(graph: dict[str, Any], value: Any, names: tuple[str, ...], through: tuple[str, ...] = ()) -> Any:
+def switched(graph: dict[str, Any], inputs: dict[str, Any]) -> Any:
+    """What a switch node passes on, as ComfyUI runs it: "on_true"/"on_false" by its "boolean", "input{n}" by its
+    "select" (Impact), the first linked "any_NN" (rgthree's Any Switch); None for a node that is no switch."""
+    if "on_true" in inputs and "on_false" in inputs:
+        choice = follow(graph, inputs.get("boolean", inputs.get("value")), ("boolean", "value"), switches=False)
+        return inputs["on_true"] if choice is True else inputs["on_false"] if choice is False else None
+    select = follow(graph, inputs.get("select"), ("select", "value", "int"), switches=False) if "select" in inputs \
+        else None
+    if isinstance(select, int) and not isinstance(select, bool):
+        return inputs.get(f"input{select}", inputs.get(f"input_{select}"))
+    alternatives = [inputs[name] for name in sorted(inputs) if _ANY.fullmatch(name) and link(inputs[name])]
+    return alternatives[0] if alternatives else None
+
+
+def follow(graph: dict[str, Any], value: Any, names: tuple[str, ...], through: tuple[str, ...] = (),
+           switches: bool = True) -> Any:
     """The literal behind `value`: its link followed to the node holding one of `names` (past nodes that pass it on
     through an input named in `through`, or through their one linked input), or, with none of them, its one literal
     value (a primitive); None where it leads nowhere."""
@@ -69,6 +86,10 @@ def follow(graph: dict[str, Any], value: Any, names: tuple[str, ...], through: t
             name = next((name for name in through if link(inputs.get(name)) is not None), None)
         if name is not None:
             value = inputs[name]
+            continue
+        choice = switched(graph, inputs) if switches else None  # a switch's own setting is no switch
+        if choice is not None:
+            value = choice
             continue
         literal = [item for key, item in inputs.items() if link(item) is None and not _control(key, item)]
         if len(literal) == 1:

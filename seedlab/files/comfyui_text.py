@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .comfyui_graph import CONDITIONING, MAX_HOPS, follow, link, nearest
+from .comfyui_graph import CONDITIONING, MAX_HOPS, follow, link, nearest, switched
 
-_TEXT = ("populated_text", "text", "text_g", "prompt", "Text", "string", "STRING", "value", "wildcard_text")
+_TEXT = ("populated_text", "text", "text_g", "prompt", "Text", "string", "STRING", "value", "wildcard_text", "t5xxl",
+         "clip_l", "clip_g")  # the last ones: Flux's and SD3's encoders (CLIPTextEncodeFlux, CLIPTextEncodeSD3)
 _ROLE_TEXT = {"positive": ("positive", "text_positive", "positive_prompt", "pos", "prompt_positive", "positive_text"),
               "negative": ("negative", "text_negative", "negative_prompt", "neg", "prompt_negative", "negative_text")}
 _DELIMITERS = ("delimiter", "separator", "sep", "delim")
@@ -24,7 +25,7 @@ _PART = re.compile(r"(?:text|string|str|prompt)_?(?:[a-z]|\d{1,2})", re.IGNORECA
 _PRESET_SIZE = re.compile(r"(\d{2,5})\s{0,3}[x×]\s{0,3}(\d{2,5})")  # "1024 x 1024  (square)", "SDXL 1:1 1024x1024"
 _PRESET_NAME = re.compile(r"preset|resolution|dimension|aspect|size", re.IGNORECASE)  # Searge's image_size_preset
 _NOT_SIZE = ("target", "crop", "tile", "seam", "mask", "guide", "max", "min", "feather", "padding")
-_MAX_PARTS, _MAX_TEXT = 16, 100_000
+_MAX_PARTS, _MAX_TEXT = 8, 100_000  # 8 parts, 4 levels: at most 8**4 texts looked at
 
 
 def text(graph: dict[str, Any], value: Any, role: str, notes: list[str]) -> str | None:
@@ -38,6 +39,10 @@ def text(graph: dict[str, Any], value: Any, role: str, notes: list[str]) -> str 
         if node is None:
             return None
         inputs = node["inputs"]
+        choice = switched(graph, inputs)
+        if choice is not None:
+            value = choice
+            continue
         for name in _ROLE_TEXT[role] + _TEXT:
             if name in inputs and (isinstance(inputs[name], str) or link(inputs[name]) is not None):
                 if name in _ROLE_TEXT[role] and _is_conditioning(graph, inputs[name]):
@@ -69,11 +74,15 @@ def string(graph: dict[str, Any], value: Any, depth: int = 0) -> str | None:
         if isinstance(value, str):
             return value
         node = graph.get(link(value) or "")
-        if node is None or depth > 8:
+        if node is None or depth > 4:
             return None
         inputs = node["inputs"]
         parts = [name for name in inputs if _PART.fullmatch(name)]
         delimiter = next((inputs[name] for name in _DELIMITERS if name in inputs), None)
+        choice = switched(graph, inputs)
+        if choice is not None:
+            value = choice
+            continue
         if len(parts) >= 2 and (delimiter is not None or "concat" in node["class_type"].lower()):
             return _joined(graph, inputs, parts[:_MAX_PARTS], delimiter, depth)
         name = next((name for name in _TEXT if name in inputs), None)
