@@ -3,14 +3,16 @@
 The UI graph has a "nodes" list, each node with its linked "inputs" and its "widgets_values" in order, and a
 "links" list of [id, from node, from slot, to node, to slot, type]. The node map is {node id: {"class_type",
 "inputs"}}: links by id, widget values named in the order of the node type's widgets (WIDGETS, for the common
-nodes), reroutes followed and primitive nodes' values inlined.
+nodes), reroutes followed and primitive nodes' values inlined. Group nodes and subgraphs are first expanded into their
+inner nodes (comfyui_groups.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .comfyui_widgets import WIDGETS
+from .comfyui_groups import expand
+from .comfyui_widgets import orders
 
 MAX_NODES, MAX_LINKS = 5_000, 50_000
 _MAX_HOPS = 64  # a chain of reroutes longer than this is not followed (and cycles end here)
@@ -25,6 +27,7 @@ def workflow_graph(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]
     if len(nodes) > MAX_NODES or len(links) > MAX_LINKS:
         raise ValueError(f"the ComfyUI workflow has {len(nodes)} nodes and {len(links)} links; at most "
                          f"{MAX_NODES} and {MAX_LINKS} are read")
+    nodes, links = expand(workflow, nodes, links)
     by_id = {str(node["id"]): node for node in nodes}
     origins = {}  # link id -> (node id, output slot): [id, from node, from slot, to node, to slot, type]
     for link in links:
@@ -46,26 +49,37 @@ def workflow_graph(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]
 
 
 def _widget_inputs(node: dict[str, Any]) -> dict[str, Any]:
-    """A node's widget values by name, in the order of its type's widgets (WIDGETS)."""
+    """A node's widget values by name, in the order of its type's widgets (comfyui_widgets.py)."""
     values = node.get("widgets_values")
     if isinstance(values, dict):  # some nodes store their widgets by name already
         return {str(name): value for name, value in values.items()}
-    names = WIDGETS.get(node["type"])
-    if isinstance(values, list) and names is None:
-        return _named_widgets(node, values)
-    if not isinstance(values, list) or names is None:
+    if not isinstance(values, list):
         return {}
+    candidates = orders(node["type"])
+    if not candidates:
+        return _named_widgets(node, values)
+    for names in candidates:  # where a node's widgets changed between versions: the order that names every value
+        inputs, used = _in_order(names, values)
+        if used == len(values) and len(inputs) == len([name for name in names if name is not None]):
+            return inputs
+    return _in_order(candidates[0], values)[0]
+
+
+def _in_order(names: tuple[str | None, ...], values: list[Any]) -> tuple[dict[str, Any], int]:
+    """Values named in order, as far as both go (a pack may store more after its widgets: a preview, a video),
+    the seed's control value skipped where the UI wrote one; and how many values were used."""
     inputs: dict[str, Any] = {}
     position = 0
     for name in names:
         if position >= len(values):
             break
-        if name is None:  # "control after generate": skipped where the UI wrote it
-            position += values[position] in _CONTROL_VALUES
+        if name is None:  # "randomize", ...; true/false in the first frontends; null where a pack hides it
+            value = values[position]
+            position += value is None or isinstance(value, bool) or value in _CONTROL_VALUES
             continue
         inputs[name] = values[position]
         position += 1
-    return inputs
+    return inputs, position
 
 
 def _named_widgets(node: dict[str, Any], values: list[Any]) -> dict[str, Any]:
