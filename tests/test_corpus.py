@@ -57,6 +57,18 @@ CG = "comfyanonymous-ComfyUI_examples/"
 SW = "mcmonkeyprojects-SwarmUI/"
 SIWM = "nkchocoai-ComfyUI-SaveImageWithMetaData/"
 
+DE = "DenOfEquity-"
+RED = ("portrait photograph, woman with red hair, wearing green blazer over yellow tshirt and blue trousers, on sunny "
+       "beach with dark clouds on horizon")
+PEAKS = ("cinematic photo breathtaking natural landscape with majestic snowcapped mountain range in background, with "
+         "crystal clear blue lake in foreground, golden light sunrise, warm glow, verdant plants and colorful wild "
+         "flowers . 35mm photograph, film, bokeh, professional, 4k, highly detailed")
+PEAKS_UC = ("drawing, painting, crayon, sketch, graphite, impressionist, noisy, blurry, soft, deformed, uglycartoon, "
+            "drawing, sketch, 2d")
+WITCH = "cinematic photo a dark figure, dressed in a black gown and a red bow tie, stands in front of a magical…"
+ANDROID = "cinematic still The image is a close-up portrait of a female android's face and upper body…"
+ANDROID_UC = ("airbrushed, makeup, blurred background, anime, cartoon, graphic, text, painting, crayon, graphite, "
+              "abstract, glitch, deformed, mutated, ugly, disfigured")
 # file: (format, seed, steps, cfg, (width, height), scheduler, prompt, negative prompt)
 EXPECTED = {
     "sd-parsers/automatic1111_cropped.png": ("A1111", 235284042, 15, 5, (512, 400), UNI, *DUCK),
@@ -268,6 +280,23 @@ EXPECTED = {
                                                                 COUPLE_UC),
     # Forge Couple on: each line of the prompt is a region of the image.
     "Haoming02-All-in-One-Stable-Diffusion-Guide/fc_on.webp": ("A1111 (Forge)", 5678, 24, 6, SQ, K_EA, None, COUPLE_UC),
+    # Diffusers front ends' own layouts (DenOfEquity's webUI extensions) and Draw Things' XMP.
+    DE + "StableCascade-for-webUI/example-fde9235.png": ("diffusers web UI", 3096972072, 20, 2.5, (1280, 896), DPM,
+                                                         PEAKS, PEAKS_UC),
+    DE + "StableCascade-for-webUI/example-30097f8.png": ("diffusers web UI", 225546544, 30, 4, (640, 896), None, RED,
+                                                         "shallow focus, blurry"),
+    DE + "Hunyuan-DiT-for-webUI/example.png": ("diffusers web UI", 964127841, 20, 1, (896, 1152), "SASolverScheduler",
+                                               "photograph of a kintsugi bowl of steaming dumplings on a rustic wooden "
+                                               "table", None),
+    DE + "StableDiffusion3-for-webUI/example2.png": ("diffusers web UI", 14641, 20, 5, (832, 1248), None, WITCH, ""),
+    DE + "PixArt-Sigma-for-webUI/example.png": ("diffusers web UI", 1869352392, 20, 2.5, (896, 1152), None, RED,
+                                                "low angle"),
+    DE + "Sana-for-webUI/example-3ebfbdf.png": ("diffusers web UI", 1326363512, 11, 8, (1280, 768), None, ANDROID,
+                                                ANDROID_UC),
+    DE + "Sana-for-webUI/example-f20955c.png": ("diffusers web UI", 2110661715, 20, 4, (832, 1216), None, RED, None),
+    "Ktiseos-Nyx-Dataset-Tools/w1z_m4ch1n4_2050777441.png": ("Draw Things", 2050777441, 26, 3.5, (768, 1024), EA,
+                                                             "w1z_m4ch1n4. gentleman cyborg robot with a fish bowl "
+                                                             "head, with a small goldfish", ""),
 }
 # Files SeedLab does not yet read as they say: what is missing, checked to stay missing (strict xfail).
 GAPS = {

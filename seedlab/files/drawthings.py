@@ -33,6 +33,29 @@ _SILENT = {"c", "uc", "seed", "steps", "scale", "size", "sampler", "model", "str
            "aesthetic_score", "negative_aesthetic_score", "zero_negative_prompt"}
 
 
+# Draw Things' sampler labels (its SamplerType descriptions, DataModels/Sources/Defaults.swift): a base and the
+# spacing of its timesteps (Karras, Trailing, AYS, Substep).
+_SAMPLERS = {"PLMS": "PNDMScheduler", "DDIM": "DDIMScheduler", "Euler Ancestral": "EulerAncestralDiscreteScheduler",
+             "Euler A": "EulerAncestralDiscreteScheduler", "DPM++ 2M": "DPMSolverMultistepScheduler",
+             "DPM++ SDE": "DPMSolverSDEScheduler", "UniPC": "UniPCMultistepScheduler", "LCM": "LCMScheduler",
+             "TCD": "TCDScheduler"}
+_SPACINGS = ("Karras", "Trailing", "AYS", "Substep")
+
+
+def drawthings_sampler(label: str, notes: list[str]) -> str:
+    """"DPM++ 2M Karras", "Euler A Trailing", "TCD" as a diffusers class; the spacing, which SeedLab does not
+    apply, named in a note. Another label goes to sampler_scheduler."""
+    base, _, spacing = label.strip().rpartition(" ")
+    if spacing not in _SPACINGS:
+        base, spacing = label.strip(), ""
+    if base not in _SAMPLERS:
+        return sampler_scheduler(label, None, notes)
+    if spacing:
+        notes.append(f"Draw Things' {spacing} timestep spacing is not applied: {_SAMPLERS[base]} runs with its "
+                     "default timesteps")
+    return _SAMPLERS[base]
+
+
 def xmp_texts(xmp: str) -> dict[str, str]:
     """The UserComment, description and CreatorTool of an XMP packet, unescaped; ValueError for a DOCTYPE."""
     check_text("XMP packet", xmp, MAX_JSON)
@@ -128,7 +151,7 @@ def read_drawthings(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str
         put_number(fields, notes, source, "width", second["width"], "width", int)
         put_number(fields, notes, source, "height", second["height"], "height", int)
     if isinstance(data.get("sampler"), str) and data["sampler"]:
-        fields["scheduler"] = sampler_scheduler(data["sampler"], None, notes)
+        fields["scheduler"] = drawthings_sampler(data["sampler"], notes)
     _notes(data, fields, notes)
     return source, fields, notes
 

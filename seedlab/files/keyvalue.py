@@ -15,6 +15,7 @@ cannot be read is named in a note and the other fields are still read. A1111's o
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .fooocus import squeeze
@@ -25,11 +26,12 @@ KEYS = {
     "prompt": ("prompt", "positiveprompt", "positive", "textprompt"),
     "negative_prompt": ("negativeprompt", "negative", "negprompt", "negativeprompts"),
     "seed": ("seed", "randomseed", "manualseed"),
-    "num_inference_steps": ("steps", "numinferencesteps", "inferencesteps", "samplingsteps", "numsteps", "step"),
+    "num_inference_steps": ("steps", "numinferencesteps", "inferencesteps", "samplingsteps", "numsteps", "step",
+                            "infersteps", "stepcount"),
     "guidance_scale": ("cfg", "cfgscale", "guidancescale", "guidance", "scale", "textguidancescale"),
     "size": ("size", "resolution", "imagesize", "dimensions"),
-    "width": ("width", "imagewidth"),
-    "height": ("height", "imageheight"),
+    "width": ("width", "imagewidth", "imgw"),
+    "height": ("height", "imageheight", "imgh"),
     "scheduler": ("sampler", "samplername", "scheduler", "schedulername", "samplingmethod", "samplingmode"),
     "model": ("model", "modelname", "modelid", "checkpoint", "basemodel", "pretrainedmodelnameorpath"),
 }
@@ -150,8 +152,122 @@ def _map(pairs: list[tuple[str, Any]], source: str) -> tuple[dict[str, Any], lis
         elif not isinstance(value, str):
             odd(notes, source, key, value, "not text")
         elif field == "scheduler":
-            is_class = value.endswith("Scheduler") and value.isascii() and value.isalnum()
-            fields[field] = value if is_class else sampler_scheduler(value, None, notes)
+            fields[field] = front_end_scheduler(value, notes)
         else:
             fields[field] = value
     return fields, notes
+
+
+# Diffusers front ends' sampler names -> diffusers classes: DenOfEquity's webUI extensions (Hunyuan-DiT, Stable
+# Cascade, SD3, PixArt, Kolors, Sana, Lumina2: scripts/*_diffusers.py), Tencent's hydit_app (ddpm, ddim, dpmms)
+# and ppdiffusers' web UI (its scheduler labels: DPMSolver, EulerDiscrete, ...).
+FRONT_END_SCHEDULERS = {
+    "ddpm": "DDPMScheduler", "deis": "DEISMultistepScheduler", "dpm++2m": "DPMSolverMultistepScheduler",
+    "dpm++2msde": "DPMSolverMultistepScheduler", "dpm": "DPMSolverSinglestepScheduler",
+    "dpmsde": "DPMSolverSDEScheduler", "euler": "EulerDiscreteScheduler", "eulera": "EulerAncestralDiscreteScheduler",
+    "sasolver": "SASolverScheduler", "unipc": "UniPCMultistepScheduler", "lcm": "LCMScheduler", "ddim": "DDIMScheduler",
+    "dpmms": "DPMSolverMultistepScheduler",
+    "dpmsolver": "DPMSolverMultistepScheduler", "eulerdiscrete": "EulerDiscreteScheduler", "pndm": "PNDMScheduler",
+    "eulerancestraldiscrete": "EulerAncestralDiscreteScheduler", "lmsdiscrete": "LMSDiscreteScheduler",
+    "default": "default",
+}
+
+
+def front_end_scheduler(value: str, notes: list[str]) -> str:
+    """A front end's sampler label ("DPM++ 2M : Karras", "SA-solver", "DPMSolver", "dpmms", a diffusers class) as
+    a diffusers class; the Karras sigmas a label asks for are named in a note."""
+    name, _, schedule = value.partition(" : ")
+    name = name.split("/")[0].strip()  # Stable Cascade: "prior/decoder"
+    words = name.split()
+    if words and words[-1] == "Karras" and squeeze(" ".join(words[:-1])) in FRONT_END_SCHEDULERS:
+        name, schedule = " ".join(words[:-1]), "Karras"
+    found = FRONT_END_SCHEDULERS.get(squeeze(name))
+    if found is None and name.endswith("Scheduler") and name.isascii() and name.isalnum():
+        found = name
+    if found is None:
+        return sampler_scheduler(name, schedule or None, notes)
+    if schedule.strip():
+        notes.append(f"Schedule {schedule.strip()[:40]} is not applied: {found} runs with its default sigmas")
+    return found
+
+
+_SETTING_KEY = re.compile(r"(?:^|, )([A-Za-z][A-Za-z0-9 ()./_-]{0,40}): ")
+_FIRST_SETTING = re.compile(r"(?:Size|Seed|Steps|Model|Scheduler|Sampler|CFG)[^:,\n]{0,30}: ")
+_SETTINGS_LINE = re.compile(r"(?:^|, |: )(?:Size: [0-9]|Seed: [0-9])")
+_MODEL_TAIL = re.compile(r", Model \(([^()\n]{1,40})\): ")
+
+
+def is_webui_text(text: str) -> bool:
+    """DenOfEquity's diffusers webUI extensions' text: "Model: X\\nPrompt: ..." (their first releases), or A1111's
+    layout ending ", Model (Hunyuan): ..." or with their own keys (CFG: 5 (0.66) [1], Steps(Prior/Decoder))."""
+    head = text.lstrip()[:300]
+    if head.startswith("Model: ") and "\nPrompt: " in head:
+        return True
+    last = text.rstrip().rsplit("\n", 1)[-1]
+    return bool(_MODEL_TAIL.search(last)) or "Steps(Prior" in last or (", CFG: " in last or last.startswith("CFG: "))
+
+
+def read_webui_text(text: str) -> tuple[str, dict[str, Any], list[str]]:
+    """Their prompt, negative prompt and `Key: value, ...` settings line (see is_webui_text)."""
+    check_text("parameters", text)
+    text = text.replace("\r\n", "\n").strip()
+    lines = text.split("\n")
+    settings_at = max((index for index, line in enumerate(lines) if _SETTINGS_LINE.search(line)),
+                      default=len(lines) - 1)
+    body, settings = "\n".join(lines[:settings_at]), "\n".join(lines[settings_at:]).removeprefix("Parameters: ")
+    if not _FIRST_SETTING.match(settings) and (glued := re.search(r"Size: [0-9]+x[0-9]+, ", settings)):
+        body = f"{body}\n{settings[:glued.start()]}".lstrip("\n")  # Stable Cascade's "...blurrySize: 1024x1024"
+        settings = settings[glued.start():]
+    model = None
+    if body.startswith("Model: ") and "\nPrompt: " in body:  # Model: X / Prompt: ... / Negative: ...
+        model, _, body = body[len("Model: "):].partition("\nPrompt: ")
+        prompt, _, negative = body.partition("\nNegative: ")
+    else:
+        prompt, _, negative = ("\n" + body).partition("\nNegative prompt: ")
+    fields: dict[str, Any] = {"prompt": _one_prompt(prompt), "negative_prompt": _one_prompt(negative)}
+    notes: list[str] = []
+    settings_line, _, after = settings.partition("\n")
+    keys = list(_SETTING_KEY.finditer(settings_line))
+    rest = []
+    for index, found in enumerate(keys):
+        end = keys[index + 1].start() if index + 1 < len(keys) else len(settings_line)
+        key, value = found.group(1), settings_line[found.end():end].strip()
+        if not _webui_setting(key, value, fields, notes):
+            rest.append(key)
+    if model and "model" not in fields:
+        fields["model"] = model.strip()
+    rest += [after.split(":")[0][:30]] if after.strip() else []  # SD3's "Initial noise: [...]" line
+    if rest:
+        notes.append(f"diffusers web UI: {', '.join(rest)[:300]} have no SeedLab equivalent and are ignored")
+    return "diffusers web UI", fields, notes
+
+
+def _one_prompt(text: str) -> str:
+    """SD3's three prompts ("a | \\na | \\na") as one where they are the same; otherwise the text as written."""
+    parts = [part.strip() for part in text.split(" | \n")]
+    return parts[0] if len(parts) > 1 and len(set(parts)) == 1 else text.strip()
+
+
+def _webui_setting(key: str, value: str, fields: dict[str, Any], notes: list[str]) -> bool:
+    """One `Key: value` of their settings line into fields; False for a key SeedLab has no use for."""
+    source = "diffusers web UI"
+    if key == "Size":
+        put_size(fields, notes, source, key, value)
+    elif key == "Seed":
+        put_number(fields, notes, source, key, value, "seed", int)
+    elif key in ("Steps", "Steps(Prior/Decoder)", "Steps(Prior)", "DMDstep"):
+        prior, _, decoder = value.partition("/")  # Stable Cascade: the prior's steps (stage C) make the image
+        put_number(fields, notes, source, key, prior, "num_inference_steps", int)
+        if decoder or key == "Steps(Prior)":
+            notes.append("Stable Cascade: the prior's steps are restored; the decoder's are not a SeedLab setting")
+    elif key in ("CFG", "CFG scale"):  # "5 (0.66) [1]": the scale, its rescale and its cutoff
+        put_number(fields, notes, source, key, value.split(" ")[0], "guidance_scale", float)
+        if value.split(" ")[1:]:
+            notes.append(f"{key} {value[:40]}: only the guidance scale is restored (rescale and cutoff are not)")
+    elif key in ("Scheduler", "Sampler", "Scheduler(Prior/Decoder)"):
+        fields["scheduler"] = front_end_scheduler(value, notes)
+    elif key == "Model" or key.startswith("Model ("):  # "Model (Hunyuan): the checkpoint"
+        fields["model"] = value
+    else:
+        return False
+    return True

@@ -122,6 +122,11 @@ def read_chunks(chunks: dict[str, str], size: tuple[int, int] | None = None) -> 
     if "seedlab" in chunks:
         return read_seedlab_chunk(chunks["seedlab"])
     parameters = chunks.get("parameters")
+    if parameters is not None and not _is_json_object(parameters) and keyvalue.is_webui_text(parameters):
+        name, fields, notes = keyvalue.read_webui_text(parameters)  # DenOfEquity's diffusers webUI extensions
+        return Reading(name, fields, tuple(notes))
+    if parameters is not None and "Steps: " not in parameters and _keyed_chunks(chunks):
+        parameters = None  # Hunyuan-DiT's app: "Power by HunYun" here, the recipe in chunks of their own
     if parameters is not None and not _is_json_object(parameters) and keyvalue.is_key_value(parameters):
         name, fields, notes = keyvalue.read_text(parameters)  # "Prompt: ...\nSeed: 42": a front end's, not A1111's
         return Reading(name, fields, tuple(notes))
@@ -141,7 +146,7 @@ def read_chunks(chunks: dict[str, str], size: tuple[int, int] | None = None) -> 
         name, fields, notes = invokeai_legacy.read_dream(chunks["Dream"])
     elif "Comment" in chunks and chunks["Comment"].lstrip().startswith("{"):
         name, fields, notes = json_recipes.read_comment_json(chunks)
-    elif keyvalue.recognised(chunks) and not chunks.get("prompt", "").lstrip().startswith("{"):
+    elif _keyed_chunks(chunks):
         name, fields, notes = keyvalue.read_object(chunks, "text chunks")  # tEXt prompt, seed, steps, ... each
     elif "prompt" in chunks:
         name, fields, notes = read_comfyui(chunks["prompt"], size)
@@ -157,6 +162,11 @@ def read_chunks(chunks: dict[str, str], size: tuple[int, int] | None = None) -> 
         raise ValueError(f"file has no recipe: no SeedLab, A1111, ComfyUI, InvokeAI, Fooocus, SwarmUI or NovelAI "
                          f"metadata (text chunks found: {found[:120]})")
     return Reading(name, fields, tuple(_extra_networks(fields) + _scheduled(fields) + notes))
+
+
+def _keyed_chunks(chunks: dict[str, str]) -> bool:
+    """A chunk each for the prompt and the settings (prompt, seed, steps, ...), not a ComfyUI graph."""
+    return keyvalue.recognised(chunks) and not chunks.get("prompt", "").lstrip().startswith("{")
 
 
 _TEXTS = ("Description", "Comment", "description", "comment", "UserComment", "Generation data")  # front ends' texts
