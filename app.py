@@ -200,8 +200,8 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     shows_cell(ui["matrix"].select, app.select_matrix, [ui["matrix_results"]], list(CELL))
     axes = [ui["prompt"], ui["plot_x"], ui["plot_y"], ui["plot_z"], *fields]
     page_plot = event(guarded([ui["make_plot"].click]), with_fields(app.plot, ("prompt", "x", "y", "z")), axes,
-                      ["plot", "plot_results", "plot_sheet"], api_name="page_plot", concurrency_id="generation",
-                      show_progress="minimal", **PRIVATE)
+                      ["plot", "plot_results", "plot_sheet", "plot_layout"], api_name="page_plot",
+                      concurrency_id="generation", show_progress="minimal", **PRIVATE)
     plot_api = event(ui["plot_api"].click, with_fields(final_only(app.plot), ("prompt", "x", "y", "z")), axes,
                      ["plot", "plot_results"], api_name="plot", concurrency_id="generation")
     shows_cell(ui["plot"].select, app.select_plot, [ui["plot_results"]], list(CELL))

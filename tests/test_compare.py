@@ -114,3 +114,52 @@ def test_travel_over_http(app_server):
     assert [(r["recipe"]["seed"], r["recipe"]["variation_strength"]) for r in results] == [("3", 0), ("3", 0.5),
                                                                                             ("7", 0)]
     assert all(r["link"].startswith("http") for r in results)
+
+
+def test_the_page_lays_a_plot_out_as_a_table_of_its_axes_at_both_sizes(app_server, browser):  # noqa: F811
+    """Issue 33: a 3 x 2 plot is three columns of two rows (the gallery was always 4 columns wide, so row 2 began
+    at the end of row 1), each X value above its column and each Y value left of its row, labelled like the
+    sheet, on a laptop and on a phone."""
+    page = open_settled(browser, app_server.url)
+    page.get_by_text("Compare (X/Y/Z plot over any recipe field)").click()
+    page.locator("#prompt textarea").fill("a red circle")
+    page.locator("#num-inference-steps input").fill("1")
+    page.locator("#plot-x input").fill("seed: 5-7")
+    page.locator("#plot-y input").fill("scheduler: Euler a, DPM++ 2M")
+    page.locator("#make-plot").click()
+    wait_for_images(page, "plot", 6)
+    settle(page)
+    assert ready(page)
+    for width, height in ((1400, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.locator("#plot").scroll_into_view_if_needed()
+        cells = page.evaluate("""[...document.querySelectorAll('#plot .gallery-item')].map(item => {
+            const box = item.getBoundingClientRect();
+            return {x: Math.round(box.x), y: Math.round(box.y), above: getComputedStyle(item, '::before').content,
+                    left: getComputedStyle(item, '::after').content,
+                    labelWidth: getComputedStyle(item, '::after').width};
+        })""")
+        columns = sorted({cell["x"] for cell in cells})
+        rows = sorted({cell["y"] for cell in cells})
+        assert len(columns) == 3 and len(rows) == 2, (width, cells)
+        assert [(columns.index(cell["x"]), rows.index(cell["y"])) for cell in cells] == [
+            (0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)], width
+        assert [cell["above"] for cell in cells[:3]] == ['"Seed: 5"', '"Seed: 6"', '"Seed: 7"']
+        assert [cells[0]["left"], cells[3]["left"]] == ['"Scheduler: Euler a"', '"Scheduler: DPM++ 2M"']
+        label = float(cells[0]["labelWidth"].removesuffix("px"))
+        assert 0 <= columns[0] - label, (width, columns[0], label)  # the row labels are on the page, not cut off
+    assert "Columns: Seed (5, 6, 7) · rows: Scheduler (Euler a, DPM++ 2M)" in page.locator("#plot-layout").inner_text()
+    page.context.close()
+
+
+def test_the_plot_tables_labels_cannot_end_its_style_or_add_markup():
+    from types import SimpleNamespace
+
+    from seedlab.explore.axes import parse_axis
+    from webui.compare import plot_table
+
+    hostile = parse_axis('prompt_sr: red, "}</style><script>alert(1)</script>')
+    layout = plot_table(SimpleNamespace(x=hostile, y=parse_axis("seed: 1, 2"), z=None))
+    style = layout.split("<style>", 1)[1]
+    assert style.count("</style>") == 1 and style.endswith("</style>") and "<script>" not in layout
+    assert "&lt;/style&gt;&lt;script&gt;" in layout.split("<style>", 1)[0]  # the visible line, escaped

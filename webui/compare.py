@@ -8,6 +8,7 @@ sheet of a plot lists every cell's recipe, fingerprint and link in its `seedlab-
 from __future__ import annotations
 
 import hashlib
+import html
 from pathlib import Path
 
 import gradio as gr
@@ -38,6 +39,7 @@ def compare_panel(ui: dict) -> None:
         with gr.Row():
             ui["make_plot"] = gr.Button("Make the plot", elem_id="make-plot")
             ui["plot_sheet"] = gr.DownloadButton("Download sheet (PNG)", interactive=False, elem_id="plot-sheet")
+        ui["plot_layout"] = gr.HTML("", elem_id="plot-layout", padding=False)  # the plot's axes: see table_css
         ui["plot"] = gr.Gallery(label="Plot", columns=4, object_fit="contain", format="png", type="filepath",
                                 interactive=False, allow_preview=False, height="auto", elem_id="plot",
                                 elem_classes=["pixelated", "cells"])
@@ -123,6 +125,7 @@ def plot(app, values: dict, request=None, progress=None):
         app.admission.charge(made.recipes, visitor(request))
     captions = [" · ".join(f"{axis.label} {text}" for axis, text in zip((x, y, z), made.texts(cell).values())
                            if axis is not None) for cell in made.cells]
+    yield {"plot_layout": plot_table(made)}  # the page lays the cells out as a table of the axes (the API ignores it)
     last: dict = {}
     for update in app.run(made.recipes, captions, request, progress, "plot"):
         last = {**last, **update}
@@ -150,3 +153,41 @@ def sheet(app, made, records: list[dict], values: dict) -> Path:
     out = save_plot_sheet(first, paths, columns, rows, title, app.pngs.folder / f"plot-{name}.png")
     app.pngs.added(out)
     return out
+
+
+def plot_table(made) -> str:
+    """The plot's cells as a table, labelled like the sheet: a line naming the axes, and a style that gives the
+    gallery one column per X value and puts each X value above its column and each row's Y (and Z) values left of
+    it. The labels are CSS content, each character escaped, so no axis value can end the style or add markup."""
+    columns = [f"{made.x.label}: {text}" for text in made.x.texts]
+    rows = [" · ".join(part for part in (f"{made.y.label}: {y}" if made.y else "",
+                                         f"{made.z.label}: {z}" if made.z else "") if part)
+            for z in (made.z.texts if made.z else [""]) for y in (made.y.texts if made.y else [""])]
+    rows = rows if made.y or made.z else []
+    cell = "#compare-panel #plot .gallery-item"
+    rules = [f"#compare-panel #plot .grid-container {{ grid-template-columns: repeat({len(columns)}, minmax(0, 1fr)) "
+             f"!important; padding: 2.8em 0 0 {'7.5em' if rows else '0'} !important; }}",
+             f"{cell} {{ position: relative; overflow: visible !important; }}",
+             "#compare-panel #plot .caption-label { display: none !important; }",
+             f"{cell}::before, {cell}::after {{ position: absolute; font-size: 12px; line-height: 1.2; "
+             "overflow-wrap: break-word; color: var(--body-text-color); pointer-events: none; }",
+             f"{cell}::before {{ bottom: 100%; left: 0; right: 0; text-align: center; padding-bottom: 4px; }}",
+             f"{cell}::after {{ right: 100%; top: 0; bottom: 0; width: 7em; display: flex; align-items: center; "
+             "justify-content: flex-end; text-align: right; padding-right: 6px; box-sizing: border-box; }",
+             "@media (max-width: 480px) { #compare-panel #plot .grid-container { padding-left: "
+             f"{'4.8em' if rows else '0'} !important; }} {cell}::after {{ width: 4.6em; }} "
+             f"{cell}::before, {cell}::after {{ font-size: 10px; }} }}"]
+    rules += [f"{cell}:nth-child({index + 1})::before {{ content: \"{_css_text(text)}\"; }}"
+              for index, text in enumerate(columns)]
+    rules += [f"{cell}:nth-child({index * len(columns) + 1})::after {{ content: \"{_css_text(text)}\"; }}"
+              for index, text in enumerate(rows)]
+    named = f"Columns: {made.x.label} ({', '.join(made.x.texts)})" + "".join(
+        f" · {kind}: {axis.label} ({', '.join(axis.texts)})" for kind, axis in (("rows", made.y), ("blocks of rows",
+                                                                                               made.z)) if axis)
+    return f'<p class="plot-axes">{html.escape(named[:2000])}</p><style>{"".join(rules)}</style>'
+
+
+def _css_text(text: str) -> str:
+    """Text as the inside of a CSS string: ASCII letters and digits as they are, every other character escaped."""
+    return "".join(char if char.isalnum() and char.isascii() else f"\\{ord(char):06x}"
+                   for char in text[:120])
