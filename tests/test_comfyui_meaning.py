@@ -285,3 +285,71 @@ def test_hostile_graphs_of_nested_concatenations_contexts_and_switches_are_read_
     started = time.perf_counter()
     _, fields, _ = read(graph)
     assert time.perf_counter() - started < 10 and "prompt" not in fields and "seed" not in fields
+
+
+def test_searge_names_and_a_size_computed_from_a_preset_by_the_node_that_gives_width_and_height():
+    graph = {
+        "1": {"class_type": "CR SDXL Aspect Ratio", "inputs": {
+            "width": 1024, "height": 1024, "aspect_ratio": "3:4 portrait 896x1152", "swap_dimensions": "Off",
+            "upscale_factor": 1, "batch_size": 1}},
+        "2": {"class_type": "EmptyLatentImage", "inputs": {"width": ["1", 0], "height": ["1", 1], "batch_size": 1}},
+        "3": {"class_type": "SeargePromptText", "inputs": {"prompt": POS}},
+        "4": {"class_type": "SeargePromptText", "inputs": {"prompt": NEG}},
+        "5": {"class_type": "SeargeSDXLPromptEncoder", "inputs": {
+            "pos_g": ["3", 0], "pos_l": ["3", 0], "neg_g": ["4", 0], "neg_l": ["4", 0], "base_clip": ["9", 1]}},
+        "6": {"class_type": "SeargeSDXLSampler2", "inputs": {
+            "noise_seed": 31, "steps": 20, "cfg": 7, "base_model": ["9", 0], "base_positive": ["5", 0],
+            "base_negative": ["5", 1], "latent_image": ["2", 0], "sampler_name": "euler", "scheduler": "normal"}},
+        "9": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "sdxl.safetensors"}},
+        **save(["6", 0]),
+    }
+    _, fields, _ = read(graph)
+    assert (fields["width"], fields["height"], fields["prompt"], fields["negative_prompt"], fields["seed"]) == (
+        896, 1152, POS, NEG, 31)
+    graph["1"]["inputs"]["swap_dimensions"] = "On"
+    assert (read(graph)[1]["width"], read(graph)[1]["height"]) == (1152, 896)
+
+
+def test_numbered_pipe_slots_sigmas_passed_on_and_a_samplers_own_size_taken_last():
+    graph = {
+        "1": {"class_type": "ttN pipeLoaderSDXL_v2", "inputs": {
+            "ckpt_name": "sdxl.safetensors", "positive_g": POS, "positive_l": "", "negative_g": NEG,
+            "negative_l": "", "empty_latent_aspect": "768 x 512 [L] 3:2", "empty_latent_width": 1024,
+            "empty_latent_height": 1024, "seed": 12}},
+        "2": {"class_type": "ttN pipeKSamplerSDXL_v2", "inputs": {  # width/height: its upscale target
+            "sdxl_pipe": ["1", 0], "upscale_method": "None", "width": 2048, "height": 2048, "base_steps": 22,
+            "cfg": 8, "sampler_name": "euler", "scheduler": "normal", "refiner_steps": 0}},
+    }
+    _, fields, _ = read(graph)
+    assert (fields["num_inference_steps"], fields["guidance_scale"], fields["width"], fields["height"],
+            fields["prompt"], fields["negative_prompt"], fields["seed"]) == (22, 8, 768, 512, POS, NEG, 12)
+    graph = json.loads(json.dumps(IMPACT))  # Crystools: output k of "Pipe from any" is input any_k packed before
+    graph["40"] = {"class_type": "Pipe to/edit any [Crystools]", "inputs": {
+        "any_1": ["5", 0], "any_2": ["4", 0], "any_3": ["7", 0]}}
+    graph["41"] = {"class_type": "Pipe from any [Crystools]", "inputs": {"CPipeAny": ["40", 0]}}
+    graph["8"]["inputs"].update({"latent_image": ["41", 3], "basic_pipe": ["42", 0]})
+    graph["42"] = {"class_type": "ToBasicPipe", "inputs": {"model": ["1", 0], "positive": ["41", 1],
+                                                          "negative": ["41", 2]}}
+    _, fields, _ = read(graph)
+    assert (fields["prompt"], fields["negative_prompt"], fields["width"], fields["height"]) == (POS, NEG, 768, 512)
+    graph = {**UNKNOWN, "3": {"class_type": "SamplerCustomAdvanced", "inputs": {
+        "noise": ["10", 0], "guider": ["11", 0], "sampler": ["12", 0], "sigmas": ["11", 1], "latent_image": ["1", 3]}},
+        "10": {"class_type": "RandomNoise", "inputs": {"noise_seed": 77}},
+        "11": {"class_type": "ScheduledCFGGuider //Inspire", "inputs": {  # passes the sigmas on
+            "model": ["1", 0], "positive": ["1", 1], "negative": ["1", 2], "sigmas": ["13", 0], "from_cfg": 6.5,
+            "to_cfg": 1, "schedule": "linear"}},
+        "12": {"class_type": "KSamplerSelect", "inputs": {"sampler_name": "euler"}},
+        "13": {"class_type": "BasicScheduler", "inputs": {"model": ["1", 0], "scheduler": "normal", "steps": 20,
+                                                          "denoise": 1}}}
+    _, fields, _ = read(graph)
+    assert (fields["seed"], fields["num_inference_steps"], fields["prompt"]) == (77, 20, POS)
+
+
+def test_a_prompt_built_by_a_node_seedlab_does_not_follow_is_named_in_a_note():
+    graph = json.loads(json.dumps(IMPACT))
+    graph["14"] = {"class_type": "SDXLPromptStyler", "inputs": {"text_positive": "a cat", "text_negative": NEG,
+                                                               "style": "sai-analog film"}}
+    graph["4"]["inputs"]["text"] = ["14", 1]
+    _, fields, notes = read(graph)
+    assert "negative_prompt" not in fields and fields["prompt"] == POS
+    assert any(note.startswith("the negative prompt is built by nodes SeedLab does not follow") for note in notes)

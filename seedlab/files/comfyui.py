@@ -18,7 +18,7 @@ from .comfyui_clip import clip_fields
 from .comfyui_graph import Walks, follow, is_node, is_sampler, link, nearest, upstream
 from .comfyui_loras import lora_loaders
 from .comfyui_passes import advanced_steps, second_pass
-from .comfyui_text import latent_size, size_from, text
+from .comfyui_text import ROLE_TEXT, latent_size, size_from, text
 from .comfyui_vae import decoder_vae
 from .comfyui_workflow import workflow_graph
 from .formats import loads, sampler_scheduler
@@ -131,6 +131,10 @@ def _sampler_fields(graph: dict[str, Any], key: str, notes: list[str]) -> dict[s
     inputs = graph[key]["inputs"]
     guider = graph.get(link(inputs.get("guider")) or "", {}).get("inputs", {})
     sigmas = graph.get(link(inputs.get("sigmas")) or "", {}).get("inputs", {})
+    for _ in range(8):  # a node that passes the sigmas on (Inspire's ScheduledCFGGuider): the scheduler behind it
+        if "steps" in sigmas or link(sigmas.get("sigmas")) is None:
+            break
+        sigmas = graph.get(link(sigmas["sigmas"]) or "", {}).get("inputs", {})
 
     def value(*names: str, source: dict[str, Any] = sigmas) -> Any:
         own = next((inputs[name] for name in names if inputs.get(name) is not None), None)
@@ -142,7 +146,7 @@ def _sampler_fields(graph: dict[str, Any], key: str, notes: list[str]) -> dict[s
         seed = follow(graph, inputs["noise"], ("noise_seed", "seed"))
     values = {
         "seed": follow(graph, seed, ("seed", "noise_seed", "value", "int")),
-        "num_inference_steps": follow(graph, value("steps"), ("steps", "value", "int")),
+        "num_inference_steps": follow(graph, value("steps", "base_steps"), ("steps", "value", "int")),
         "guidance_scale": follow(graph, value("cfg", source=guider), ("cfg", "value", "float")),
     }
     fields: dict[str, Any] = {name: found for name, found in values.items() if found is not None}
@@ -157,12 +161,11 @@ def _sampler_fields(graph: dict[str, Any], key: str, notes: list[str]) -> dict[s
     elif isinstance(sampler, str):
         fields["scheduler"] = sampler_scheduler(sampler, schedule, notes)
     # BasicGuider (Flux's usual graph) has no positive/negative, only the one conditioning it guides with
-    positive = value("positive", source={"positive": guider.get("positive", guider.get("conditioning"))})
-    negative = value("negative", source=guider)
-    for field, role, conditioning in (("prompt", "positive", positive), ("negative_prompt", "negative", negative)):
-        found = text(graph, conditioning, role, notes)
-        if found is not None:
-            fields[field] = found
+    # Searge's sampler names them base_positive/base_negative; a loader upstream may hold them as texts
+    positive = value("positive", "base_positive", *ROLE_TEXT["positive"][1:],
+                     source={"positive": guider.get("positive", guider.get("conditioning"))})
+    negative = value("negative", "base_negative", *ROLE_TEXT["negative"][1:], source=guider)
+    _prompts(graph, positive, negative, fields, notes)
     fields.update(clip_fields(graph, positive, link, lambda number: follow(graph, number, ("value", "int")), notes))
     _size(graph, key, fields, notes)
     model_input = inputs.get("model", guider.get("model"))
@@ -180,13 +183,24 @@ def _sampler_fields(graph: dict[str, Any], key: str, notes: list[str]) -> dict[s
     return fields
 
 
+def _prompts(graph: dict[str, Any], positive: Any, negative: Any, fields: dict[str, Any], notes: list[str]) -> None:
+    """The prompt and negative prompt behind the pass's conditioning (or the texts a loader holds)."""
+    for field, role, conditioning in (("prompt", "positive", positive), ("negative_prompt", "negative", negative)):
+        found = text(graph, conditioning, role, notes)
+        if found is not None:
+            fields[field] = found
+        elif conditioning is not None:
+            notes.append(f"the {role} prompt is built by nodes SeedLab does not follow (a style template, a "
+                         "generated or random text): it is not restored")
+
+
 def _size(graph: dict[str, Any], key: str, fields: dict[str, Any], notes: list[str]) -> None:
     """The pass's size: from its latent input, else from the nearest node upstream that gives a size (a loader
     that makes the empty latent itself) or a latent."""
     if link(graph[key]["inputs"].get("latent_image")) is not None:
         latent_size(graph, graph[key]["inputs"]["latent_image"], fields, notes)
         return
-    for found in upstream(graph, key):
+    for found in [*list(upstream(graph, key))[1:], key]:  # its own width and height last (an upscale target)
         inputs = graph[found]["inputs"]
         if size_from(graph, inputs, fields):
             return

@@ -47,8 +47,8 @@ def is_sampler(node: dict[str, Any]) -> bool:
         return True
     if any(word in kind for word in _NOT_SAMPLERS):
         return False
-    return "steps" in inputs and any(name in inputs for name in ("seed", "noise_seed", "noise")) or \
-        "KSampler" in kind and "steps" in inputs
+    steps = "steps" in inputs or "base_steps" in inputs  # tinyterra's SDXL samplers: base_steps and refiner_steps
+    return steps and any(name in inputs for name in ("seed", "noise_seed", "noise")) or "KSampler" in kind and steps
 
 
 def switched(graph: dict[str, Any], inputs: dict[str, Any]) -> Any:
@@ -63,6 +63,17 @@ def switched(graph: dict[str, Any], inputs: dict[str, Any]) -> Any:
         return inputs.get(f"input{select}", inputs.get(f"input_{select}"))
     alternatives = [inputs[name] for name in sorted(inputs) if _ANY.fullmatch(name) and link(inputs[name])]
     return alternatives[0] if alternatives else None
+
+
+def unpiped(graph: dict[str, Any], value: Any) -> Any:
+    """Output k of a node that unpacks a pipe of numbered slots is input "any_k" of the node that packed it
+    (Crystools' Pipe from any / Pipe to/edit any); None for any other link."""
+    target = link(value)
+    inputs = graph.get(target or "", {}).get("inputs", {})
+    packed = [item for item in inputs.values() if link(item) is not None]
+    if len(packed) != 1 or not isinstance(value[1], int) or value[1] < 1:
+        return None
+    return graph.get(link(packed[0]) or "", {}).get("inputs", {}).get(f"any_{value[1]}")
 
 
 def follow(graph: dict[str, Any], value: Any, names: tuple[str, ...], through: tuple[str, ...] = (),
@@ -87,7 +98,7 @@ def follow(graph: dict[str, Any], value: Any, names: tuple[str, ...], through: t
         if name is not None:
             value = inputs[name]
             continue
-        choice = switched(graph, inputs) if switches else None  # a switch's own setting is no switch
+        choice = (switched(graph, inputs) or unpiped(graph, value)) if switches else None  # no switch sets a switch
         if choice is not None:
             value = choice
             continue

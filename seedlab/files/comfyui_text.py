@@ -14,12 +14,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .comfyui_graph import CONDITIONING, MAX_HOPS, follow, link, nearest, switched
+from .comfyui_graph import CONDITIONING, MAX_HOPS, follow, link, nearest, switched, unpiped
 
 _TEXT = ("populated_text", "text", "text_g", "prompt", "Text", "string", "STRING", "value", "wildcard_text", "t5xxl",
          "clip_l", "clip_g")  # the last ones: Flux's and SD3's encoders (CLIPTextEncodeFlux, CLIPTextEncodeSD3)
-_ROLE_TEXT = {"positive": ("positive", "text_positive", "positive_prompt", "pos", "prompt_positive", "positive_text"),
-              "negative": ("negative", "text_negative", "negative_prompt", "neg", "prompt_negative", "negative_text")}
+ROLE_TEXT = {"positive": ("positive", "text_positive", "positive_prompt", "pos", "prompt_positive", "positive_text",
+                           "positive_g", "pos_g"),  # the last: SDXL encoders' and loaders' G prompt (Searge, tinyterra)
+              "negative": ("negative", "text_negative", "negative_prompt", "neg", "prompt_negative", "negative_text",
+                           "negative_g", "neg_g")}
 _DELIMITERS = ("delimiter", "separator", "sep", "delim")
 _PART = re.compile(r"(?:text|string|str|prompt)_?(?:[a-z]|\d{1,2})", re.IGNORECASE)  # text_a, string_b, text1
 _PRESET_SIZE = re.compile(r"(\d{2,5})\s{0,3}[x×]\s{0,3}(\d{2,5})")  # "1024 x 1024  (square)", "SDXL 1:1 1024x1024"
@@ -39,13 +41,13 @@ def text(graph: dict[str, Any], value: Any, role: str, notes: list[str]) -> str 
         if node is None:
             return None
         inputs = node["inputs"]
-        choice = switched(graph, inputs)
+        choice = switched(graph, inputs) or unpiped(graph, value)
         if choice is not None:
             value = choice
             continue
-        for name in _ROLE_TEXT[role] + _TEXT:
+        for name in ROLE_TEXT[role] + _TEXT:
             if name in inputs and (isinstance(inputs[name], str) or link(inputs[name]) is not None):
-                if name in _ROLE_TEXT[role] and _is_conditioning(graph, inputs[name]):
+                if name in ROLE_TEXT[role] and _is_conditioning(graph, inputs[name]):
                     break  # ControlNetApplyAdvanced and the like: this role's conditioning goes on upstream
                 found = string(graph, inputs[name])
                 if isinstance(found, str):
@@ -122,6 +124,9 @@ def latent_size(graph: dict[str, Any], value: Any, fields: dict[str, Any], notes
         if node is None:
             return
         inputs = node["inputs"]
+        if (piped := unpiped(graph, value)) is not None:
+            value = piped
+            continue
         if size_from(graph, inputs, fields):
             return
         if "pixels" in inputs or "image" in inputs:
@@ -135,20 +140,31 @@ def latent_size(graph: dict[str, Any], value: Any, fields: dict[str, Any], notes
 def size_from(graph: dict[str, Any], inputs: dict[str, Any], fields: dict[str, Any]) -> bool:
     """Put the width and height a node's inputs give into `fields`: a size preset ("832 x 1216", then Essentials'
     overrides where not 0), else a width and height pair (also "empty_latent_width", ...). False if none."""
-    presets = [value for key, value in inputs.items() if isinstance(value, str) and _PRESET_NAME.search(key)]
-    match = next((found for preset in presets if (found := _PRESET_SIZE.search(preset[:200]))), None)
-    if match:
-        size = [int(match.group(1)), int(match.group(2))]
+    if _preset_size(inputs, fields):
         overrides = [follow(graph, inputs.get(key), ("value", "int")) for key in ("width_override", "height_override")]
         if all(isinstance(side, int) and not isinstance(side, bool) and side > 0 for side in overrides):
-            size = overrides  # Essentials: 0 means the preset
-        fields["width"], fields["height"] = size
+            fields["width"], fields["height"] = overrides  # Essentials: 0 means the preset
         return True
     for width_name in [name for name in inputs if name.endswith("width") and not name.startswith(_NOT_SIZE)]:
         height_name = width_name[:-5] + "height"
+        source = link(inputs[width_name])
+        if source is not None and source == link(inputs.get(height_name)) and source in graph and \
+                inputs is not graph[source]["inputs"] and _preset_size(graph[source]["inputs"], fields):
+            return True  # both from one node that computes them (Comfyroll's aspect ratios): its preset, if any
         sides = [follow(graph, inputs.get(name), ("value", "int", "width" if name == width_name else "height"))
                  for name in (width_name, height_name)]
         if all(isinstance(side, int) and not isinstance(side, bool) for side in sides):
             fields["width"], fields["height"] = sides
             return True
     return False
+
+
+def _preset_size(inputs: dict[str, Any], fields: dict[str, Any]) -> bool:
+    """A size preset's width and height ("832 x 1216", "3:4 portrait 896x1152"; swapped where the node swaps)."""
+    presets = [value for key, value in inputs.items() if isinstance(value, str) and _PRESET_NAME.search(key)]
+    match = next((found for preset in presets if (found := _PRESET_SIZE.search(preset[:200]))), None)
+    if match is None:
+        return False
+    size = [int(match.group(1)), int(match.group(2))]
+    fields["width"], fields["height"] = size[::-1] if inputs.get("swap_dimensions") == "On" else size
+    return True

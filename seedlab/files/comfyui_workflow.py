@@ -96,6 +96,8 @@ def _named_widgets(node: dict[str, Any], values: list[Any]) -> dict[str, Any]:
         position += 1
         if "seed" in name and position < len(values) and values[position] in _CONTROL_VALUES:
             position += 1
+    if not names and len(values) == 1 and isinstance(values[0], (str, int, float)):
+        return {"value": values[0]}  # one widget and no names: its value, as a primitive's (a text box, a number)
     return inputs if names and position == len(values) else {}
 
 
