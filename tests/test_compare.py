@@ -45,6 +45,20 @@ def test_a_bad_axis_is_refused_naming_it(seedlab_app, axes, message):  # noqa: F
         last(plot(seedlab_app, **axes))
 
 
+def plot_on_page(browser, url: str, x: str, y: str, cells: int):  # noqa: F811
+    """A settled page that made a one-step plot of "a red circle" over `x` and `y`."""
+    page = open_settled(browser, url)
+    page.get_by_text("Compare (X/Y/Z plot over any recipe field)").click()
+    page.locator("#prompt textarea").fill("a red circle")
+    page.locator("#num-inference-steps input").fill("1")
+    page.locator("#plot-x input").fill(x)
+    page.locator("#plot-y input").fill(y)
+    page.locator("#make-plot").click()
+    wait_for_images(page, "plot", cells)
+    settle(page)
+    return page
+
+
 def test_plot_over_http_and_on_the_page(app_server, browser):  # noqa: F811
     from gradio_client import Client
 
@@ -52,15 +66,7 @@ def test_plot_over_http_and_on_the_page(app_server, browser):  # noqa: F811
                                                                y="guidance_scale: 2, 3", num_inference_steps=1,
                                                                api_name="/plot")
     assert len(results) == 4 and {r["y"] for r in results} == {"2", "3"}
-    page = open_settled(browser, app_server.url)
-    page.get_by_text("Compare (X/Y/Z plot over any recipe field)").click()
-    page.locator("#prompt textarea").fill("a red circle")
-    page.locator("#num-inference-steps input").fill("1")
-    page.locator("#plot-x input").fill("seed: 1-2")
-    page.locator("#plot-y input").fill("guidance_scale: 2, 3")
-    page.locator("#make-plot").click()
-    wait_for_images(page, "plot", 4)
-    settle(page)
+    page = plot_on_page(browser, app_server.url, "seed: 1-2", "guidance_scale: 2, 3", 4)
     assert ready(page) and page.locator("#plot-sheet").is_enabled()
     page.locator("#plot .thumbnail-item").nth(3).click()
     settle(page)
@@ -120,15 +126,7 @@ def test_the_page_lays_a_plot_out_as_a_table_of_its_axes_at_both_sizes(app_serve
     """Issue 33: a 3 x 2 plot is three columns of two rows (the gallery was always 4 columns wide, so row 2 began
     at the end of row 1), each X value above its column and each Y value left of its row, labelled like the
     sheet, on a laptop and on a phone."""
-    page = open_settled(browser, app_server.url)
-    page.get_by_text("Compare (X/Y/Z plot over any recipe field)").click()
-    page.locator("#prompt textarea").fill("a red circle")
-    page.locator("#num-inference-steps input").fill("1")
-    page.locator("#plot-x input").fill("seed: 5-7")
-    page.locator("#plot-y input").fill("scheduler: Euler a, DPM++ 2M")
-    page.locator("#make-plot").click()
-    wait_for_images(page, "plot", 6)
-    settle(page)
+    page = plot_on_page(browser, app_server.url, "seed: 5-7", "scheduler: Euler a, DPM++ 2M", 6)
     assert ready(page)
     for width, height in ((1400, 900), (390, 844)):
         page.set_viewport_size({"width": width, "height": height})
