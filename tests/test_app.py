@@ -16,11 +16,7 @@ from gradio_client.exceptions import AppError
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-from seedlab.serving.admission import Admission
-from seedlab.serving.limits import Limits
 import webui.handlers
-from webui.fields import RESTORED
-from webui.requests import base_url
 from seedlab import (
     ModelStore,
     Recipe,
@@ -33,8 +29,13 @@ from seedlab import (
     read_png,
     save_png,
 )
+from seedlab.serving.admission import Admission
+from seedlab.serving.limits import Limits
+from seedlab.serving.reproduction import CONSEQUENCES
 from tests.conftest import APP_THREADS
 from tests.helpers import torch_threads
+from webui.fields import RESTORED
+from webui.requests import base_url
 
 STEPS = 4  # enough for the scheduler to matter, fast on the tiny model
 PROMPT = "a red circle"
@@ -495,9 +496,13 @@ def test_a_png_refused_by_a_limit_or_a_rule_says_so_and_only_unreadable_files_ca
     info = PngInfo()
     info.add_text("parameters", "a red circle\nSteps: 500, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64")
     Image.new("RGB", (8, 8)).save(tmp_path / "500-steps.png", pnginfo=info)
-    update = seedlab_app.reproduction.open_png(str(tmp_path / "500-steps.png"))
-    assert update["png_notes"].startswith("Nothing was restored from this PNG: parameters: num_inference_steps must be")
-    assert update["pending"] is None and not set(update) & set(RESTORED)
+    update = seedlab_app.reproduction.open_png(str(tmp_path / "500-steps.png"))  # issue 30: the rest is restored
+    first = update["png_notes"].split("\n")[0]
+    assert first.startswith("Restored from the PNG (seed 1).") and "of its settings cannot be run as written" in first
+    assert "- Steps '500' from the file cannot be used here (must be a whole number from 1 to 200, got 500): it is " \
+           "left at its default, so the image differs" in update["png_notes"]
+    default = Recipe(prompt="").num_inference_steps
+    assert update["pending"] is not None and restored(update)["num_inference_steps"] == default
 
     (tmp_path / "text.png").write_text("not an image")
     update = seedlab_app.reproduction.open_png(str(tmp_path / "text.png"))
@@ -513,6 +518,29 @@ def test_a_nudged_anchor_and_selected_image_name_their_variation_seed_and_streng
     assert anchor_updates(record)["anchor_text"] == "Anchor seed: 4 · variation seed 77 at strength 0.15 · prompt: p"
     plain = {**record, "recipe": Recipe(prompt="p", seed=4).to_json()}
     assert anchor_updates(plain)["anchor_text"] == "Anchor seed: 4 · prompt: p"
+
+
+def test_a_dropped_files_notes_say_first_what_will_differ_and_the_file_is_shown(seedlab_app, reference_model,
+                                                                                  tmp_path):
+    """Issue 33: a one-line summary first (runs as written, or how many settings cannot), the notes that change the
+    picture before the others, and the dropped image shown beside the regenerated one."""
+    info = PngInfo()
+    info.add_text("parameters", "a red circle\nSteps: 3, Sampler: Euler, CFG scale: 7, Seed: 9, Size: 64x64, "
+                                "Hires upscale: 2, Hires upscaler: 4x-UltraSharp, Model: v1-5-pruned-emaonly, "
+                                "Schedule type: Align Your Steps GITS, Version: v1.9.4")
+    Image.new("RGB", (64, 64)).save(tmp_path / "a1111.png", pnginfo=info)
+    update = seedlab_app.reproduction.open_png(str(tmp_path / "a1111.png"))
+    lines = update["png_notes"].split("\n")
+    causes = [line for line in lines[1:] if any(word in line for word in CONSEQUENCES)]
+    assert causes and lines[1:len(causes) + 1] == causes, lines  # what changes the picture comes first
+    assert lines[0] == (f"Restored from the PNG (seed 9). {len(causes)} of its settings cannot be run as written "
+                        "(listed first): the image will differ.")
+    assert update["original"] == str(tmp_path / "a1111.png")
+    own = save_png(solo(reference_model, prompt="a red circle", seed=77), tmp_path / "own.png")
+    update = seedlab_app.reproduction.open_png(str(own))
+    assert update["png_notes"].split("\n")[0] == ("Restored from the PNG (seed 77). It runs as written, so the "
+                                                  "regenerated image should match it where the environment does.")
+    assert seedlab_app.reproduction.clear_png()["original"] is None
 
 
 def test_an_a1111_png_with_an_ancestral_sampler_and_gpu_noise_still_regenerates_with_a_note(seedlab_app, tmp_path):

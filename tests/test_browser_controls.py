@@ -97,6 +97,17 @@ def test_a_regenerated_png_shows_under_its_button_at_a_readable_size(browser, ap
     # Beside the button that asked, verdict first: both in view without scrolling from the button.
     assert image["x"] > asked["x"] + asked["width"] and verdict["x"] > asked["x"] + asked["width"], (asked, image)
     assert verdict["y"] < image["y"] and image["y"] + image["height"] <= 900, (verdict, image)
+    # Issue 33: the dropped image beside the regenerated one, the same size, on a laptop and on a phone.
+    page.wait_for_function("(() => { const img = document.querySelector('#original img');"
+                           " return img !== null && img.complete && img.naturalWidth > 0; })()")
+    original = page.locator("#original img").bounding_box()
+    assert abs(original["y"] - image["y"]) <= 2 and original["x"] + original["width"] <= image["x"], (original, image)
+    assert (original["width"], original["height"]) == (image["width"], image["height"])
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#original img").scroll_into_view_if_needed()
+    original, image = page.locator("#original img").bounding_box(), page.locator("#reproduced img").bounding_box()
+    assert original["width"] >= 150 and image["width"] >= 150, (original, image)
+    assert original["y"] + original["height"] <= image["y"] + 2 or original["x"] + original["width"] <= image["x"]
     page.context.close()
 
 
@@ -166,7 +177,7 @@ def test_a_verdict_goes_with_its_file(browser, app_server, tmp_path):  # noqa: F
     def nothing_left():
         settle(page)
         assert value(page, "verdict") == ""
-        assert page.locator("#reproduced img").count() == 0
+        assert page.locator("#reproduced img").count() == 0 and page.locator("#original img").count() == 0
         assert page.locator("#verdict-anchor").is_disabled() and page.locator("#regenerate-png").is_disabled()
 
     regenerated_and_checked()

@@ -17,6 +17,7 @@ from seedlab.engine.generation import Cancelled
 from seedlab.files.metadata import UnreadableImage
 from seedlab.serving.admission import Admission
 from seedlab.serving.reproduction import (
+    CONSEQUENCES,
     original_from_link,
     original_from_png,
     original_from_text,
@@ -59,15 +60,16 @@ def reproduction_panel(ui: dict) -> None:
                 ui["png_nearest"] = gr.State(None)  # that recipe (JSON), until the next drop
             with gr.Column(scale=3):
                 ui["verdict_text"] = gr.Textbox(label="Verdict", interactive=False, lines=3, elem_id="verdict")
-                with gr.Row(equal_height=False):
+                with gr.Row(equal_height=False):  # the dropped image beside what it regenerated
+                    ui["original"] = gr.Image(label="Original (the dropped image)", type="filepath", interactive=False,
+                                              height=280, elem_id="original", elem_classes="pixelated")
                     ui["reproduced"] = gr.Image(label="Regenerated", type="filepath", format="png",
                                                 interactive=False, height=280, elem_id="reproduced",
                                                 elem_classes="pixelated")
-                    with gr.Column():
-                        ui["verdict_anchor"] = gr.Button("Make this image the anchor", interactive=False,
-                                                         elem_id="verdict-anchor")
-                        with gr.Accordion("Verdict (JSON)", open=False):
-                            ui["verdict"] = gr.JSON(label="Verdict", elem_id="verdict-json")
+                ui["verdict_anchor"] = gr.Button("Make this image the anchor", interactive=False,
+                                                 elem_id="verdict-anchor")
+                with gr.Accordion("Verdict (JSON)", open=False):
+                    ui["verdict"] = gr.JSON(label="Verdict", elem_id="verdict-json")
 
 
 def image_kind(path: str) -> str:
@@ -135,7 +137,7 @@ class Reproduction:
         except ValueError as error:
             return {"verdict_text": f"This link cannot be opened. {label_message(error)}", "pending": None,
                     "reproduction": gr.Accordion(open=True)}
-        opened = {"link_box": f"{base_url(request)}?{query}", **restore(original.recipe),
+        opened = {"link_box": f"{base_url(request)}?{query}", **restore(original.recipe), "original": None,
                   "reproduction": gr.Accordion(open=True)}
         served = self.from_record(original, request)  # at once, not queued behind other visitors' generations
         if served is not None:
@@ -159,8 +161,13 @@ class Reproduction:
             return {**nothing, "png_notes": f"This {kind} cannot be read: {error}"}
         except ValueError as error:  # no recipe in it, or one that no server could run: the message names the field
             return {**nothing, "png_notes": f"Nothing was restored from this {kind}: {label_message(error)}"}
-        notes = "\n".join(f"- {note}" for note in read.notes) or f"- everything in the {kind} was restored"
+        causes = [note for note in read.notes if any(word in note for word in CONSEQUENCES)]  # what changes pixels
+        ordered = causes + [note for note in read.notes if note not in causes]
+        notes = "\n".join(f"- {note}" for note in ordered) or f"- everything in the {kind} was restored"
         restored = f"Restored from the {kind} (seed {read.recipe.seed})."
+        summary = (f" {len(causes)} of its settings cannot be run as written (listed first): the image will differ."
+                   if causes else " It runs as written, so the regenerated image should match it where the "
+                                  "environment does.")
         try:
             original = self.admission.original(read, strict=True)
             self.admission.price(original.recipe)
@@ -169,21 +176,21 @@ class Reproduction:
             offer = ("\nNo smaller recipe fits this server either." if nearest is None else
                      f"\nThe nearest recipe this server runs (not the original image): {describe_size(nearest)}. "
                      "\"Use the nearest runnable recipe\" puts it in the controls.")
-            return {**restore(read.recipe), **nothing,
+            return {**restore(read.recipe), **nothing, "original": path,
                     "png_notes": f"{restored} This server cannot run it as it is: {label_message(error)}.{offer}\n"
                                  f"{notes}",
                     "png_nearest": None if nearest is None else nearest.to_json(),
                     "use_nearest": gr.Button(interactive=nearest is not None)}
         if original.pixels is not None and original.fingerprint is not None:
             self.pngs.keep_pixels(original.pixels, original.fingerprint)  # on disk, not in the session's memory
-        return {**restore(original.recipe), **nothing, "png_notes": f"{restored}\n{notes}",
+        return {**restore(original.recipe), **nothing, "png_notes": f"{restored}{summary}\n{notes}", "original": path,
                 "pending": original.with_pixels(None), "regenerate_png": gr.Button(interactive=True)}
 
     def clear_png(self) -> dict:
         """No file: its notes, its pending regeneration and the verdict and image it led to are gone."""
         return {"png_notes": "", "pending": None, "regenerate_png": gr.Button(interactive=False), "png_nearest": None,
                 "use_nearest": gr.Button(interactive=False), "reproduced": None, "verdict": None, "verdict_text": "",
-                "reverify": gr.Button(interactive=False)}
+                "reverify": gr.Button(interactive=False), "original": None}
 
     def use_nearest(self, nearest: dict | None) -> dict:
         """The nearest runnable recipe of a dropped image into the controls (Generate makes it)."""
@@ -220,7 +227,7 @@ class Reproduction:
         """After /reproduce: the controls show the regenerated recipe, and the verdict its summary."""
         if not verdict:
             return {}
-        return {**restore(Recipe.from_dict(verdict["recipe"])), "verdict_text": verdict["summary"],
+        return {**restore(Recipe.from_dict(verdict["recipe"])), "verdict_text": verdict["summary"], "original": None,
                 "reverify": gr.Button(interactive=bool(verdict.get("served_from_record")))}
 
     def verdict_anchor(self, verdict: dict | None) -> dict:
@@ -295,8 +302,8 @@ def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction: Reproductio
     restored = [ui[name] for name in RESTORED]
     # Links: restore the controls at once, then regenerate (or read back from the record) and show the verdict.
     verdict = ["reproduced", "verdict", "verdict_text", "reverify"]
-    link = event(demo.load, reproduction.open_link, None, ["link_box", *RESTORED, *verdict, "pending", "reproduction"],
-                 queue=False, **PRIVATE)
+    link = event(demo.load, reproduction.open_link, None, ["link_box", *RESTORED, *verdict, "pending", "reproduction",
+                                                           "original"], queue=False, **PRIVATE)
     # Only a page that opened a link to regenerate is busy (Stop works meanwhile); a plain page load must not
     # flip the buttons, or a click in that moment would be refused.
     link = link.then(only_if_pending(busy), ui["pending"], wiring.buttons, queue=False, show_progress="hidden",
@@ -309,12 +316,12 @@ def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction: Reproductio
                       ["reproduced", "verdict"], api_name="reproduce", concurrency_id="generation")
     reverify = event(guarded([ui["reverify"].click]), reproduction.reverify, [ui["link_box"]],
                      ["reproduced", "verdict"], api_name="reverify", concurrency_id="generation")
-    after = restored + [ui["verdict_text"], ui["reverify"]]
+    after = restored + [ui["verdict_text"], ui["reverify"], ui["original"]]
     for reproducing in (reproduce, reverify):
         reproducing.success(by_name(reproduction.after_reproduce, ui, after), ui["verdict"], after, queue=False,
                             **PRIVATE)
     # A dropped image: every field it holds restored, then regenerated on request.
-    dropped = ["png_notes", "pending", "regenerate_png", "png_nearest", "use_nearest", *verdict]
+    dropped = ["png_notes", "pending", "regenerate_png", "png_nearest", "use_nearest", "original", *verdict]
     event(ui["png_file"].upload, reproduction.open_png, [ui["png_file"]], [*RESTORED, *dropped], **PRIVATE)
     event(ui["png_file"].clear, reproduction.clear_png, None, dropped, queue=False, **PRIVATE)
     event(ui["use_nearest"].click, reproduction.use_nearest, [ui["png_nearest"]], [*RESTORED, "png_notes"],

@@ -13,7 +13,7 @@ import gradio as gr
 
 CSS = """
 .pixelated img { image-rendering: pixelated; }  /* 64x64 images, enlarged with crisp pixels */
-#reproduced img, #cell-image img { width: 256px; max-width: 100%; height: 256px; object-fit: contain; }  /* not at its native 64 px */
+#reproduced img, #original img, #cell-image img { width: 256px; max-width: 100%; height: 256px; object-fit: contain; }  /* not at its native 64 px */
 /* Gradio gives every column at least 100 px, which pushes the last cells out of a phone-wide gallery:
    columns share the width instead, and narrow screens get two (three for the matrix, whose rows are seeds). */
 .cells .grid-container { grid-template-columns: repeat(var(--grid-cols), minmax(0, 1fr)) !important; }
@@ -25,7 +25,7 @@ CSS = """
 /* A gallery is as tall as its images: no empty box under a row of cells. */
 .cells .grid-wrap.fixed-height { min-height: 0 !important; max-height: none !important; }
 /* Fullscreen shows the image as large as the screen allows (its 64 px pixels crisp), not at 256 px. */
-#cell-image.fullscreen img, #reproduced.fullscreen img { width: min(100vw, 100vh) !important;
+#cell-image.fullscreen img, #reproduced.fullscreen img, #original.fullscreen img { width: min(100vw, 100vh) !important;
     height: min(100vw, 100vh) !important; max-width: none !important; }
 """
 # Ctrl+Enter (Cmd+Enter) in the prompt presses Generate, unless it is busy; plain Enter still adds a line.

@@ -232,7 +232,7 @@ def partial_recipe(reading: Reading) -> tuple[Recipe, list[str]]:
             raise ValueError(f"{_label(reading)}: {name} {problem[:200]}")
         value = fields.pop(name)
         notes.append(f"{SPECS[name].label} {str(value)[:60]!r} from the file cannot be used here ({problem[:160]}): "
-                     f"it is left at its default, so the image may differ")
+                     "it is left at its default, so the image differs")
 
     for _ in range(len(SPECS)):
         values = {}
