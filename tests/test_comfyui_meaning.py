@@ -353,3 +353,65 @@ def test_a_prompt_built_by_a_node_seedlab_does_not_follow_is_named_in_a_note():
     _, fields, notes = read(graph)
     assert "negative_prompt" not in fields and fields["prompt"] == POS
     assert any(note.startswith("the negative prompt is built by nodes SeedLab does not follow") for note in notes)
+
+
+def test_a_ui_nodes_output_named_as_one_of_its_widgets_or_a_settings_key_gives_that_value():
+    """SD Prompt Reader's shape: a parameter node's SEED output is its seed widget, and the reader's SEED, STEPS,
+    CFG outputs are the keys of the A1111 settings text it read; the parameter node, which only holds settings,
+    is not taken for the sampling pass."""
+    from seedlab.files.comfyui import read_comfyui_workflow
+
+    def node(node_id, kind, values, slots=(), outputs=()):
+        return {"id": node_id, "type": kind, "widgets_values": values, "outputs": [{"name": name} for name in outputs],
+                "inputs": [{"name": name, "link": link_id} for name, link_id in slots]}
+
+    workflow = {"nodes": [
+        node(1, "SDPromptReader", ["in.png", "image", 0, POS, NEG, "Steps: 35, Sampler: Euler, CFG scale: 7.5, "
+                                   "Seed: 2302238556, Size: 512x768, Model: x"],
+             outputs=("IMAGE", "MASK", "POSITIVE", "NEGATIVE", "SEED", "STEPS", "CFG", "WIDTH", "HEIGHT")),
+        node(2, "SDParameterGenerator", ["m.safetensors", "baked VAE", "SDv1 512px", "none", -1, 30, 1, 8, "euler",
+                                         "normal", 6, 6, "custom", 672, 384, 1],
+             outputs=("MODEL_NAME", "VAE_NAME", "MODEL", "CLIP", "VAE", "SEED", "STEPS", "REFINER_START_STEP", "CFG",
+                      "SAMPLER_NAME", "SCHEDULER", "POSITIVE_ASCORE", "NEGATIVE_ASCORE", "WIDTH", "HEIGHT")),
+        node(5, "EmptyLatentImage", [512, 512, 1], [("width", 5), ("height", 6)]),
+        node(6, "CLIPTextEncode", [""], [("text", 7)]),
+        node(7, "CLIPTextEncode", [""], [("text", 8)]),
+        node(4, "KSamplerAdvanced", ["enable", 0, "fixed", 20, 8, "euler", "normal", 0, 10000, "disable"],
+             [("model", 9), ("positive", 10), ("negative", 11), ("latent_image", 12), ("noise_seed", 1),
+              ("steps", 2), ("cfg", 3)]),
+        node(8, "VAEDecode", [], [("samples", 13)]),
+        node(3, "SDPromptSaver", ["x"], [("images", 14), ("seed", 15), ("steps", 16)]),
+    ], "links": [[1, 1, 4, 4, 0, "INT"], [2, 1, 5, 4, 0, "INT"], [3, 1, 6, 4, 0, "FLOAT"], [5, 2, 13, 5, 0, "INT"],
+                 [6, 2, 14, 5, 0, "INT"], [7, 1, 2, 6, 0, "STRING"], [8, 1, 3, 7, 0, "STRING"],
+                 [9, 2, 2, 4, 0, "MODEL"], [10, 6, 0, 4, 0, "C"], [11, 7, 0, 4, 0, "C"], [12, 5, 0, 4, 0, "L"],
+                 [13, 4, 0, 8, 0, "L"], [14, 8, 0, 3, 0, "IMAGE"], [15, 2, 5, 3, 0, "INT"], [16, 1, 5, 3, 0, "INT"]]}
+    _, fields, notes = read_comfyui_workflow(json.dumps(workflow))
+    assert {name: fields.get(name) for name in ("seed", "num_inference_steps", "guidance_scale", "width", "height",
+                                                "prompt", "negative_prompt")} == {
+        "seed": 2302238556, "num_inference_steps": 35, "guidance_scale": 7.5, "width": 672, "height": 384,
+        "prompt": POS, "negative_prompt": NEG}
+    workflow["links"][0] = [1, 2, 5, 4, 0, "INT"]  # the generator's seed widget, -1: random at queue time
+    _, fields, notes = read_comfyui_workflow(json.dumps(workflow))
+    assert "seed" not in fields and any("random at queue time" in note for note in notes)
+
+
+def test_zeroed_conditioning_cutoff_regions_img2img_sizes_and_shifted_widgets():
+    graph = json.loads(json.dumps(IMPACT))
+    graph["8"]["inputs"]["seed"] = "randomize"  # an older node version's widgets, shifted by one
+    graph["31"] = {"class_type": "ConditioningZeroOut", "inputs": {"conditioning": ["5", 0]}}
+    graph["6"]["inputs"]["negative"] = ["31", 0]  # Flux, Qwen and SD3 graphs: the negative is the positive zeroed
+    graph["32"] = {"class_type": "BNK_CutoffBasePrompt", "inputs": {"text": POS, "clip": ["1", 1]}}
+    graph["33"] = {"class_type": "BNK_CutoffSetRegions", "inputs": {"clip_regions": ["32", 0], "region_text": "red"}}
+    graph["34"] = {"class_type": "BNK_CutoffRegionsToConditioning", "inputs": {"clip_regions": ["33", 0]}}
+    graph["6"]["inputs"]["positive"] = ["34", 0]
+    graph["35"] = {"class_type": "LoadImage", "inputs": {"image": "photo.png"}}
+    graph["36"] = {"class_type": "ImageScale", "inputs": {"image": ["35", 0], "upscale_method": "lanczos",
+                                                         "width": 1024, "height": 640, "crop": "disabled"}}
+    graph["37"] = {"class_type": "VAEEncode", "inputs": {"pixels": ["36", 0], "vae": ["1", 2]}}
+    graph["8"]["inputs"]["latent_image"] = ["37", 0]
+    _, fields, notes = read(graph)
+    assert fields["prompt"] == POS and "negative_prompt" not in fields and "seed" not in fields
+    assert (fields["width"], fields["height"]) == (1024, 640)
+    assert any("negative conditioning is zeroed (ConditioningZeroOut)" in note for note in notes)
+    assert any("seed 'randomize' is not a number of its kind" in note for note in notes)
+    assert any("img2img" in note for note in notes)

@@ -57,6 +57,8 @@ def _read_graph(graph: dict[str, Any], notes: list[str],
     """The recipe fields of an API-style node map, from the first sampling pass behind the saved image (of the
     outputs that lead to different passes, the first whose image is `size`, else the first)."""
     samplers = [key for key, node in graph.items() if is_sampler(node)]
+    strict = bool(samplers)  # else the nodes that hold a sampler's settings (Searge's) are read as its pass
+    samplers = samplers or [key for key, node in graph.items() if is_sampler(node, strict=False)]
     if len(graph) > _MAX_NODES or len(samplers) > _MAX_SAMPLERS:  # the walk costs samplers x nodes
         raise ValueError(f"the ComfyUI graph has {len(graph)} nodes and {len(samplers)} samplers; at most "
                          f"{_MAX_NODES} and {_MAX_SAMPLERS} are read")
@@ -67,7 +69,7 @@ def _read_graph(graph: dict[str, Any], notes: list[str],
     if not samplers:
         types = ", ".join(sorted({node["class_type"] for node in graph.values()})[:8])
         raise ValueError(f"the ComfyUI graph has no sampler node SeedLab knows (it has {types})")
-    chains = _passes(graph, samplers)
+    chains = _passes(graph, samplers, strict)
     readings = []
     for first, last in chains[:_MAX_OUTPUTS_READ]:
         readings.append(_read_pass(graph, samplers, first, last, list(notes)))
@@ -105,10 +107,10 @@ def _made_size(fields: dict[str, Any]) -> tuple[int, int] | None:
     return int(width * scale), int(height * scale)
 
 
-def _passes(graph: dict[str, Any], samplers: list[str]) -> list[tuple[str, str]]:
+def _passes(graph: dict[str, Any], samplers: list[str], strict: bool = True) -> list[tuple[str, str]]:
     """(first pass, last pass) behind each saved or previewed image, each pair once, Save nodes first; with no
     output behind a sampler: the first sampler with nothing upstream, and the last sampler."""
-    upstream = Walks(graph)
+    upstream = Walks(graph, strict)
     outputs = [key for key, node in graph.items() if "Save" in node["class_type"]]
     outputs += [key for key, node in graph.items() if "Preview" in node["class_type"]]
     chains: list[tuple[str, str]] = []
@@ -149,7 +151,7 @@ def _sampler_fields(graph: dict[str, Any], key: str, notes: list[str]) -> dict[s
         "num_inference_steps": follow(graph, value("steps", "base_steps"), ("steps", "value", "int")),
         "guidance_scale": follow(graph, value("cfg", source=guider), ("cfg", "value", "float")),
     }
-    fields: dict[str, Any] = {name: found for name, found in values.items() if found is not None}
+    fields: dict[str, Any] = {name: found for name, found in values.items() if _usable(name, found, notes)}
     sampler = inputs.get("sampler_name")
     if sampler is None and "sampler" in inputs:
         sampler = follow(graph, inputs["sampler"], ("sampler_name",))
@@ -181,6 +183,20 @@ def _sampler_fields(graph: dict[str, Any], key: str, notes: list[str]) -> dict[s
     if isinstance(denoise, (int, float)) and denoise < 1:
         notes.append(f"denoise {denoise:g} (img2img or a partial pass) is not supported: SeedLab starts from noise")
     return fields
+
+
+def _usable(name: str, value: Any, notes: list[str]) -> bool:
+    """A seed, step count or CFG the graph states as a number of its kind (a widget shifted by an older node
+    version holds "randomize" or "euler"; -1 is "random at queue time"); anything else named in a note."""
+    if value is None:
+        return False
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if name == "guidance_scale" and (whole or isinstance(value, float)) or whole and value >= (name != "seed"):
+        return True
+    what = "random at queue time: the seed used is not recorded" if value == -1 and name == "seed" else \
+        "not a number of its kind"
+    notes.append(f"the graph's {name} {str(value)[:30]!r} is {what}: it is not restored")
+    return False
 
 
 def _prompts(graph: dict[str, Any], positive: Any, negative: Any, fields: dict[str, Any], notes: list[str]) -> None:

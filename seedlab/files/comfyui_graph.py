@@ -25,6 +25,7 @@ TYPED = ("model", "clip", "vae", "guider", "sigmas", "sampler", "noise", "seed",
          "clip_vision", "upscale_model", "bbox_detector", "sam_model_opt", "segm_detector_opt", "lora_stack",
          "controlnet_stack", "optional_lora_stack", "optional_controlnet_stack")
 _ANY = re.compile(r"any_\d{1,3}")
+_SAMPLES = re.compile(r"(?:\w+_)?(?:model|latent|latent_image|samples|positive|guider|pipe|tuple|ctx|context)")
 _NOT_SAMPLERS = ("KSamplerSelect", "Config", "Settings", "Loader", "Seed")  # nodes that hold a sampler's settings
 
 
@@ -40,15 +41,19 @@ def is_node(node: Any) -> bool:
     return isinstance(node, dict) and isinstance(node.get("class_type"), str) and isinstance(node.get("inputs"), dict)
 
 
-def is_sampler(node: dict[str, Any]) -> bool:
-    """ComfyUI's sampler classes, and any node that takes steps and a seed (a custom sampler by its inputs)."""
+def is_sampler(node: dict[str, Any], strict: bool = True) -> bool:
+    """ComfyUI's sampler classes, and any node that takes steps and a seed (a custom sampler by its inputs) and,
+    unless not `strict`, something to sample: a model, a latent, conditioning or a pipe (a node holding only the
+    settings, such as SD Prompt Reader's parameter generator, samples nothing; a graph whose only such nodes are
+    settings nodes, as Searge's, is read from them)."""
     kind, inputs = node["class_type"], node["inputs"]
     if kind in SAMPLER_CLASSES:
         return True
     if any(word in kind for word in _NOT_SAMPLERS):
         return False
     steps = "steps" in inputs or "base_steps" in inputs  # tinyterra's SDXL samplers: base_steps and refiner_steps
-    return steps and any(name in inputs for name in ("seed", "noise_seed", "noise")) or "KSampler" in kind and steps
+    takes = steps and any(name in inputs for name in ("seed", "noise_seed", "noise")) or "KSampler" in kind and steps
+    return takes and (not strict or any(_SAMPLES.fullmatch(name) for name in inputs))
 
 
 def switched(graph: dict[str, Any], inputs: dict[str, Any]) -> Any:
@@ -63,6 +68,38 @@ def switched(graph: dict[str, Any], inputs: dict[str, Any]) -> Any:
         return inputs.get(f"input{select}", inputs.get(f"input_{select}"))
     alternatives = [inputs[name] for name in sorted(inputs) if _ANY.fullmatch(name) and link(inputs[name])]
     return alternatives[0] if alternatives else None
+
+
+def by_output(graph: dict[str, Any], value: Any) -> Any:
+    """The value a UI workflow node's output passes on, where the output is named as one of its inputs ("SEED" of
+    a parameter node is its "seed" widget), or as a key of an A1111 settings text it holds (SD Prompt Reader's
+    SETTINGS: "Steps: 35, ..., Seed: 2302238556, Size: 512x512"); None otherwise."""
+    node = graph.get(link(value) or "")
+    outputs = node.get("outputs") if node else None
+    if not outputs or not isinstance(value[1], int) or not 0 <= value[1] < len(outputs) or \
+            not isinstance(outputs[value[1]], str):
+        return None
+    wanted = _plain(outputs[value[1]])
+    inputs = node["inputs"]
+    found = next((item for key, item in inputs.items() if _plain(key) == wanted), None)
+    if found is not None:
+        return found
+    settings = inputs.get("settings")
+    key = {"seed": "Seed", "steps": "Steps", "cfg": "CFG scale", "width": "Size", "height": "Size"}.get(wanted)
+    if key is None or not isinstance(settings, str) or len(settings) > 10_000:
+        return None
+    match = re.search(rf"(?:^|, ){re.escape(key)}: ([0-9.x]{{1,40}})(?:,|$)", settings)
+    if match is None:
+        return None
+    text = match.group(1).split("x")[wanted == "height"] if key == "Size" else match.group(1)
+    try:
+        return float(text) if wanted == "cfg" else int(text)
+    except ValueError:
+        return None
+
+
+def _plain(name: str) -> str:
+    return "".join(char for char in name.lower() if char.isalnum())
 
 
 def unpiped(graph: dict[str, Any], value: Any) -> Any:
@@ -98,7 +135,9 @@ def follow(graph: dict[str, Any], value: Any, names: tuple[str, ...], through: t
         if name is not None:
             value = inputs[name]
             continue
-        choice = (switched(graph, inputs) or unpiped(graph, value)) if switches else None  # no switch sets a switch
+        choice = by_output(graph, value)
+        if choice is None and switches:  # a switch's own setting is no switch
+            choice = switched(graph, inputs) or unpiped(graph, value)
         if choice is not None:
             value = choice
             continue
@@ -150,8 +189,8 @@ def upstream(graph: dict[str, Any], key: str, skip: tuple[str, ...] = ()):
 class Walks:
     """The upstream samplers of each node, each walk made once, all of them within one budget of visits."""
 
-    def __init__(self, graph: dict[str, Any]):
-        self.graph, self.visits, self.known = graph, 0, {}
+    def __init__(self, graph: dict[str, Any], strict: bool = True):
+        self.graph, self.visits, self.known, self.strict = graph, 0, {}, strict
 
     def __call__(self, start: str) -> list[str]:
         if start not in self.known:
@@ -175,7 +214,7 @@ class Walks:
                 if name in CONDITIONING or name in TYPED:
                     continue
                 seen.add(target)
-                if is_sampler(self.graph[target]):
+                if is_sampler(self.graph[target], self.strict):
                     found.append(target)
                 stack.append(target)
         return found

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .comfyui_graph import CONDITIONING, MAX_HOPS, follow, link, nearest, switched, unpiped
+from .comfyui_graph import CONDITIONING, MAX_HOPS, by_output, follow, link, nearest, switched, unpiped
 
 _TEXT = ("populated_text", "text", "text_g", "prompt", "Text", "string", "STRING", "value", "wildcard_text", "t5xxl",
          "clip_l", "clip_g")  # the last ones: Flux's and SD3's encoders (CLIPTextEncodeFlux, CLIPTextEncodeSD3)
@@ -41,7 +41,7 @@ def text(graph: dict[str, Any], value: Any, role: str, notes: list[str]) -> str 
         if node is None:
             return None
         inputs = node["inputs"]
-        choice = switched(graph, inputs) or unpiped(graph, value)
+        choice = by_output(graph, value) or switched(graph, inputs) or unpiped(graph, value)
         if choice is not None:
             value = choice
             continue
@@ -52,8 +52,11 @@ def text(graph: dict[str, Any], value: Any, role: str, notes: list[str]) -> str 
                 found = string(graph, inputs[name])
                 if isinstance(found, str):
                     return found
-        linked = [inputs[name] for name in (role, *CONDITIONING) if link(inputs.get(name)) is not None
-                  and name != other]
+        if "ZeroOut" in node["class_type"]:  # the conditioning zeroed: no text is encoded for this role
+            notes.append(f"the {role} conditioning is zeroed ({node['class_type'][:40]}): no {role} prompt is read")
+            return None
+        linked = [inputs[name] for name in (role, *CONDITIONING, "clip_regions") if link(inputs.get(name)) is not None
+                  and name != other]  # clip_regions: the Cutoff nodes' base prompt
         if len({str(item) for item in linked}) > 1 and not any("combine" in note for note in notes):
             notes.append(f"the conditioning combines several prompts ({node['class_type'][:60]}, area composition): "
                          "the first one is restored, the others are not")
@@ -131,10 +134,20 @@ def latent_size(graph: dict[str, Any], value: Any, fields: dict[str, Any], notes
             return
         if "pixels" in inputs or "image" in inputs:
             notes.append("the first pass starts from an input image (img2img): SeedLab starts from noise")
+            _image_size(graph, inputs.get("pixels", inputs.get("image")), fields)
             return
         names = ("samples", "latent", "latent_image", "LATENT", "latents")
         value = next((inputs[name] for name in names if link(inputs.get(name)) is not None), None) or \
             nearest(graph, link(value) or "", names)  # a pipe or context: the latent it carries
+
+
+def _image_size(graph: dict[str, Any], value: Any, fields: dict[str, Any]) -> None:
+    """The size an img2img pass's image is scaled to before it is encoded (ImageScale's width and height)."""
+    for _ in range(MAX_HOPS):
+        node = graph.get(link(value) or "")
+        if node is None or size_from(graph, node["inputs"], fields):
+            return
+        value = next((node["inputs"][name] for name in ("image", "pixels", "images") if name in node["inputs"]), None)
 
 
 def size_from(graph: dict[str, Any], inputs: dict[str, Any], fields: dict[str, Any]) -> bool:

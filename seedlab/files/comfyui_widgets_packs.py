@@ -176,4 +176,10 @@ PACKS: dict[str, tuple[str | None, ...] | list[tuple[str | None, ...]]] = {
     "SDXL Empty Latent Image": ("resolution", "batch_size"),
     "SDXLPromptStyler": ("text_positive", "text_negative", "style", "log_prompt", "style_positive", "style_negative"),
     "BNK_CLIPTextEncodeAdvanced": ("text", "token_normalization", "weight_interpretation"),
+    # SD Prompt Reader (receyuki/comfyui-prompt-reader-node, nodes.py): the reader's frontend adds the prompts and
+    # the settings text it read from its image after its own two widgets
+    "SDPromptReader": ("image", "upload", "parameter_index", "positive", "negative", "settings"),
+    "SDParameterGenerator": ("ckpt_name", "vae_name", "model_version", "config_name", "seed", "steps", "refiner_start",
+                             "cfg", "sampler_name", "scheduler", "positive_ascore", "negative_ascore", "aspect_ratio",
+                             "width", "height", "batch_size"),
 }

@@ -15,6 +15,7 @@ from .comfyui_groups import expand
 from .comfyui_widgets import orders
 
 MAX_NODES, MAX_LINKS = 5_000, 50_000
+MAX_OUTPUTS = 64
 _MAX_HOPS = 64  # a chain of reroutes longer than this is not followed (and cycles end here)
 _CONTROL_VALUES = ("fixed", "increment", "decrement", "randomize")  # "control after generate"
 
@@ -45,6 +46,9 @@ def workflow_graph(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]
                 if origin is not None:
                     inputs[slot["name"]] = origin
         graph[key] = {"class_type": node["type"], "inputs": inputs}
+        outputs = [slot.get("name") if isinstance(slot, dict) else None for slot in node.get("outputs") or []]
+        if any(isinstance(name, str) for name in outputs):
+            graph[key]["outputs"] = outputs[:MAX_OUTPUTS]  # by name: which input an output passes on (by_output)
     return graph, notes
 
 
