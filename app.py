@@ -42,7 +42,7 @@ from webui.matrix import matrix_panel
 from webui.queue_cap import cap_queued
 from webui.reproduction import reproduction_panel, wire_reproduction
 from webui.uploads import LinkGuard, PeerStamp, UploadGuard
-from webui.wiring import CSS, GENERATE, PRIVATE, SHORTCUTS, SHOW_SEEDS, Wiring, by_name, ready
+from webui.wiring import CSS, GENERATE, PRIVATE, SHORTCUTS, SHOW_ANCHOR, SHOW_SEEDS, Wiring, by_name, ready
 
 MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at the default size limit
 # Long: the page's layout, read top to bottom as the page shows it.
@@ -115,7 +115,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                                         elem_classes=["pixelated", "cells"])
                 cell_panel(ui)  # under the grid: a clicked cell shows where the eye is
                 with gr.Accordion("Anchor", open=True):
-                    ui["anchor_text"] = gr.Textbox(value=NO_ANCHOR, show_label=False, interactive=False,
+                    ui["anchor_text"] = gr.Textbox(value=NO_ANCHOR, label="Anchor", show_label=False, interactive=False,
                                                    elem_id="anchor")
                     ui["anchor_seed"] = gr.Textbox(value="", visible=False)  # text: a seed may pass 2**53
                     ui["anchor_fingerprint"] = gr.Textbox(label="Pixel fingerprint (sha256 of the RGB pixels)",
@@ -176,7 +176,8 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
               **PRIVATE)
     shows_cell(ui["grid"].select, app.select, [ui["grid_results"]], [*ANCHOR, *CELL])
     shows_cell(ui["vary"].select, app.select_variation, [ui["vary_results"]], ["variation_link", *CELL])
-    event(ui["make_anchor"].click, app.make_anchor, [ui["cell"]], list(ANCHOR), queue=False, **PRIVATE)
+    event(ui["make_anchor"].click, app.make_anchor, [ui["cell"]], list(ANCHOR), queue=False, **PRIVATE).then(
+        None, js=SHOW_ANCHOR, queue=False, **PRIVATE)  # the anchor in view: the variations start there
     event(ui["reuse_seed"].click, app.reuse_seed, [ui["cell"]], ["seeds"], queue=False, **PRIVATE).then(
         None, js=SHOW_SEEDS, queue=False, **PRIVATE)  # the box it changed, in view
     # The button varies the anchor's own recipe; the public /vary takes a seed and the recipe's fields.
@@ -197,14 +198,14 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
                         [ui["prompt"], ui["seeds"], ui["variations"], *fields],
                         ["matrix", "matrix_results", "matrix_sheet"], api_name="page_matrix",
                         concurrency_id="generation", show_progress="minimal", **PRIVATE)
-    shows_cell(ui["matrix"].select, app.select_matrix, [ui["matrix_results"]], list(CELL))
+    shows_cell(ui["matrix"].select, app.select_matrix, [ui["matrix_results"]], list(CELL), floating=True)
     axes = [ui["prompt"], ui["plot_x"], ui["plot_y"], ui["plot_z"], *fields]
     page_plot = event(guarded([ui["make_plot"].click]), with_fields(app.plot, ("prompt", "x", "y", "z")), axes,
                       ["plot", "plot_results", "plot_sheet", "plot_layout"], api_name="page_plot",
                       concurrency_id="generation", show_progress="minimal", **PRIVATE)
     plot_api = event(ui["plot_api"].click, with_fields(final_only(app.plot), ("prompt", "x", "y", "z")), axes,
                      ["plot", "plot_results"], api_name="plot", concurrency_id="generation")
-    shows_cell(ui["plot"].select, app.select_plot, [ui["plot_results"]], list(CELL))
+    shows_cell(ui["plot"].select, app.select_plot, [ui["plot_results"]], list(CELL), floating=True)
     journey = [ui["prompt"], ui["travel_seeds"], ui["travel_frames"], ui["travel_curve"], *fields]
     page_travel = event(guarded([ui["make_travel"].click]), with_fields(app.travel, ("prompt", "seeds", "frames",
                                                                                       "curve")),
@@ -213,11 +214,11 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     travel_api = event(ui["travel_api"].click, with_fields(final_only(app.travel), ("prompt", "seeds", "frames",
                                                                                      "curve")),
                        journey, ["travel", "travel_results"], api_name="travel", concurrency_id="generation")
-    shows_cell(ui["travel"].select, app.select_travel, [ui["travel_results"]], list(CELL))
+    shows_cell(ui["travel"].select, app.select_travel, [ui["travel_results"]], list(CELL), floating=True)
     nudges = event(guarded([ui["make_nudges"].click]), app.nudge, [ui["anchor"], ui["nudge_count"],
                                                                   ui["nudge_strength"]],
                    ["nudges", "nudges_results"], concurrency_id="generation", show_progress="minimal", **PRIVATE)
-    shows_cell(ui["nudges"].select, app.select_nudge, [ui["nudges_results"]], list(CELL))
+    shows_cell(ui["nudges"].select, app.select_nudge, [ui["nudges_results"]], list(CELL), floating=True)
 
     # History: kept in this browser; every finished grid, variation set, matrix and nudge set is added to it.
     kept = ["history", "timeline", "history_export", "history_note"]
@@ -231,7 +232,7 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     event(ui["timeline"].select, app.history.restore, [ui["history"], ui["timeline"]],
           [*RESTORED, "variations", *ANCHOR, "history_view", "history_view_results", "restored_entry",
            "history_regenerate", "history_note"], concurrency_id="history", show_progress="hidden", **PRIVATE)
-    shows_cell(ui["history_view"].select, app.select_history, [ui["history_view_results"]], list(CELL))
+    shows_cell(ui["history_view"].select, app.select_history, [ui["history_view_results"]], list(CELL), floating=True)
     event(ui["history_import"].upload, app.history.import_, [ui["history_import"], ui["history"]], kept, **PRIVATE)
     regenerate = event(guarded([ui["history_regenerate"].click]), app.history.regenerate, [ui["restored_entry"]],
                        ["history_view", "history_view_results", "history_note"], concurrency_id="generation",

@@ -161,3 +161,35 @@ def test_the_plot_tables_labels_cannot_end_its_style_or_add_markup():
     style = layout.split("<style>", 1)[1]
     assert style.count("</style>") == 1 and style.endswith("</style>") and "<script>" not in layout
     assert "&lt;/style&gt;&lt;script&gt;" in layout.split("<style>", 1)[0]  # the visible line, escaped
+
+
+def test_a_plot_cell_click_keeps_the_page_where_the_cells_are_and_make_anchor_shows_the_anchor(app_server,
+                                                                                              browser):  # noqa: F811
+    """Issue 33: on a laptop a click on a plot cell jumped from the plot to the Selected image panel (its top cut
+    off), so comparing cells meant scrolling back each time, and "Make anchor" showed nothing. Now the panel floats
+    beside the plot and the page stays; on a phone the panel is scrolled to, its top in view; Make anchor brings the
+    anchor into view."""
+    page = plot_on_page(browser, app_server.url, "seed: 5-7", "scheduler: Euler a, DPM++ 2M", 6)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    for index in (3, 5, 1):  # cells compared one after the other, without scrolling back
+        cell = page.locator("#plot .thumbnail-item").nth(index)
+        cell.scroll_into_view_if_needed()
+        cell.click()
+        settle(page)
+        box, shown, plot = (page.locator(name).bounding_box() for name in ("#cell-panel", f"#plot .gallery-item >> "
+                                                                          f"nth={index}", "#plot .grid-container"))
+        assert 0 <= shown["y"] and shown["y"] + shown["height"] <= 900, (index, shown)  # the cell stays in view
+        assert box["y"] >= 0 and box["y"] + box["height"] <= 900 and box["x"] + box["width"] <= 1400, box
+        assert box["x"] >= plot["x"] + plot["width"], (box, plot)  # beside the cells, covering none
+        assert value(page, "cell-title").startswith(f"Seed {5 + index % 3}")
+    page.locator("#cell-panel button", has_text="Make anchor").first.click()
+    settle(page)
+    anchor = page.locator("#anchor").bounding_box()
+    assert 0 <= anchor["y"] and anchor["y"] + anchor["height"] <= 900 and "seed: 6" in value(page, "anchor").lower()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#plot .thumbnail-item").nth(4).scroll_into_view_if_needed()
+    page.locator("#plot .thumbnail-item").nth(4).click()
+    settle(page)
+    top = page.locator("#cell-panel").bounding_box()["y"]
+    assert -1 <= top < 844 and value(page, "cell-title").startswith("Seed 6")  # its top in view
+    page.context.close()

@@ -22,6 +22,10 @@ CSS = """
     .cells .caption-label { white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
                             height: auto !important; max-height: none !important; font-size: 11px; }
 }
+/* The Selected image panel beside far cells (a plot, the matrix): fixed at the right, the page beside it. */
+#cell-panel.floating { position: fixed !important; right: 16px; top: 16px; width: min(400px, 30vw) !important;
+    max-height: calc(100vh - 32px); overflow: auto; z-index: 100; box-shadow: 0 6px 28px rgba(0, 0, 0, 0.3); }
+body.cell-floating .gradio-container { padding-right: calc(min(400px, 30vw) + 32px) !important; }
 /* A gallery is as tall as its images: no empty box under a row of cells. */
 .cells .grid-wrap.fixed-height { min-height: 0 !important; max-height: none !important; }
 /* Fullscreen shows the image as large as the screen allows (its 64 px pixels crisp), not at 256 px. */
@@ -57,7 +61,38 @@ SHORTCUTS = """
 """
 GENERATE = "Generate grid"
 # After a click on any cell: the Selected image panel scrolled into view (a no-op where it already is).
-SHOW_CELL = "() => { document.querySelector('#cell-panel')?.scrollIntoView({block: 'nearest'}); }"
+# After a click on a grid or variation cell: the Selected image panel docked under the grid and scrolled into view,
+# its top first where it does not fit (it was aligned by its bottom, its top cut off).
+SHOW_CELL = """() => {
+    const panel = document.querySelector('#cell-panel');
+    if (!panel) return;
+    panel.classList.remove('floating');
+    document.body.classList.remove('cell-floating');
+    const box = panel.getBoundingClientRect();
+    if (box.top < 0 || box.bottom > innerHeight) {
+        panel.scrollIntoView({block: box.top < 0 || box.height > innerHeight ? 'start' : 'nearest'});
+    }
+}"""
+# A click on a cell far down the page (a plot, the matrix, travel, nudges, history) on a wide screen: the panel
+# floats at the side instead, so the page stays where the cells are compared; on a phone it is scrolled to.
+SHOW_CELL_HERE = """() => {
+    const panel = document.querySelector('#cell-panel');
+    if (!panel) return;
+    if (innerWidth < 1024) return (%s)();
+    if (panel.classList.contains('floating')) return;
+    // the page makes room beside it: what is at the middle of the screen stays where it is
+    const middle = document.elementFromPoint(innerWidth / 2, innerHeight / 2);
+    const before = middle ? middle.getBoundingClientRect().top : 0;
+    panel.classList.add('floating');
+    document.body.classList.add('cell-floating');
+    if (middle) scrollBy(0, middle.getBoundingClientRect().top - before);
+}""" % SHOW_CELL
+# After "Make anchor": the anchor in view (the panel docked again), where the next step, the variations, starts.
+SHOW_ANCHOR = """() => {
+    document.querySelector('#cell-panel')?.classList.remove('floating');
+    document.body.classList.remove('cell-floating');
+    document.querySelector('#anchor')?.scrollIntoView({block: 'center'});
+}"""
 SHOW_SEEDS = "() => { document.querySelector('#seeds')?.scrollIntoView({block: 'nearest'}); }"
 
 
@@ -149,10 +184,11 @@ class Wiring:
             event.failure(refused(len(touched)), None, [*self.buttons, *touched], queue=False,
                           show_progress="hidden", **PRIVATE)
 
-    def shows_cell(self, trigger, function, inputs: list, outputs: list[str]) -> None:
-        """A click on a cell: its updates, then the Selected image panel scrolled into view."""
+    def shows_cell(self, trigger, function, inputs: list, outputs: list[str], floating: bool = False) -> None:
+        """A click on a cell: its updates, then the Selected image panel scrolled into view (or, for cells far
+        from it, floating beside them on a wide screen)."""
         self.event(trigger, function, inputs, outputs, queue=False, **PRIVATE).then(
-            None, js=SHOW_CELL, queue=False, **PRIVATE)
+            None, js=SHOW_CELL_HERE if floating else SHOW_CELL, queue=False, **PRIVATE)
 
 
 PRIVATE = {"api_visibility": "private"}  # the page's own events: not in the API, not MCP tools
