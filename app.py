@@ -80,7 +80,8 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     if model.info.a1111_prompts else "Ctrl+Enter generates", elem_id="prompt")
                 with gr.Row(equal_height=True):
                     ui["seeds"] = gr.Textbox(label="Seeds", value="0-3", scale=4, elem_id="seeds",
-                                             info='"42", "0-7" or "3, 17, 99" (0 to 18446744073709551615)')
+                                             info='"42", "0-7" or "3, 17, 99" (0 to 18446744073709551615; -1: '
+                                                  'a random seed)')
                     # No min/max on the widget: the handler refuses a bad count with a message naming the field.
                     ui["dice_count"] = gr.Number(label="Random seeds to draw", value=4, precision=0, min_width=80,
                                                  scale=1, elem_id="dice-count")

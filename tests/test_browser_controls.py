@@ -28,6 +28,22 @@ def test_dice_with_a_bad_count_says_why_and_keeps_the_seeds(browser, app_server)
     page.context.close()
 
 
+def test_minus_one_in_the_seeds_box_draws_a_random_seed_as_on_a_plot_axis(browser, app_server):  # noqa: F811
+    """Issue 33: -1 (random, as in A1111) was refused in the Seeds box but accepted on a plot axis."""
+    from tests.settle import open_settled, settle
+
+    page = open_settled(browser, app_server.url)
+    page.locator("#seeds textarea").fill("-1, 5")
+    page.locator("#num-inference-steps input").fill("1")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 2)
+    settle(page)
+    captions = page.locator("#grid .caption-label").all_inner_texts()
+    assert captions[1] == "seed 5" and captions[0].startswith("seed ") and captions[0] != "seed -1", captions
+    assert page.locator("#seeds textarea").input_value() == "-1, 5"  # as typed: -1 draws afresh each time
+    page.context.close()
+
+
 def test_at_390_px_the_grid_shows_every_cell(browser, app_server):  # noqa: F811
     page = open_page(browser, app_server.url, 390, 844)
     page.locator("#seeds textarea").fill("0-3")

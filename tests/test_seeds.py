@@ -61,3 +61,13 @@ def test_random_seeds_are_distinct_in_range_and_reproducible_with_an_rng():
     assert random_seeds(4, random.Random(1)) == random_seeds(4, random.Random(1))
     with pytest.raises(ValueError, match="Random seeds to draw"):
         random_seeds(0)
+
+
+def test_minus_one_draws_a_seed_where_random_seeds_are_allowed():
+    import random
+
+    drawn = parse_seeds("-1, 5, -1", random_allowed=True, rng=random.Random(7))
+    assert drawn[1] == 5 and all(0 <= seed <= MAX_SEED for seed in drawn)
+    assert drawn == parse_seeds("-1, 5, -1", random_allowed=True, rng=random.Random(7))  # from the rng given
+    with pytest.raises(ValueError, match="not a seed"):
+        parse_seeds("-1")  # where a seed must be stated (a link, the command line's seeds)

@@ -16,8 +16,10 @@ DICE_MAX = 2**32 - 1  # drawn seeds stay in the range every tool accepts (A1111,
 _RANGE = re.compile(r"^([0-9]{1,20})\s*-\s*([0-9]{1,20})$")
 
 
-def parse_seeds(spec: str, max_count: int = MAX_SEEDS) -> list[int]:
-    """Parse "42", "0-7", "3, 17, 99" or a mix ("1, 5-8") into a list of seeds, in order."""
+def parse_seeds(spec: str, max_count: int = MAX_SEEDS, rng: random.Random | None = None,
+                random_allowed: bool = False) -> list[int]:
+    """Parse "42", "0-7", "3, 17, 99" or a mix ("1, 5-8") into a list of seeds, in order. With `random_allowed`,
+    -1 draws a fresh seed (as in A1111 and on a plot's seed axis), from `rng` or the OS entropy pool."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError('seeds must be a number, a range or a list, such as "42", "0-7" or "3, 17, 99"')
     seeds: list[int] = []
@@ -33,6 +35,9 @@ def parse_seeds(spec: str, max_count: int = MAX_SEEDS) -> list[int]:
             seeds.extend(range(first, last + 1))
             continue
         for word in part.split():  # "3 17 99" works as well as "3, 17, 99"
+            if word == "-1" and random_allowed:
+                seeds.append(random_seeds(1, rng)[0])
+                continue
             if not (word.isascii() and word.isdigit() and len(word) <= 20):
                 raise ValueError(
                     f"seeds: {word!r} is not a seed; use whole numbers from 0 to {MAX_SEED}, "

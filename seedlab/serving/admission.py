@@ -169,8 +169,8 @@ class Admission:
         return tuple(errors)
 
     def grid(self, values: Mapping[str, Any], seeds: str) -> list[Recipe]:
-        """One recipe per seed ("42", "0-7", "3, 17, 99"), within the image limit."""
-        seed_list = parse_seeds(seeds)
+        """One recipe per seed ("42", "0-7", "3, 17, 99"; -1 a random one, as in A1111), within the image limit."""
+        seed_list = parse_seeds(seeds, random_allowed=True)
         self.limits.check_count(len(seed_list), "seeds")
         return grid_recipes(self.recipe({**values, "seed": seed_list[0]}), seed_list)
 
