@@ -244,7 +244,7 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
     generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, page_plot, plot_api, page_travel, travel_api,
                   nudges, regenerate, *reproducing]
-    ui["stop"].click(app.stop, None, None, cancels=generating, queue=False, **PRIVATE)
+    ui["stop"].click(app.stop, None, ui["busy_note"], cancels=generating, queue=False, **PRIVATE)
     wiring.settles(grid, vary, page_matrix, page_plot, page_travel, nudges, regenerate)
     stopped = ui["stop"].click(ready, None, wiring.buttons, queue=False, show_progress="hidden", **PRIVATE)
     # A stopped grid, variation set, matrix or nudge set keeps its finished cells: they go to History too.

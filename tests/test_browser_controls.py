@@ -76,13 +76,19 @@ def test_generate_looks_busy_stop_works_only_while_running_and_ctrl_enter_genera
     stop.click()
     page.wait_for_function("!document.querySelector('#generate').disabled")
     assert stop.is_disabled() and "Generating" not in generate.inner_text()
-    assert thumbnails(page, "grid").count() < 4  # it stopped
+    shown = thumbnails(page, "grid").count()
+    assert shown < 4  # it stopped
+    # Issue 33: Stop says what it stopped (it said nothing), until the next generation starts.
+    page.wait_for_function("document.querySelector('#busy-note').innerText.startsWith('Stopped after')")
+    note = page.locator("#busy-note").inner_text()
+    assert note.startswith("Stopped after ") and note.split(" of ")[1].startswith("4 images"), note
+    assert int(note.split()[2]) in (shown, shown + 1), (note, shown)  # one may finish as Stop arrives
 
     page.locator("#num-inference-steps input").fill("1")
     generate.click()
     wait_for_images(page, "grid", 4)
     page.wait_for_function("!document.querySelector('#generate').disabled")  # done: ready again
-    assert stop.is_disabled()
+    assert stop.is_disabled() and page.locator("#busy-note").inner_text().strip() == ""
     page.context.close()
 
 

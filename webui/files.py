@@ -162,8 +162,11 @@ class CancelRegistry:
                     self._events.popitem(last=False)
         return event
 
-    def stop(self, session: str | None) -> None:
+    def stop(self, session: str | None) -> tuple[int, int] | None:
+        """Stop this session's run; how far it got (images done, images asked), where its run says so."""
         with self._lock:
             event = self._events.get(session)
-        if event is not None:
-            event.set()
+        if event is None or event.is_set():
+            return None
+        event.set()
+        return getattr(event, "progress", None)

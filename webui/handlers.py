@@ -254,9 +254,15 @@ class WebApp:
         record = picked(results, evt.index, "variations")
         return {"variation_link": record.get("link", ""), **show_cell(record, self.record)}
 
-    def stop(self, request: gr.Request) -> None:
-        """Ask this session's running generation to stop (the backend checks at every step)."""
-        self.cancels.stop(getattr(request, "session_hash", None))
+    def stop(self, request: gr.Request) -> str:
+        """Ask this session's running generation to stop (the backend checks at every step), and say how far it
+        got (the page shows it under the buttons until the next generation starts)."""
+        progress = self.cancels.stop(getattr(request, "session_hash", None))
+        if progress is None:
+            return "Stopped."
+        done, total = progress
+        kept = "the finished ones stay here and in History" if done else "none was finished"
+        return f"Stopped after {done} of {total} images: {kept}."
 
     def environment(self, results: list | None) -> dict:
         """The determinism panel: the last result's environment and noise source, or the server's."""
@@ -276,6 +282,7 @@ class WebApp:
         closed tab, a cancelled API call) the stream is closed and the worker stops within a step.
         """
         cancel = self.cancels.new(getattr(request, "session_hash", None))
+        cancel.progress = (0, len(recipes))  # what Stop says it stopped
         base = base_url(request)
         gallery: list[tuple[str, str]] = []
         results: list[dict] = []
@@ -294,6 +301,7 @@ class WebApp:
                         path = self.pngs.save(event)
                         self.record.add(event, path)
                         gallery.append((path, captions[len(gallery)]))
+                        cancel.progress = (len(gallery), len(recipes))
                         results.append(result_record(event.recipe, event.fingerprint, event.environment, base))
                         unsent = True
                     if unsent and (len(gallery) == len(recipes) or time.monotonic() - sent_at >= IMAGES_INTERVAL_S):

@@ -129,6 +129,11 @@ def busy() -> tuple:
     return gr.Button("Generating…", interactive=False), gr.Button(interactive=False), gr.Button(interactive=True)
 
 
+def busy_and_clear() -> tuple:
+    """Busy, and the note under the buttons (what the last Stop stopped) cleared: a new run starts."""
+    return (*busy(), "")
+
+
 def ready() -> tuple:
     """Nothing runs: Generate and the vary button work again; Stop has nothing to stop."""
     return gr.Button(GENERATE, interactive=True), gr.Button(interactive=True), gr.Button(interactive=False)
@@ -170,7 +175,8 @@ class Wiring:
 
         The busy step runs first and the generation follows it (events on one trigger have no set order).
         """
-        return gr.on(triggers, busy, None, self.buttons, queue=False, show_progress="hidden", **PRIVATE).then
+        return gr.on(triggers, busy_and_clear, None, [*self.buttons, self.ui["busy_note"]], queue=False,
+                     show_progress="hidden", **PRIVATE).then
 
     def settles(self, *events) -> None:
         """The page is ready again however each event ends: done or stopped (.then), refused (.failure).
