@@ -58,6 +58,8 @@ SW = "mcmonkeyprojects-SwarmUI/"
 SIWM = "nkchocoai-ComfyUI-SaveImageWithMetaData/"
 
 DE = "DenOfEquity-"
+IMA, INV = "brycedrennan-imaginAIry/", "invoke-ai-InvokeAI/"
+IMA_NEG = "Ugly, duplication, duplicates, mutilation, deformed, mutilated, mutation, twisted body, disfigured…"
 RED = ("portrait photograph, woman with red hair, wearing green blazer over yellow tshirt and blue trousers, on sunny "
        "beach with dark clouds on horizon")
 PEAKS = ("cinematic photo breathtaking natural landscape with majestic snowcapped mountain range in background, with "
@@ -297,13 +299,31 @@ EXPECTED = {
     "Ktiseos-Nyx-Dataset-Tools/w1z_m4ch1n4_2050777441.png": ("Draw Things", 2050777441, 26, 3.5, (768, 1024), EA,
                                                              "w1z_m4ch1n4. gentleman cyborg robot with a fish bowl "
                                                              "head, with a small goldfish", ""),
+    # imaginAIry: EXIF IFD0 UserComment JSON and ImageDescription (its summary), in a JPEG or a PNG's eXIf chunk.
+    IMA + "pearl_firefighter.png": ("imaginAIry", 339535990, 40, 7.5, (512, 512), "PNDMScheduler",
+                                    "a female firefighter", None),
+    # The JSON of early 2023 leaves the seed out: only the summary says it (seed:521829407; seed:1 in the next).
+    IMA + "pearl_anime_019537_521829407_kdpmpp2m30_PS9.0_img2img-0.jpg": ("imaginAIry", 521829407, 30, 9.0,
+                                                                          (512, 512), K_DPM, "make it anime", ""),
+    IMA + "fairytale-treehouse-openjourney-v1.jpg": ("imaginAIry", 1, 60, 7.5, (512, 512), K_DPM, "valley, fairytale "
+                                                     "treehouse village covered, , matte painting, highly detailed…",
+                                                     IMA_NEG),
+    IMA + "028374_1_ddim50_PS7.jpg": ("imaginAIry", 1, 50, 7.5, (1280, 720), DDIM,
+                                      "wide shot of sun setting on a green valley", IMA_NEG),
+    # InvokeAI 1.15: the prompt as the Dream line typed it (sd-metadata holds the weights normalised); a !fix line
+    # names its source image where the prompt goes, and sd-metadata stored that path as the prompt.
+    INV + "prompt-blending__blue-sphere-0.25-red-cube-0.75-hybrid_v2dream.png": (
+        "InvokeAI 2", 3575531754, 50, 7.5, (512, 512), LMS, "blue sphere:0.25 red cube:0.75 hybrid", ""),
+    INV + "outpainting__elven_princess.outpainted.png": ("InvokeAI 2", 1432851274, 50, 7.5, (512, 512), DDIM, None,
+                                                         None),
 }
 # Files SeedLab does not yet read as they say: what is missing, checked to stay missing (strict xfail).
 GAPS = {
     CG + "stable_cascade__text_to_image.png": "Stable Cascade: stage B's sampler starts from the same empty latent as "
                                               "stage C's and is restored instead of it (seed, steps, cfg of stage B)",
 }
-REFUSED = {"sd-metadata/civitai-upscale.jpg": "no sampler", "sd-metadata/empty.png": "no recipe"}
+REFUSED = {"sd-metadata/civitai-upscale.jpg": "no sampler", "sd-metadata/empty.png": "no recipe",
+           INV + "inpainting__000019.curly.hair.masked.png": "!mask", INV + "img2img__000030.step-0.png": "no switches"}
 FIELDS = ("seed", "num_inference_steps", "guidance_scale", "size", "scheduler", "prompt", "negative_prompt")
 
 

@@ -1,7 +1,8 @@
 """The text an image file carries, found without decoding its pixels: PNG text chunks, EXIF, stealth info.
 
-Files are untrusted: a file is read up to MAX_FILE_BYTES, a PNG's chunks are walked by hand, JPEG and
-WebP give their EXIF without decoding, compressed text is inflated up to a ceiling, and every failure
+Files are untrusted: a file is read up to MAX_FILE_BYTES, a PNG's chunks are walked by hand (its eXIf chunk,
+PNG's EXIF, is read as a JPEG's where no text chunk holds a recipe), JPEG and WebP give their EXIF without
+decoding, compressed text is inflated up to a ceiling, and every failure
 is a one-line ValueError naming what was found. What the texts mean is metadata.py's business.
 """
 
@@ -12,16 +13,17 @@ import json
 import struct
 import zlib
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from PIL import Image
 
-from . import drawthings, formats
+from . import drawthings, formats, imaginairy
 
 MAX_FILE_BYTES = 64 * 2**20  # an upload is at most a few MB; a file larger than this is not read
 MAX_INFLATED = formats.MAX_JSON * 4  # bytes of compressed text chunks once inflated, all of a file's together
 _PNG = b"\x89PNG\r\n\x1a\n"
-_RECIPE_CHUNKS = {"seedlab", "parameters", "prompt", "workflow", "invokeai_metadata", "sd-metadata", "Dream", "Comment"}
+_RECIPE_CHUNKS = {"seedlab", "parameters", "prompt", "workflow", "invokeai_metadata", "sd-metadata", "Dream", "Comment",
+                  imaginairy.CHUNK}
 
 
 class UnreadableImage(ValueError):
@@ -92,6 +94,7 @@ def png_chunks(data: bytes) -> dict[str, str]:
     """The text chunks (tEXt, zTXt, iTXt) anywhere in a PNG, by walking its chunks: no pixel is decoded."""
     chunks: dict[str, str] = {}
     inflated = [0]  # bytes inflated so far: all of a file's compressed chunks share one ceiling
+    exif = None
     position = len(_PNG)
     while position + 8 <= len(data):
         length, kind = struct.unpack(">I4s", data[position:position + 8])
@@ -104,10 +107,24 @@ def png_chunks(data: bytes) -> dict[str, str]:
             name = key.decode("latin-1")[:80]
             if name not in chunks:  # the first of a name wins, as in Pillow
                 chunks[name] = _text_chunk(kind, rest, name, inflated)
+        elif kind == b"eXIf" and exif is None and length <= formats.MAX_JSON:
+            exif = body
     if not chunks and position == len(_PNG):
         raise UnreadableImage("file is not a readable PNG (no chunks)")
+    if exif is not None and not set(chunks) & _RECIPE_CHUNKS:
+        _sort_exif(_png_exif(exif), chunks)  # imaginAIry's PNGs: their recipe is in EXIF only
     xmp_comment(chunks)
     return chunks
+
+
+def _png_exif(body: bytes) -> dict[int, Any]:
+    """The tags of a PNG eXIf chunk (a TIFF header and its IFDs, as in a JPEG's APP1); none if it is unreadable."""
+    exif = Image.Exif()
+    try:
+        exif.load(body)
+        return _exif_values(exif)
+    except (OSError, SyntaxError, ValueError, struct.error, KeyError):
+        return dict.fromkeys((0x010E, 0x010F, 0x0110, 0x0131, 0x9286))
 
 
 def _text_chunk(kind: bytes, body: bytes, name: str, inflated: list[int]) -> str:
@@ -140,29 +157,51 @@ def _inflate(body: bytes, name: str, inflated: list[int]) -> bytes:
 
 
 def exif_chunks(data: bytes) -> dict[str, str]:
-    """JPEG and WebP: the EXIF UserComment (A1111, Forge, Civitai, SwarmUI) and ComfyUI's Make/Model tags."""
+    """JPEG and WebP: the EXIF UserComment (A1111, Forge, Civitai, SwarmUI, imaginAIry) and the IFD0 tags that
+    ComfyUI's savers and imaginAIry write."""
     try:
         with Image.open(io.BytesIO(data)) as image:
-            exif = image.getexif()
-            user_comment = exif.get_ifd(0x8769).get(0x9286, exif.get(0x9286))  # some savers put it in IFD0
-            tags = {tag: exif.get(tag) for tag in (0x010E, 0x010F, 0x0110)}
+            values = _exif_values(image.getexif())
             comment = image.info.get("comment")
             xmp = image.info.get("xmp")  # Draw Things' JPEGs: its XMP packet, as in its PNGs
     except (OSError, SyntaxError, ValueError, struct.error, Image.DecompressionBombError):
         raise UnreadableImage("file is not a readable JPEG or WebP image") from None
-    chunks: dict[str, str] = {}
-    for value in tags.values():  # ComfyUI savers: "Prompt: {...}", "Workflow: {...}"
-        if isinstance(value, str) and value[:9].lower().startswith(("prompt:", "workflow:")):
-            name, _, text = value.partition(":")
-            chunks[name.strip().lower()] = text.strip()
-    text = user_comment_text(user_comment) if user_comment is not None else None
-    if text is None and isinstance(comment, bytes) and b"Steps: " in comment:  # a JPEG comment: only with parameters
-        text = comment.decode("utf-8", "replace")
-    if text:
-        _sort_comment(text.strip("\0 \n"), chunks)
+    chunks = _sort_exif(values, {})
+    if values[0x9286] is None and isinstance(comment, bytes) and b"Steps: " in comment:  # a JPEG comment: A1111's
+        _sort_comment(comment.decode("utf-8", "replace").strip("\0 \n"), chunks)
     if isinstance(xmp, (bytes, str)) and not chunks:
         chunks[drawthings.XMP_CHUNK] = xmp.decode("utf-8", "replace") if isinstance(xmp, bytes) else xmp
         xmp_comment(chunks)
+    return chunks
+
+
+def _exif_values(exif: Image.Exif) -> dict[int, Any]:
+    """The tags read: UserComment (of the Exif sub-IFD, or of IFD0 where imaginAIry and Fooocus put it),
+    ImageDescription, Make, Model, Software."""
+    values: dict[int, Any] = {tag: exif.get(tag) for tag in (0x010E, 0x010F, 0x0110, 0x0131)}
+    try:
+        values[0x9286] = exif.get_ifd(0x8769).get(0x9286, exif.get(0x9286))
+    except (OSError, SyntaxError, ValueError, struct.error, KeyError):
+        values[0x9286] = exif.get(0x9286)
+    return values
+
+
+def _sort_exif(values: dict[int, Any], chunks: dict[str, str]) -> dict[str, str]:
+    """The UserComment sorted (_sort_comment); ComfyUI savers' "Prompt: {...}" / "Workflow: {...}" in
+    ImageDescription, Make or Model; imaginAIry's Software and ImageDescription (its summary of the recipe)."""
+    for tag in (0x010E, 0x010F, 0x0110):  # ComfyUI savers: "Prompt: {...}", "Workflow: {...}"
+        value = values[tag]
+        if isinstance(value, str) and value[:9].lower().startswith(("prompt:", "workflow:")):
+            name, _, text = value.partition(":")
+            chunks[name.strip().lower()] = text.strip()
+    software = values[0x0131] if isinstance(values[0x0131], str) else ""
+    text = user_comment_text(values[0x9286]) if values[0x9286] is not None else None
+    if text:
+        _sort_comment(text.strip("\0 \n"), chunks, software)
+    if imaginairy.CHUNK in chunks or imaginairy.is_software(software):
+        chunks["Software"] = software[:200]
+        if isinstance(values[0x010E], str):
+            chunks[imaginairy.DESCRIPTION] = values[0x010E]
     return chunks
 
 
@@ -192,13 +231,16 @@ def user_comment_text(value: bytes | str) -> str:
     return value.decode("utf-8", "replace")
 
 
-def _sort_comment(text: str, chunks: dict[str, str]) -> None:
-    """A UserComment holds A1111 text, a ComfyUI graph, {"prompt": graph, ...}, or NovelAI's chunks as JSON."""
+def _sort_comment(text: str, chunks: dict[str, str], software: str = "") -> None:
+    """A UserComment holds A1111 text, a ComfyUI graph, {"prompt": graph, ...}, imaginAIry's {"prompt": recipe},
+    or NovelAI's chunks as JSON."""
     if not text.startswith("{"):
         chunks.setdefault("parameters", text)
         return
     data = formats.loads(text, "UserComment")
-    if isinstance(data, dict) and isinstance(data.get("prompt"), dict):
+    if isinstance(data, dict) and imaginairy.is_imaginairy(data.get("prompt"), software):
+        chunks.setdefault(imaginairy.CHUNK, json.dumps(data["prompt"]))
+    elif isinstance(data, dict) and isinstance(data.get("prompt"), dict):
         chunks.setdefault("prompt", json.dumps(data["prompt"]))
     elif isinstance(data, dict) and isinstance(data.get("Comment"), str):
         chunks.update({key: value for key, value in data.items() if isinstance(value, str)})

@@ -9,6 +9,10 @@ Its `dream_prompt_str` wrote the command that remakes an image, in every era one
 
 and its command line also takes the long forms (--steps 50, --seed=42, --cfg_scale, --sampler). As InvokeAI's
 own parser does, the prompt is what comes before the first switch; a `[negative]` part is the negative prompt.
+A line may carry its init image inline (`-I data:image/png;base64,...`, hundreds of KB): such arguments are dropped
+before the length cap. A line that starts with `!` is one of its CLI's commands: `!fix PATH switches` (a
+postprocessed copy: the switches are the source's, the path stands where the prompt goes), `!mask PATH -tm ...`
+(a mask: no recipe); `!dream` is a plain generation.
 `sd-metadata` holds {"model_weights", "image": {...}} (2.x), {"images": [{...}]} (the first RFC 266 writer)
 or the web server's flat request ({"prompt", "steps", "cfg_scale", "sampler_name", ...}, numbers as text); its
 prompt is text or a list of {"prompt", "weight"}.
@@ -16,10 +20,13 @@ prompt is text or a list of {"prompt", "weight"}.
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
 from .formats import _leftover, _split_brackets, check_text, json_object, odd, put_number, sampler_scheduler
+
+MAX_DREAM = 2_000_000  # characters of a Dream chunk read at all; inline init images are dropped, then MAX_TEXT holds
 
 # Switch -> (recipe field, kind); both spellings of each, as InvokeAI's argparse declares them.
 SWITCHES = {
@@ -29,7 +36,10 @@ SWITCHES = {
     "-H": ("height", int), "--height": ("height", int),
     "-C": ("guidance_scale", float), "--cfg_scale": ("guidance_scale", float),
     "-A": ("scheduler", str), "--sampler": ("scheduler", str), "--sampler_name": ("scheduler", str),
+    "--new_prompt": ("new_prompt", str),  # !fix: the prompt its postprocessing ran with
 }
+_DATA_URL = re.compile(r"data:[\w.+-]{1,40}/[\w.+-]{1,60}(?:;[\w.+=-]{1,40}){0,4},")
+_ARGUMENT = re.compile(r"[^\s\"']*")
 _IMAGE_KEYS = {"seed": ("seed", int), "steps": ("num_inference_steps", int), "cfg_scale": ("guidance_scale", float),
                "width": ("width", int), "height": ("height", int)}
 _QUIET = {"prompt", "sampler", "sampler_name", "type", "variations", "seamless", "hires_fix", "threshold", "perlin",
@@ -38,15 +48,60 @@ _QUIET = {"prompt", "sampler", "sampler_name", "type", "variations", "seamless",
 
 def read_dream(text: str) -> tuple[str, dict[str, Any], list[str]]:
     """The `Dream` chunk: the prompt, then dream switches; an odd value is named in a note, the rest still read."""
-    check_text("Dream", text)
-    prompt, switches = split_command(text.strip())
+    notes: list[str] = []
+    command, prompt, switches = dream_parts(text, notes)
     if not prompt and not switches:
         raise ValueError("Dream: the chunk is empty")
     fields: dict[str, Any] = {}
-    notes: list[str] = []
-    fields["prompt"], fields["negative_prompt"] = _split_brackets(prompt)
+    if command != "!fix":
+        fields["prompt"], fields["negative_prompt"] = _split_brackets(prompt)
     read_switches(switches, fields, notes)
+    new_prompt = fields.pop("new_prompt", None)
+    if command == "!fix":
+        notes.append(f"InvokeAI: the image is {prompt[:80]} postprocessed (!fix): the settings are that image's, "
+                     "and the line states no prompt" + (" but the one postprocessing ran with" if new_prompt else ""))
+        if new_prompt:
+            fields["prompt"], fields["negative_prompt"] = _split_brackets(new_prompt)
     return "InvokeAI (dream)", fields, notes
+
+
+def dream_parts(text: str, notes: list[str]) -> tuple[str, str, str]:
+    """(command, prompt, switches) of a Dream line: command "" for a generation, "!fix" for a postprocessed image;
+    ValueError for a line that states no recipe (another command; no switch and no quoted prompt)."""
+    check_text("Dream", text, MAX_DREAM)
+    text = _without_data_urls(text, notes).strip()
+    check_text("Dream", text)
+    command = ""
+    if text.startswith("!"):
+        command = text.split(maxsplit=1)[0]
+        text = text[len(command):].strip()
+        if command not in ("!fix", "!dream"):
+            what = "saved a mask of another image" if command == "!mask" else "is not a generation"
+            raise ValueError(f"Dream holds InvokeAI's {command[:20]} command, which {what}: it states no recipe")
+    prompt, switches = split_command(text)
+    if text and not text.startswith('"') and not switches.strip():
+        raise ValueError(f"Dream {text[:40]!r} has no switches (-s, -S, -W, ...) and no quoted prompt: it is not a "
+                         "command InvokeAI wrote for an image")
+    return ("" if command == "!dream" else command), prompt, switches
+
+
+def _without_data_urls(text: str, notes: list[str]) -> str:
+    """The line without its inline images (-I data:image/png;base64,...): one scan, each one named in a note."""
+    pieces, position, dropped = [], 0, 0
+    while (start := text.find("data:", position)) >= 0:
+        starts_argument = start == 0 or text[start - 1] in " \t\n\"'=" or text[start - 2:start] == "-I"
+        if not starts_argument or _DATA_URL.match(text, start) is None:
+            pieces.append(text[position:start + 5])
+            position = start + 5
+            continue
+        end = _ARGUMENT.match(text, start).end()
+        pieces.append(text[position:start])
+        dropped, position = dropped + 1, end
+    if not dropped:
+        return text
+    notes.append(f"InvokeAI: the line carries {dropped} image(s) inline (data: URLs), which are not read; the image "
+                 "was made from another image")
+    return "".join(pieces) + text[position:]
 
 
 def split_command(text: str) -> tuple[str, str]:
@@ -85,7 +140,9 @@ def read_switches(text: str, fields: dict[str, Any], notes: list[str]) -> None:
         if not value and index < len(words):
             value, index = words[index], index + 1
         field, kind = SWITCHES[switch]
-        if kind is str:
+        if field == "new_prompt":
+            fields[field] = value
+        elif kind is str:
             fields[field] = sampler_scheduler(value, None, notes)
         else:
             put_number(fields, notes, "InvokeAI", switch, value, field, kind)
@@ -93,8 +150,9 @@ def read_switches(text: str, fields: dict[str, Any], notes: list[str]) -> None:
         notes.append(f"InvokeAI: {' '.join(rest)[:80]} have no SeedLab equivalent and are ignored")
 
 
-def read_invokeai_legacy(text: str) -> tuple[str, dict[str, Any], list[str]]:
-    """The `sd-metadata` chunk of InvokeAI 2 and of its first web server."""
+def read_invokeai_legacy(text: str, dream: str | None = None) -> tuple[str, dict[str, Any], list[str]]:
+    """The `sd-metadata` chunk of InvokeAI 2 and of its first web server; the prompt from the `Dream` line beside it
+    where that says it better (_prompt_from_dream)."""
     data = json_object(text, "sd-metadata")
     images = data.get("images")
     if isinstance(data.get("image"), dict):
@@ -106,6 +164,8 @@ def read_invokeai_legacy(text: str) -> tuple[str, dict[str, Any], list[str]]:
     fields: dict[str, Any] = {}
     notes: list[str] = []
     prompt = _prompt(image.get("prompt"), notes)
+    if dream is not None:
+        prompt = _prompt_from_dream(dream, prompt, image.get("prompt"), notes)
     if prompt is not None:
         fields["prompt"], fields["negative_prompt"] = _split_brackets(prompt)
     for key, (field, kind) in _IMAGE_KEYS.items():
@@ -141,3 +201,27 @@ def _prompt(value: Any, notes: list[str]) -> str | None:
     notes.append(f"InvokeAI: the prompt has {len(parts)} weighted parts, joined as InvokeAI writes them "
                  "(text:weight, ...); SeedLab reads them as plain text")
     return ",".join(f"{part['prompt']}:{part.get('weight', 1)}" for part in parts)
+
+
+def _prompt_from_dream(dream: str, prompt: str | None, stored: Any, notes: list[str]) -> str | None:
+    """The prompt as typed where the Dream line states one: its weighted parts (`a:0.25 b:0.75`) are stored normalised
+    in sd-metadata, and a !fix line's sd-metadata holds the source image's path as its prompt."""
+    try:
+        command, typed, switches = dream_parts(dream, [])
+    except ValueError:  # no recipe in the line, or too long: sd-metadata's prompt stands
+        return prompt
+    if command == "!fix":
+        switched: dict[str, Any] = {}
+        read_switches(switches, switched, [])
+        if not switched.get("new_prompt"):
+            notes.append(f"InvokeAI: the image is {typed[:80]} postprocessed (!fix): sd-metadata's prompt is that "
+                         "path, not a prompt, and none is stated")
+        return switched.get("new_prompt") or None
+    several = isinstance(stored, list) and len(stored) > 1
+    if typed and (dream.lstrip().startswith('"') or several):
+        if several:
+            notes[:] = [note for note in notes if "weighted parts" not in note]
+            notes.append(f"InvokeAI: the prompt has {len(stored)} weighted parts, taken as the Dream line writes them "
+                         "(sd-metadata holds the weights normalised); SeedLab reads them as plain text")
+        return typed
+    return prompt

@@ -3,7 +3,7 @@
 SeedLab's PNGs carry an A1111 `parameters` text chunk (see infotext.py) and a `seedlab` chunk with
 the canonical recipe as JSON. Reading accepts what other tools write: A1111/Forge/SD.Next/Civitai
 text (PNG chunk or EXIF UserComment), ComfyUI graphs (API or UI), InvokeAI, Fooocus, SwarmUI and
-NovelAI JSON, and stealth PNG info hidden in a PNG's pixels (stealth.py) when it has no text chunks.
+NovelAI JSON, imaginAIry's EXIF, and stealth PNG info hidden in a PNG's pixels (stealth.py) when it has no text chunks.
 
 Files are untrusted: reading decodes no pixels except a PNG's without text chunks, for stealth info,
 and then only up to MAX_PIXELS (PNG chunks are walked by hand, JPEG and WebP give their EXIF without
@@ -27,7 +27,7 @@ from ..engine.image import Result
 from ..engine.recipe import SPECS, Recipe
 from ..engine.spec import FieldError, RecipeError
 from ..engine.version import __version__
-from . import drawthings, formats, invokeai_legacy, json_recipes, keyvalue
+from . import drawthings, formats, imaginairy, invokeai_legacy, json_recipes, keyvalue
 from .chunks import (
     UnreadableImage,  # noqa: F401  (what reading raises: part of this module's API)
     exif_chunks,
@@ -141,11 +141,13 @@ def read_chunks(chunks: dict[str, str], size: tuple[int, int] | None = None) -> 
     elif "invokeai_metadata" in chunks:
         name, fields, notes = formats.read_invokeai(chunks["invokeai_metadata"])
     elif "sd-metadata" in chunks:
-        name, fields, notes = invokeai_legacy.read_invokeai_legacy(chunks["sd-metadata"])
+        name, fields, notes = invokeai_legacy.read_invokeai_legacy(chunks["sd-metadata"], chunks.get("Dream"))
     elif "Dream" in chunks:
         name, fields, notes = invokeai_legacy.read_dream(chunks["Dream"])
     elif "Comment" in chunks and chunks["Comment"].lstrip().startswith("{"):
         name, fields, notes = json_recipes.read_comment_json(chunks)
+    elif imaginairy.CHUNK in chunks or imaginairy.is_software(chunks.get("Software", "")):
+        name, fields, notes = imaginairy.read_imaginairy(chunks)  # EXIF: UserComment JSON and ImageDescription
     elif _keyed_chunks(chunks):
         name, fields, notes = keyvalue.read_object(chunks, "text chunks")  # tEXt prompt, seed, steps, ... each
     elif "prompt" in chunks:

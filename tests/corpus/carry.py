@@ -2,8 +2,9 @@
 
     python tests/corpus/carry.py ORIGINAL OUT
 
-PNG: every tEXt, zTXt and iTXt chunk of ORIGINAL is copied unchanged (type, data and CRC) around a
-new 1x1 IHDR/IDAT. JPEG and WebP: the EXIF payload is handed to Pillow unchanged (it writes it as
+PNG: every tEXt, zTXt and iTXt chunk of ORIGINAL, and its eXIf chunk (PNG's EXIF, where imaginAIry writes),
+is copied unchanged (type, data and CRC) around a new 1x1 IHDR/IDAT.
+JPEG and WebP: the EXIF payload is handed to Pillow unchanged (it writes it as
 the APP1 segment or the EXIF chunk), and so is a JPEG comment. The pixels are ours; the metadata is
 the original tool's.
 """
@@ -26,7 +27,7 @@ def carry_png(data: bytes) -> bytes:
     texts, position = [], len(PNG)
     while position + 8 <= len(data):
         length, kind = struct.unpack(">I4s", data[position:position + 8])
-        if kind in (b"tEXt", b"zTXt", b"iTXt"):
+        if kind in (b"tEXt", b"zTXt", b"iTXt", b"eXIf"):
             texts.append(data[position:position + 12 + length])  # length, type, data, CRC as they are
         position += 12 + length
         if kind == b"IEND":
