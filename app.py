@@ -90,8 +90,8 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     ui["generate"] = gr.Button(GENERATE, variant="primary", elem_id="generate")
                     ui["stop"] = gr.Button("Stop", variant="stop", interactive=False, elem_id="stop")
                 ui["busy_note"] = gr.HTML("", elem_id="busy-note")  # written and cleared by SHORTCUTS
-                for name in MAIN:
-                    add(name)
+                for name in MAIN:  # a menu of models only where there is more than one
+                    add(name, **({"interactive": len(store.allowed) > 1} if name == "model" else {}))
                 with gr.Accordion("Hires fix (A1111 and ComfyUI samplers)", open=False, elem_id="hires-fix"):
                     for name in HIRES:
                         add(name)
@@ -106,7 +106,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                         add(name)
                 with gr.Accordion("Determinism", open=False):
                     for name in DETERMINISM:
-                        add(name, interactive=name != "model" or len(store.allowed) > 1)
+                        add(name)
                     ui["environment"] = gr.JSON(app.environment(None)["environment"], label="Environment",
                                                 elem_id="environment")
             with gr.Column(scale=3):

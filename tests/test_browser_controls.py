@@ -44,6 +44,21 @@ def test_minus_one_in_the_seeds_box_draws_a_random_seed_as_on_a_plot_axis(browse
     page.context.close()
 
 
+def test_the_model_is_a_main_control_in_view_without_opening_a_group(browser, app_server):  # noqa: F811
+    """Issue 33: "Model" sat inside the closed Determinism group, though it changes the picture altogether."""
+    from tests.settle import open_settled
+
+    page = open_settled(browser, app_server.url)
+    for width, height in ((1400, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        model = page.locator("#model")
+        model.scroll_into_view_if_needed()
+        assert model.is_visible(), width
+        box, steps = model.bounding_box(), page.locator("#num-inference-steps").bounding_box()
+        assert box["y"] < steps["y"], (box, steps)  # with the main controls, above the steps
+    page.context.close()
+
+
 def test_at_390_px_the_grid_shows_every_cell(browser, app_server):  # noqa: F811
     page = open_page(browser, app_server.url, 390, 844)
     page.locator("#seeds textarea").fill("0-3")
@@ -230,4 +245,23 @@ def test_the_page_offers_a1111s_samplers_hires_fix_and_reads_prompts_as_a1111(br
         assert page.locator(group).count() == 1
     page.locator("#scheduler input").click()
     page.get_by_role("option", name="DPM++ 2M (A1111)", exact=True).wait_for()
+    page.context.close()
+
+
+def test_screen_readers_hear_the_anchor_and_the_history_by_name(browser, app_server):  # noqa: F811
+    """Issue 33: the anchor box was announced as "Textbox" and the history list as "Radio"."""
+    from tests.settle import open_settled, settle
+
+    page = open_settled(browser, app_server.url)
+    snapshot = page.locator("body").aria_snapshot()
+    assert 'textbox "Anchor"' in snapshot, snapshot[:2000]
+    assert 'textbox "Textbox"' not in snapshot and 'radiogroup "Radio"' not in snapshot
+    page.locator("#seeds textarea").fill("3")
+    page.locator("#num-inference-steps input").fill("1")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 1)
+    settle(page)
+    page.get_by_text("History", exact=True).first.click()
+    timeline = page.locator("#timeline").aria_snapshot()
+    assert "- text: History" in timeline and "Radio" not in timeline, timeline[:400]
     page.context.close()

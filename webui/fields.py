@@ -21,8 +21,8 @@ from seedlab.engine.recipe import SPECS, SPECS_ORDER, Recipe, RecipeError
 FIELDS = tuple(name for name in SPECS_ORDER if name not in ("prompt", "seed"))
 # Where a field's control sits in the layout: the fields the user sets most, then the seed's own fields.
 RESTORED = ("prompt", "seeds", *FIELDS)  # the controls a recipe restores (a link, a PNG, a reproduction)
-MAIN = ("negative_prompt", "num_inference_steps", "guidance_scale", "scheduler", "schedule", "width", "height")
-DETERMINISM = ("model", "rng", "deterministic", "dtype")
+MAIN = ("model", "negative_prompt", "num_inference_steps", "guidance_scale", "scheduler", "schedule", "width", "height")
+DETERMINISM = ("rng", "deterministic", "dtype")  # the model is a main control: it changes the picture altogether
 HIRES = ("hires_scale", "hires_upscaler", "hires_steps", "denoising_strength", "hires_sampler", "hires_schedule",
          "hires_cfg", "hires_seed")
 SAMPLING = ("eta", "eta_noise_seed_delta", "s_churn", "s_tmin", "s_tmax", "s_noise", "schedule_sigma_min",

@@ -56,7 +56,7 @@ def history_panel(ui: dict) -> None:
         gr.Markdown("Every grid, variation set, matrix and nudge set made in this browser, newest first, each "
                     "with where it came from. Click one to see it again without regenerating. Kept in this "
                     f"browser (the last {MAX_ENTRIES} entries, {MAX_CELLS} images at most).")
-        ui["timeline"] = gr.Radio(choices=[], show_label=False, elem_id="timeline")
+        ui["timeline"] = gr.Radio(choices=[], label="History", show_label=False, elem_id="timeline")  # its name
         ui["history_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="history-note")
         ui["history_view"] = gr.Gallery(label="History entry", columns=4, object_fit="contain", format="png",
                                         type="filepath", interactive=False, allow_preview=False, height="auto",
