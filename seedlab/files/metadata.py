@@ -161,8 +161,8 @@ def read_chunks(chunks: dict[str, str], size: tuple[int, int] | None = None) -> 
         name, fields, notes = keyvalue.read_text(text)
     else:
         found = ", ".join(sorted(chunks)[:8]) or "none"
-        raise ValueError(f"file has no recipe: no SeedLab, A1111, ComfyUI, InvokeAI, Fooocus, SwarmUI or NovelAI "
-                         f"metadata (text chunks found: {found[:120]})")
+        raise ValueError(f"file has no recipe: no SeedLab, A1111, ComfyUI, InvokeAI, Fooocus, SwarmUI, NovelAI, Draw "
+                         f"Things, imaginAIry or Key: value metadata (text chunks found: {found[:120]})")
     return Reading(name, fields, tuple(_extra_networks(fields) + _scheduled(fields) + notes))
 
 
