@@ -181,6 +181,9 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
         None, js=SHOW_ANCHOR, queue=False, **PRIVATE)  # the anchor in view: the variations start there
     event(ui["reuse_seed"].click, app.reuse_seed, [ui["cell"]], ["seeds"], queue=False, **PRIVATE).then(
         None, js=SHOW_SEEDS, queue=False, **PRIVATE)  # the box it changed, in view
+    for changed in (ui["prompt"].change, ui["anchor_text"].change):  # said before the run, not after it
+        event(changed, app.anchor_prompt_note, [ui["prompt"], ui["anchor"]], ["vary_note"], queue=False,
+              trigger_mode="always_last", show_progress="hidden", **PRIVATE)
     # The button varies the anchor's own recipe; the public /vary takes a seed and the recipe's fields.
     vary = event(guarded([ui["vary_button"].click]), with_fields(app.vary_anchor, ("prompt", "anchor", "variations")),
                  [ui["prompt"], ui["anchor"], ui["variations"], *fields],

@@ -565,3 +565,11 @@ def test_an_a1111_png_with_an_ancestral_sampler_and_gpu_noise_still_regenerates_
     info.add_text("parameters", "a red circle\nSteps: 3, Sampler: Euler, CFG scale: 7, Seed: 9, Size: 64x64, RNG: NV")
     Image.new("RGB", (64, 64)).save(tmp_path / "euler.png", pnginfo=info)
     assert restored(seedlab_app.reproduction.open_png(str(tmp_path / "euler.png")))["rng"] == "cuda-philox"
+
+
+def test_the_vary_note_says_before_the_run_that_the_anchors_prompt_varies(seedlab_app):
+    anchor = Recipe(prompt="a red circle", seed=3, num_inference_steps=1).to_json()
+    note = seedlab_app.anchor_prompt_note("a blue square", anchor)["vary_note"]
+    assert note.visible and note.value.startswith("Variations start from the anchor's prompt 'a red circle'")
+    assert not seedlab_app.anchor_prompt_note("a red circle", anchor)["vary_note"].visible
+    assert not seedlab_app.anchor_prompt_note("a blue square", None)["vary_note"].visible

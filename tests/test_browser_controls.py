@@ -265,3 +265,28 @@ def test_screen_readers_hear_the_anchor_and_the_history_by_name(browser, app_ser
     timeline = page.locator("#timeline").aria_snapshot()
     assert "- text: History" in timeline and "Radio" not in timeline, timeline[:400]
     page.context.close()
+
+
+def test_editing_the_prompt_after_picking_an_anchor_says_before_the_run_which_prompt_varies(browser,
+                                                                                         app_server):  # noqa: F811
+    """Issue 33: "Regenerate variations from anchor" silently used the anchor's prompt; the note came after the run."""
+    from tests.settle import open_settled, settle, value
+
+    page = open_settled(browser, app_server.url)
+    page.locator("#prompt textarea").fill("a red circle")
+    page.locator("#seeds textarea").fill("3")
+    page.locator("#num-inference-steps input").fill("1")
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", 1)
+    settle(page)
+    thumbnails(page, "grid").nth(0).click()
+    settle(page)
+    assert not page.locator("#vary-note").is_visible()
+    page.locator("#prompt textarea").fill("a blue square")
+    settle(page)
+    assert page.locator("#vary-note").is_visible()
+    assert value(page, "vary-note").startswith("Variations start from the anchor's prompt 'a red circle'")
+    page.locator("#prompt textarea").fill("a red circle")
+    settle(page)
+    assert not page.locator("#vary-note").is_visible()
+    page.context.close()

@@ -225,6 +225,16 @@ class WebApp:
             yield {**update, **first} if first else update
             first = None
 
+    def anchor_prompt_note(self, prompt: str | None, anchor: dict | None) -> dict:
+        """Before a run: the vary button varies the anchor's prompt, said beside it as soon as the prompt box
+        differs (the note came only after the run)."""
+        recipe = Recipe.from_dict(anchor) if anchor else None
+        if recipe is None or (prompt or "") == recipe.prompt:
+            return {"vary_note": gr.Textbox(value="", visible=False)}
+        note = (f"Variations start from the anchor's prompt {shown(recipe.prompt)}, not the prompt box's: generate "
+                "a grid with the new prompt and click a cell to vary it instead.")
+        return {"vary_note": gr.Textbox(value=note, visible=True)}
+
     def anchor_note(self, anchor: Recipe, values: dict) -> str:
         """A plain-text line when the prompt box or a setting no longer matches the anchor's recipe; else ""."""
         changes = []
