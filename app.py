@@ -181,9 +181,7 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
         None, js=SHOW_ANCHOR, queue=False, **PRIVATE)  # the anchor in view: the variations start there
     event(ui["reuse_seed"].click, app.reuse_seed, [ui["cell"]], ["seeds"], queue=False, **PRIVATE).then(
         None, js=SHOW_SEEDS, queue=False, **PRIVATE)  # the box it changed, in view
-    for changed in (ui["prompt"].change, ui["anchor_text"].change):  # said before the run, not after it
-        event(changed, app.anchor_prompt_note, [ui["prompt"], ui["anchor"]], ["vary_note"], queue=False,
-              trigger_mode="always_last", show_progress="hidden", **PRIVATE)
+    wiring.says_vary_note(app.anchor_prompt_note)  # which prompt the vary button varies, before the run
     # The button varies the anchor's own recipe; the public /vary takes a seed and the recipe's fields.
     vary = event(guarded([ui["vary_button"].click]), with_fields(app.vary_anchor, ("prompt", "anchor", "variations")),
                  [ui["prompt"], ui["anchor"], ui["variations"], *fields],
@@ -298,8 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
                              f"(env {library.ENV})")
     parser.add_argument("--mcp", action="store_true", default=os.environ.get("SEEDLAB_MCP", "") in ("1", "true", "yes"),
                         help="also serve the public endpoints (grid, vary, matrix, plot, travel, reproduce, reverify) "
-                             "as MCP tools "
-                             "at /gradio_api/mcp/ (env SEEDLAB_MCP=1; needs the mcp package)")
+                             "as MCP tools at /gradio_api/mcp/ (env SEEDLAB_MCP=1; needs the mcp package)")
     return parser
 
 

@@ -163,7 +163,9 @@ def test_a_different_command_in_the_same_folder_is_refused(local_run, tiny_model
 
 def test_interrupted_sweeps_resume_without_redoing_or_losing_an_image(tiny_model_dir, tmp_path):
     """A killed worker, then Ctrl+C, then the debris of a crash: the same command still finishes the job."""
-    args = sweep_args(tiny_model_dir, tmp_path, "0-19", "--steps", "12")
+    # 30 steps: slow enough that Ctrl+C after three images always lands before the twentieth (at 12 steps an idle
+    # machine finished all twenty first, and the sweep ended 0 instead of 130)
+    args = sweep_args(tiny_model_dir, tmp_path, "0-19", "--steps", "30")
     # 1. Ctrl+C (SIGINT to the whole process group, workers included) after a few images.
     run = start(args)
     wait_for_lines(tmp_path, 3, run)

@@ -190,6 +190,12 @@ class Wiring:
             event.failure(refused(len(touched)), None, [*self.buttons, *touched], queue=False,
                           show_progress="hidden", **PRIVATE)
 
+    def says_vary_note(self, function) -> None:
+        """The vary note as soon as the prompt box differs from the anchor's prompt (said before the run)."""
+        for changed in (self.ui["prompt"].change, self.ui["anchor_text"].change):
+            self.event(changed, function, [self.ui["prompt"], self.ui["anchor"]], ["vary_note"], queue=False,
+                       trigger_mode="always_last", show_progress="hidden", **PRIVATE)
+
     def shows_cell(self, trigger, function, inputs: list, outputs: list[str], floating: bool = False) -> None:
         """A click on a cell: its updates, then the Selected image panel scrolled into view (or, for cells far
         from it, floating beside them on a wide screen)."""
