@@ -415,3 +415,25 @@ def test_zeroed_conditioning_cutoff_regions_img2img_sizes_and_shifted_widgets():
     assert any("negative conditioning is zeroed (ConditioningZeroOut)" in note for note in notes)
     assert any("seed 'randomize' is not a number of its kind" in note for note in notes)
     assert any("img2img" in note for note in notes)
+
+
+def test_a_hostile_graph_of_wide_contexts_searched_at_every_hop_ends_at_once():
+    """A hang guard: each hop of a chain of contexts searched upstream past 60 wide dead-end nodes (90,000 inputs)
+    before finding the value that leads to the next hop; every setting of the sampler walks that chain. Searches
+    along one value are now few and each looks at a bounded number of inputs."""
+    import time
+    chain = ["x0", 0]
+    graph = {"s": {"class_type": "KSampler", "inputs": {
+        **{name: chain for name in ("seed", "steps", "cfg", "sampler_name", "scheduler", "denoise")},
+        "positive": chain, "negative": chain, "latent_image": chain}},
+        "dead": {"class_type": "Dead", "inputs": {"a": 1, "b": 2}}}
+    for hub in range(60):
+        graph[f"h{hub}"] = {"class_type": "Wide", "inputs": {f"w{k}": ["dead", 0] for k in range(1500)}}
+    for hop in range(64):
+        graph[f"x{hop}"] = {"class_type": "Context", "inputs": {
+            **{f"h{hub}": [f"h{hub}", 0] for hub in range(60)}, "base_ctx": [f"y{hop}", 0]}}
+        graph[f"y{hop}"] = {"class_type": "Holder", "inputs": {
+            name: [f"x{hop + 1}", 0] for name in ("seed", "steps", "cfg", "sampler_name", "scheduler", "denoise")}}
+    started = time.perf_counter()
+    _, fields, _ = read(graph)
+    assert time.perf_counter() - started < 5 and "seed" not in fields and "prompt" not in fields

@@ -16,6 +16,8 @@ from typing import Any
 MAX_HOPS = 64  # a chain of links longer than this is not followed (and cycles end here)
 MAX_VISITS = 200_000  # links looked at in all the walks of one graph: a hostile graph costs no more
 MAX_NEAREST = 256  # nodes looked at when searching upstream for a value a sampler lacks
+MAX_NEAREST_INPUTS = 20_000  # and inputs looked at in one such search (a node may have 2,000)
+MAX_SEARCHES = 2  # searches upstream in one walk along a value's links (a hostile chain of contexts: no more)
 SAMPLER_CLASSES = ("KSampler", "KSamplerAdvanced", "SamplerCustom", "SamplerCustomAdvanced")
 CONDITIONING = ("conditioning", "conditioning_1", "conditioning_to", "positive", "negative", "cond")
 # Inputs that never carry the image being made: a model, text or a setting. Everything else (latents, images,
@@ -118,6 +120,7 @@ def follow(graph: dict[str, Any], value: Any, names: tuple[str, ...], through: t
     """The literal behind `value`: its link followed to the node holding one of `names` (past nodes that pass it on
     through an input named in `through`, or through their one linked input), or, with none of them, its one literal
     value (a primitive); None where it leads nowhere."""
+    searches = 0
     for _ in range(MAX_HOPS):
         target = link(value)
         if target is None:
@@ -150,7 +153,8 @@ def follow(graph: dict[str, Any], value: Any, names: tuple[str, ...], through: t
             continue
         # a pipe or context output (rgthree's Context, Impact's FromBasicPipe): the value it carries, from the
         # nearest node upstream that holds it
-        value = nearest(graph, target, names) if names and not literal else None
+        searches += 1
+        value = nearest(graph, target, names) if names and not literal and searches <= MAX_SEARCHES else None
         if value is None:
             return None
     return None
@@ -174,10 +178,11 @@ def nearest(graph: dict[str, Any], key: str, names: tuple[str, ...], skip: tuple
 def upstream(graph: dict[str, Any], key: str, skip: tuple[str, ...] = ()):
     """`key`, then the nodes upstream of it through links other than the ones named in `skip` and TYPED (pipes,
     contexts, bundles, latents): breadth first, input order, at most MAX_NEAREST of them."""
-    queue, seen = deque([key]), {key}
-    while queue:
+    queue, seen, looked = deque([key]), {key}, 0
+    while queue and looked <= MAX_NEAREST_INPUTS:
         current = queue.popleft()
         yield current
+        looked += len(graph[current]["inputs"])
         for name, value in graph[current]["inputs"].items():
             target = link(value)
             if target in graph and target not in seen and name not in skip and name not in TYPED \

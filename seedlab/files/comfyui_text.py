@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .comfyui_graph import CONDITIONING, MAX_HOPS, by_output, follow, link, nearest, switched, unpiped
+from .comfyui_graph import CONDITIONING, MAX_HOPS, MAX_SEARCHES, by_output, follow, link, nearest, switched, unpiped
 
 _TEXT = ("populated_text", "text", "text_g", "prompt", "Text", "string", "STRING", "value", "wildcard_text", "t5xxl",
          "clip_l", "clip_g")  # the last ones: Flux's and SD3's encoders (CLIPTextEncodeFlux, CLIPTextEncodeSD3)
@@ -33,7 +33,7 @@ _MAX_PARTS, _MAX_TEXT = 8, 100_000  # 8 parts, 4 levels: at most 8**4 texts look
 def text(graph: dict[str, Any], value: Any, role: str, notes: list[str]) -> str | None:
     """The prompt text behind a sampler's `role` ("positive" or "negative") conditioning link (or the text itself,
     where a loader holds it)."""
-    other = "negative" if role == "positive" else "positive"
+    other, searches = "negative" if role == "positive" else "positive", 0
     for _ in range(MAX_HOPS):
         if isinstance(value, str):
             return value
@@ -61,7 +61,9 @@ def text(graph: dict[str, Any], value: Any, role: str, notes: list[str]) -> str 
             notes.append(f"the conditioning combines several prompts ({node['class_type'][:60]}, area composition): "
                          "the first one is restored, the others are not")
         # a pipe or context output (FromBasicPipe, rgthree's Context): the role's conditioning it carries
-        value = linked[0] if linked else nearest(graph, link(value) or "", (role,))
+        searches += not linked
+        value = linked[0] if linked else nearest(graph, link(value) or "", (role,)) if searches <= MAX_SEARCHES \
+            else None
     return None
 
 
@@ -122,6 +124,7 @@ def _joined(graph: dict[str, Any], inputs: dict[str, Any], parts: list[str], del
 
 def latent_size(graph: dict[str, Any], value: Any, fields: dict[str, Any], notes: list[str]) -> None:
     """Width and height of the empty latent a pass starts from (an image input: noted, no size)."""
+    searches = 0
     for _ in range(MAX_HOPS):
         node = graph.get(link(value) or "")
         if node is None:
@@ -137,8 +140,11 @@ def latent_size(graph: dict[str, Any], value: Any, fields: dict[str, Any], notes
             _image_size(graph, inputs.get("pixels", inputs.get("image")), fields)
             return
         names = ("samples", "latent", "latent_image", "LATENT", "latents")
-        value = next((inputs[name] for name in names if link(inputs.get(name)) is not None), None) or \
-            nearest(graph, link(value) or "", names)  # a pipe or context: the latent it carries
+        found = next((inputs[name] for name in names if link(inputs.get(name)) is not None), None)
+        searches += found is None
+        if found is None and searches <= MAX_SEARCHES:
+            found = nearest(graph, link(value) or "", names)  # a pipe or context: the latent it carries
+        value = found
 
 
 def _image_size(graph: dict[str, Any], value: Any, fields: dict[str, Any]) -> None:
