@@ -163,9 +163,9 @@ def test_a_different_command_in_the_same_folder_is_refused(local_run, tiny_model
 
 def test_interrupted_sweeps_resume_without_redoing_or_losing_an_image(tiny_model_dir, tmp_path):
     """A killed worker, then Ctrl+C, then the debris of a crash: the same command still finishes the job."""
-    # 30 steps: slow enough that Ctrl+C after three images always lands before the twentieth (at 12 steps an idle
-    # machine finished all twenty first, and the sweep ended 0 instead of 130)
-    args = sweep_args(tiny_model_dir, tmp_path, "0-19", "--steps", "30")
+    # Sixty images: Ctrl+C after three lands well before the last (with twenty, an idle machine made them all in the
+    # ~3 s the interrupt took to end the sweep, which then ended 0 instead of 130)
+    args = sweep_args(tiny_model_dir, tmp_path, "0-59", "--steps", "12")
     # 1. Ctrl+C (SIGINT to the whole process group, workers included) after a few images.
     run = start(args)
     wait_for_lines(tmp_path, 3, run)
@@ -173,7 +173,7 @@ def test_interrupted_sweeps_resume_without_redoing_or_losing_an_image(tiny_model
     _, err = run.communicate(timeout=120)
     assert run.returncode == 130 and "run the same command to continue" in err, err
     _, first = read_manifest(tmp_path)
-    assert 3 <= len(first) < 18
+    assert 3 <= len(first) < 58
     # 2. A worker is killed mid-sweep: its image fails, the rest are written, the exit status says so.
     run = start(args)
     wait_for_lines(tmp_path, len(first) + 2, run)
@@ -181,13 +181,13 @@ def test_interrupted_sweeps_resume_without_redoing_or_losing_an_image(tiny_model
     _, err = run.communicate(timeout=300)
     _, second = read_manifest(tmp_path)
     assert second[:len(first)] == first
-    killed_while_idle = run.returncode == 0 and len(second) == 20  # between two images: nothing to fail (rare)
+    killed_while_idle = run.returncode == 0 and len(second) == 60  # between two images: nothing to fail (rare)
     assert killed_while_idle or (run.returncode == 1 and "1 images failed" in err and "died" in err), err
-    assert len(second) == 19 or killed_while_idle
+    assert len(second) == 59 or killed_while_idle
     # 3. What a crash leaves: a half-written line, a half-written PNG, a listed file that vanished.
     with open(tmp_path / "manifest.jsonl", "a") as manifest:
-        manifest.write('{"seed": 19, "varia')
-    (tmp_path / ".partial" / "19.png").write_bytes(b"\x89PNG half")
+        manifest.write('{"seed": 59, "varia')
+    (tmp_path / ".partial" / "59.png").write_bytes(b"\x89PNG half")
     gone = second[-1]
     (tmp_path / gone["path"]).unlink()
     kept = file_states(tmp_path, second[:-1])
@@ -195,7 +195,7 @@ def test_interrupted_sweeps_resume_without_redoing_or_losing_an_image(tiny_model
     _, err = run.communicate(timeout=300)
     assert run.returncode == 0, err
     _, final = read_manifest(tmp_path)
-    assert sorted(line["seed"] for line in final) == list(range(20))  # none missing, none twice
+    assert sorted(line["seed"] for line in final) == list(range(60))  # none missing, none twice
     assert final[:len(second) - 1] == second[:-1] and file_states(tmp_path, second[:-1]) == kept
     remade = next(line for line in final if line["seed"] == gone["seed"])
     assert remade["fingerprint"] == gone["fingerprint"]
