@@ -33,8 +33,11 @@ def read_manifest(folder: Path) -> tuple[dict, list[dict]]:
 
 def start(args, **kwargs) -> subprocess.Popen:
     """The CLI in its own session, so a signal to its group reaches it the way Ctrl+C in a terminal would."""
+    # Ctrl+C's default action restored in the child: a test run whose process ignores SIGINT (a pool initializer
+    # run in-process earlier) would pass that on, and the sweep would never see its Ctrl+C
     return subprocess.Popen([sys.executable, "-m", "seedlab", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kwargs)
 
 
 def wait_for_lines(folder: Path, count: int, process: subprocess.Popen, timeout: float = 240) -> None:
