@@ -165,9 +165,9 @@ def _control(name: str, value: Any) -> bool:
     return name.startswith("control") or value in ("fixed", "increment", "decrement", "randomize")
 
 
-def nearest(graph: dict[str, Any], key: str, names: tuple[str, ...], skip: tuple[str, ...] = ()) -> Any:
+def nearest(graph: dict[str, Any], key: str, names: tuple[str, ...]) -> Any:
     """The first of `names` that `key` has, else that the nearest node upstream has (see upstream); None if none."""
-    for found in upstream(graph, key, skip):
+    for found in upstream(graph, key):
         inputs = graph[found]["inputs"]
         name = next((name for name in names if inputs.get(name) is not None), None)
         if name is not None:
@@ -175,8 +175,8 @@ def nearest(graph: dict[str, Any], key: str, names: tuple[str, ...], skip: tuple
     return None
 
 
-def upstream(graph: dict[str, Any], key: str, skip: tuple[str, ...] = ()):
-    """`key`, then the nodes upstream of it through links other than the ones named in `skip` and TYPED (pipes,
+def upstream(graph: dict[str, Any], key: str):
+    """`key`, then the nodes upstream of it through links other than the ones named in TYPED (pipes,
     contexts, bundles, latents): breadth first, input order, at most MAX_NEAREST of them."""
     queue, seen, looked = deque([key]), {key}, 0
     while queue and looked <= MAX_NEAREST_INPUTS:
@@ -185,7 +185,7 @@ def upstream(graph: dict[str, Any], key: str, skip: tuple[str, ...] = ()):
         looked += len(graph[current]["inputs"])
         for name, value in graph[current]["inputs"].items():
             target = link(value)
-            if target in graph and target not in seen and name not in skip and name not in TYPED \
+            if target in graph and target not in seen and name not in TYPED \
                     and len(seen) < MAX_NEAREST:
                 seen.add(target)
                 queue.append(target)
