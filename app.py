@@ -164,11 +164,9 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     # Queued, so that a refused count reaches the page as a message (an unqueued error shows a bare badge).
     event(ui["dice"].click, app.dice, [ui["dice_count"], ui["seeds"]], ["seeds"], show_progress="hidden", **PRIVATE)
     starts_grid = [ui["generate"].click, ui["seeds"].submit]
-    event(lambda *a, **k: gr.on(starts_grid, *a, **k), app.clear_anchor, None, [*ANCHOR, "grid", "vary_note"],
-          queue=False, **PRIVATE)
-    grid = event(guarded(starts_grid), with_fields(app.grid, ("prompt", "seeds")), [ui["prompt"], ui["seeds"], *fields],
-                 ["grid", "grid_results"], api_name="page_grid", concurrency_id="generation", show_progress="minimal",
-                 **PRIVATE)
+    grid = event(guarded(starts_grid), with_fields(app.page_grid, ("prompt", "seeds")),
+                 [ui["prompt"], ui["seeds"], *fields], ["grid", "grid_results", *ANCHOR, "vary_note"],
+                 api_name="page_grid", concurrency_id="generation", show_progress="minimal", **PRIVATE)
     # The public /grid, /vary and /matrix send their images once, at the end (see final_only).
     grid_api = event(ui["grid_api"].click, with_fields(final_only(app.grid), ("prompt", "seeds")),
                      [ui["prompt"], ui["seeds"], *fields], ["grid", "grid_results"], api_name="grid",

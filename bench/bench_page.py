@@ -123,8 +123,8 @@ def main() -> None:
                 page_times.append(page_grid(page, f"{first}-{first + args.seeds - 1}", args.seeds, args.steps))
                 batched_times.append(timed(batched_grid, model, recipe, seeds))
                 lane_times.append(timed(lanes_grid, model, recipe, seeds))
-                print(f"run {run + 1}: page {page_times[-1]:.2f} s, one batched diffusers call {batched_times[-1]:.2f} s, "
-                      f"in-process lanes {lane_times[-1]:.2f} s", flush=True)
+                print(f"run {run + 1}: page {page_times[-1]:.2f} s, one batched diffusers call "
+                      f"{batched_times[-1]:.2f} s, in-process lanes {lane_times[-1]:.2f} s", flush=True)
             browser.close()
     finally:
         process.terminate()

@@ -230,11 +230,17 @@ def test_stop_cancels_this_sessions_generation(seedlab_app, monkeypatch):
 
 
 def test_cells_that_finish_together_arrive_in_one_update_and_the_last_at_once(seedlab_app, monkeypatch):
-    monkeypatch.setattr(webui.handlers, "IMAGES_INTERVAL_S", 3600.0)  # nothing but the first and the last alone
-    updates = [update for update in grid(seedlab_app, SimpleNamespace(session_hash="s"), seeds="0-3",
-                                          num_inference_steps=1) if update.get("grid")]
-    assert [len(update["grid"]) for update in updates] == [1, 4]
-    assert [record["seed"] for record in updates[-1]["grid_results"]] == ["0", "1", "2", "3"]
+    def sizes():
+        updates = [update for update in grid(seedlab_app, SimpleNamespace(session_hash="s"), seeds="0-3",
+                                              num_inference_steps=1) if update.get("grid")]
+        assert [record["seed"] for record in updates[-1]["grid_results"]] == ["0", "1", "2", "3"]
+        return [len(update["grid"]) for update in updates]
+
+    monkeypatch.setattr(webui.handlers, "IMAGES_INTERVAL_S", 3600.0)  # a cell waits for those beside it to the end
+    monkeypatch.setattr(seedlab_app.default, "lanes", 2)
+    assert sizes() == [4]  # side by side: every cell waits for the next, and the last goes at once
+    monkeypatch.setattr(seedlab_app.default, "lanes", 1)
+    assert sizes() == [1, 2, 3, 4]  # one at a time: nothing finishes beside a cell, so none waits
 
 
 def test_every_step_hands_control_back_so_a_closed_tab_stops_the_work(seedlab_app):
@@ -308,7 +314,8 @@ def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
     # Gradio wires `cancels=` as a second listener on the same trigger.
     (canceller,) = [fn for fn in demo.fns.values() if fn.is_cancel_function and fn.targets == stop.targets]
     generating = {index for index, name in named.items()
-                  if name in ("grid", "vary", "vary_anchor", "matrix", "matrix_page", "plot", "travel", "nudge",
+                  if name in ("grid", "page_grid", "vary", "vary_anchor", "matrix", "matrix_page", "plot", "travel",
+                              "nudge",
                               "reproduce", "reverify", "reproduce_pending", "reproduce_linked", "regenerate")}
     # the page's grid, /grid, /vary, the vary button, /matrix, the page's matrix, /plot and the page's plot,
     # /travel and the page's travel, the nudges, /reproduce, /reverify, a link's and a PNG's regeneration, a

@@ -35,13 +35,14 @@ from webui.reproduction import Reproduction
 from webui.requests import base_url, visitor
 
 # What a generation sends the page while it runs costs CPU that the images need (the page renders every
-# update on the same cores). Progress at most every PROGRESS_INTERVAL_S; finished cells at most every
-# IMAGES_INTERVAL_S (cells that finish together, one per lane, arrive in one update; the last at once).
+# update on the same cores). Progress only after PROGRESS_INTERVAL_S without any update (new cells say
+# how far it got); where images run side by side (lanes, worker processes), a finished cell waits up to
+# IMAGES_INTERVAL_S for the ones finishing beside it, so that they arrive in one update (the last at once).
 # An 8-image grid from the page's Generate to its last cell (bench/bench_page.py, least disturbed of 3):
 # 1.37x one batched diffusers call with progress every 0.25 s and every cell sent alone, 1.26x with
 # these settings.
-PROGRESS_INTERVAL_S = 1.0
-IMAGES_INTERVAL_S = 0.2
+PROGRESS_INTERVAL_S = 2.0
+IMAGES_INTERVAL_S = 0.3
 NO_ANCHOR = "Anchor seed: none yet (click a cell of the grid)"
 
 
@@ -206,12 +207,21 @@ class WebApp:
             raise gr.Error("Select an image first: click a cell of the grid or the variations", print_exception=False)
         return {"seeds": checked(cell)["seed"]}
 
+    def page_grid(self, values: dict, request: gr.Request | None = None, progress=None):
+        """The page's Generate: the grid, its first update also clearing the anchor and the selection (in the same
+        message: a step of its own before the run cost a round trip and a page update)."""
+        first = self.clear_anchor()
+        for update in self.grid(values, request, progress):
+            yield {**update, **first} if first else update
+            first = None
+
     def clear_anchor(self) -> dict:
         """A new grid: no cell is selected and no anchor is shown until the user picks one of the new cells."""
         cleared = {"anchor_text": NO_ANCHOR, "anchor_seed": "", "anchor": None, "anchor_recipe": None,
                    "anchor_fingerprint": "", "grid_link": ""}
         assert set(cleared) == set(ANCHOR)
-        return {**cleared, "grid": gr.Gallery(selected_index=None), "vary_note": gr.Textbox(value="", visible=False)}
+        return {**cleared, "grid": gr.Gallery(value=[], selected_index=None),
+                "vary_note": gr.Textbox(value="", visible=False)}
 
     def vary_anchor(self, values: dict, request: gr.Request | None = None, progress=None):
         """The vary button: variations of the anchor's own recipe, saying so when the controls now differ."""
@@ -299,13 +309,14 @@ class WebApp:
         yield {target: gallery, f"{target}_results": results}  # clear the previous images at once
         with user_errors():
             model = self.store.get(recipes[0].model)
-            sent_at, unsent = -math.inf, False  # the first cell goes at once (monotonic may be small)
+            finished_at, unsent = 0.0, False  # when the oldest cell not yet sent finished
             try:
-                shown_at = -math.inf
+                shown_at = -math.inf  # the first progress goes at once (monotonic may be small)
                 if self.workers is not None and self.workers.serves(recipes):
-                    events = self.workers.stream(recipes, cancel=cancel)
+                    events, beside = self.workers.stream(recipes, cancel=cancel), self.workers.pool.size
                 else:
-                    events = stream_on_gpu(model, recipes, cancel=cancel)
+                    events, beside = stream_on_gpu(model, recipes, cancel=cancel), model.lanes
+                wait = IMAGES_INTERVAL_S if beside > 1 else 0.0  # one at a time: nothing finishes beside a cell
                 for event in events:
                     if isinstance(event, Result):
                         path = self.pngs.save(event)
@@ -313,15 +324,17 @@ class WebApp:
                         gallery.append((path, captions[len(gallery)]))
                         cancel.progress = (len(gallery), len(recipes))
                         results.append(result_record(event.recipe, event.fingerprint, event.environment, base))
+                        finished_at = finished_at if unsent else time.monotonic()
                         unsent = True
-                    if unsent and (len(gallery) == len(recipes) or time.monotonic() - sent_at >= IMAGES_INTERVAL_S):
-                        sent_at, unsent = time.monotonic(), False
+                    if unsent and (len(gallery) == len(recipes) or time.monotonic() - finished_at >= wait):
+                        shown_at, unsent = time.monotonic(), False
                         yield {target: list(gallery), f"{target}_results": list(results)}
                         continue
                     if isinstance(event, Result):  # sent with the next one, or at the next step past the interval
                         continue
-                    # Progress reaches the page at most every PROGRESS_INTERVAL_S: each update costs this
-                    # process CPU that the images need. Stop reaches the worker directly, not through these.
+                    # Progress reaches the page only after PROGRESS_INTERVAL_S without an update: each costs this
+                    # process and the page CPU that the images need. Stop reaches the worker directly, not
+                    # through these.
                     if time.monotonic() - shown_at < PROGRESS_INTERVAL_S:
                         continue
                     shown_at = time.monotonic()
