@@ -153,13 +153,20 @@ def test_a_link_this_server_made_opens_from_its_record_and_re_verifies_on_click(
 
     _, results = Client(app_server.url, verbose=False).predict(prompt="a record", seeds="31", num_inference_steps=3,
                                                                api_name="/grid")
-    page = open_page(browser, results[0]["link"])
+    from tests.settle import open_settled, settle
+
+    page = open_settled(browser, results[0]["link"])
     wait_for_value(page, "verdict", "Served from this server's record of the image it made:")
     assert "Exact match" in page.locator("#verdict textarea").input_value()
+    label = page.locator("#reproduced [data-testid='block-label']")
+    settle(page)
+    assert label.inner_text().strip() == "Made on this server"  # Issue 33: it said "Regenerated" here too
     page.wait_for_function("!document.querySelector('#reverify').disabled")
     page.locator("#reverify").click()
     wait_for_value(page, "verdict", "pixel for pixel")
     assert "Served from" not in page.locator("#verdict textarea").input_value()
+    settle(page)
+    assert label.inner_text().strip() == "Made on this server"  # true of both: the verdict says which
     page.wait_for_function("document.querySelector('#reverify').disabled")
     page.context.close()
 

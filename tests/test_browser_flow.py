@@ -67,6 +67,13 @@ def test_a_bad_link_keeps_its_message_and_leaves_the_page_ready(browser, app_ser
     assert message.startswith("This link cannot be opened."), message
     assert "seed must be a whole number from 0 to" in message and "steps (num_inference_steps)" in message
     assert in_view(page, "verdict") and ready(page)
+    # Issue 33: every bad key at once (the missing prompt was said first, alone), and the link where it can be fixed.
+    page.context.close()
+    page = open_settled(browser, f"{app_server.url}/?v=1&seed=-5&steps=abc&fp=12")
+    message = value(page, "verdict")
+    for said in ("prompt is missing", "seed must be", "steps (num_inference_steps) must be", "fp must be 64 hex"):
+        assert said in message, (said, message)
+    assert value(page, "link-or-recipe").endswith("?v=1&seed=-5&steps=abc&fp=12") and ready(page)
     page.context.close()
 
 

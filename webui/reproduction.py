@@ -30,6 +30,10 @@ from webui.gpu import stream_on_gpu
 from webui.requests import base_url, link_query, visitor
 from webui.wiring import PRIVATE, Wiring, busy, by_name, only_if_pending, ready
 
+# The image beside the original: regenerated now, or read back from this server's record of what it made (the
+# verdict says which). It was labelled "Regenerated" also when it came from the record.
+MADE_HERE = "Made on this server"
+
 
 def reproduction_panel(ui: dict) -> None:
     """The "Reproduce a link, a recipe or an image" accordion, added to `ui` by name.
@@ -63,7 +67,7 @@ def reproduction_panel(ui: dict) -> None:
                 with gr.Row(equal_height=False):  # the dropped image beside what it regenerated
                     ui["original"] = gr.Image(label="Original (the dropped image)", type="filepath", interactive=False,
                                               height=280, elem_id="original", elem_classes="pixelated")
-                    ui["reproduced"] = gr.Image(label="Regenerated", type="filepath", format="png",
+                    ui["reproduced"] = gr.Image(label=MADE_HERE, type="filepath", format="png",
                                                 interactive=False, height=280, elem_id="reproduced",
                                                 elem_classes="pixelated")
                 ui["verdict_anchor"] = gr.Button("Make this image the anchor", interactive=False,
@@ -134,8 +138,10 @@ class Reproduction:
             return {"pending": None}
         try:
             original = self.admission.original(original_from_link(query), strict=True)
-        except ValueError as error:
-            return {"verdict_text": f"This link cannot be opened. {label_message(error)}", "pending": None,
+        except ValueError as error:  # every bad key at once, and the link in the box where it can be fixed
+            return {"verdict_text": f"This link cannot be opened. {label_message(error)} (It is in the box above: "
+                                    "fix it there and press \"Regenerate and compare\".)",
+                    "link_box": f"{base_url(request)}?{query}", "pending": None,
                     "reproduction": gr.Accordion(open=True)}
         opened = {"link_box": f"{base_url(request)}?{query}", **restore(original.recipe), "original": None,
                   "reproduction": gr.Accordion(open=True)}
@@ -251,8 +257,12 @@ class Reproduction:
         verdict = compare(result, original)
         link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
         # Any visitor may open any link: the record says that this server made the image, never when (issue 34).
-        summary = ("Served from this server's record of the image it made: not regenerated now (press "
-                   f"\"Re-verify by regenerating\" to check). {verdict.summary}")
+        # Nothing was regenerated: the verdict compares the image kept here with the link (it said "the regenerated
+        # image is identical" beside "not regenerated now").
+        found = ("Exact match: the image kept here has the link's pixel fingerprint" if verdict.exact
+                 else verdict.summary.rstrip("."))
+        summary = (f"Served from this server's record of the image it made: not regenerated now. {found} (press "
+                   "\"Re-verify by regenerating\" to make it again and compare).")
         return {"reproduced": entry.path, "reverify": gr.Button(interactive=True), "verdict_text": summary,
                 "verdict": {**verdict.to_dict(), "summary": summary, "served_from_record": True,
                             "recipe": result.recipe.to_json(), "link": link}}
