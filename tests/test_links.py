@@ -184,3 +184,24 @@ def test_a_link_can_only_name_a_model_this_server_allows(model):
 def test_a_link_without_environment_decodes_with_none():
     recipe, print_, environment = decode_link(query(env=None, fp=FP.upper()))
     assert (recipe.seed, print_, environment) == (42, FP, None)
+
+
+def test_a_bad_link_names_every_bad_key_at_once():
+    """Issue 33: a link was explained a layer at a time (a missing key, then the types, then the ranges)."""
+    fingerprint = "ab" * 32
+    with pytest.raises(ValueError) as refused:
+        decode_link(f"v=1&seed=x&steps=abc&cfg=-5&w=7&bogus=1&other=2&fp={fingerprint[:10]}&env=nonsense")
+    message = str(refused.value)
+    for said in ("prompt is missing", "unknown keys 'bogus', 'other'", "seed must be", "steps (num_inference_steps) "
+                 "must be a whole number from 1 to 200, got 'abc'", "cfg (guidance_scale) must be a number from 0 "
+                 "to 50, got -5.0", "w (width) must be", "fp must be 64 hex digits", "env must have"):
+        assert said in message, (said, message)
+    assert message.startswith("link: ") and message.count("link: ") == 1
+    # A range is checked on the values that read, each said once; a value that does not read is not also out of range.
+    only = str(pytest.raises(ValueError, decode_link, f"v=1&prompt=a&steps=9999&cfg=zz&fp={fingerprint}").value)
+    assert only.count("steps (num_inference_steps)") == 1 and only.count("cfg (guidance_scale)") == 1, only
+    # A format this server does not read is refused on that alone: its other keys may mean something else.
+    assert str(pytest.raises(ValueError, decode_link, "v=9&nonsense=1").value) == (
+        "link: v=9 is a link format this server does not read; it reads v=1")
+    recipe, fp, environment = decode_link(f"v=1&prompt=a&seed=3&fp={fingerprint}")
+    assert (recipe.prompt, recipe.seed, fp, environment) == ("a", 3, fingerprint, None)

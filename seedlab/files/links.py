@@ -84,23 +84,27 @@ def encode_query(pairs: list[tuple[str, str]]) -> str:
 def decode_link(url_or_query: str) -> tuple[Recipe, str, Environment | None]:
     """Read a link (a URL, "?v=1&..." or "v=1&..."): (recipe, fingerprint, environment or None).
 
-    Raises ValueError naming the key for anything wrong (every bad recipe key at once).
+    Raises ValueError naming every bad key at once: unknown and missing keys, values that do not read and
+    values out of range (it said them a layer at a time: first a missing key, then types, then ranges).
+    Only a link that cannot be read as key=value pairs at all, or one of a format this server does not
+    read, is refused on that alone.
     """
     params = parse_query(url_or_query)
     readable = ", ".join(str(v) for v in VERSIONS)
-    if "v" not in params:
-        raise ValueError(f"link: v is missing (the link format version; this server reads v={readable})")
-    if params["v"] not in {str(v) for v in VERSIONS}:
+    if "v" in params and params["v"] not in {str(v) for v in VERSIONS}:
         raise ValueError(f"link: v={params['v'][:20]} is a link format this server does not read; "
                          f"it reads v={readable}")
+    problems = [] if "v" in params else [f"v is missing (the link format version; this server reads v={readable})"]
     unknown = sorted(set(params) - set(KEYS) - {"v", "fp", "env"})
     if unknown:
-        raise ValueError(f"link: unknown key {unknown[0][:40]!r}; known keys: v, {', '.join(KEYS)}, fp, env")
-    missing = [key for key in REQUIRED if key not in params]
+        named = ", ".join(repr(key[:40]) for key in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5
+                                                                    else "")
+        problems.append(f"unknown key{'s' if len(unknown) > 1 else ''} {named}; known keys: v, {', '.join(KEYS)}, "
+                        "fp, env")
+    missing = [key for key in REQUIRED if key not in params and key != "v"]
     if missing:
-        raise ValueError(f"link: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing; "
-                         f"a link needs {', '.join(REQUIRED)}")
-
+        problems.append(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing; a link needs "
+                        f"{', '.join(REQUIRED)}")
     fields, errors = dict(DEFAULTS), []
     for key, field in KEYS.items():
         if key in params:
@@ -108,14 +112,23 @@ def decode_link(url_or_query: str) -> tuple[Recipe, str, Environment | None]:
                 fields[field] = _parse(field, params[key])
             except FieldError as error:
                 errors.append(error)
-    try:
-        if errors:
-            raise RecipeError(errors)
-        recipe = Recipe(**fields)
-    except RecipeError as error:  # "num_inference_steps must be ..." -> "link: steps (num_inference_steps) must be ..."
-        raise ValueError("link: " + error.named(key_name)) from None
-    fingerprint = check_fingerprint("link: fp", params["fp"].lower())
-    environment = decode_environment(params["env"]) if "env" in params else None
+    try:  # the ranges of the values that read (one that did not is checked at its default, never said twice)
+        recipe = Recipe(**{"prompt": "", **fields})
+    except RecipeError as error:
+        errors += [found for found in error.errors if found.field not in {e.field for e in errors}]
+    if errors:
+        problems.append(RecipeError(errors).named(key_name))
+    fingerprint, environment = "", None
+    for key, read in (("fp", lambda text: check_fingerprint("fp", text.lower())), ("env", decode_environment)):
+        if key in params:
+            try:
+                value = read(params[key])
+            except ValueError as error:
+                problems.append(str(error).removeprefix("link: "))
+                continue
+            fingerprint, environment = (value, environment) if key == "fp" else (fingerprint, value)
+    if problems:
+        raise ValueError("link: " + "; ".join(problems))
     return recipe, fingerprint, environment
 
 
