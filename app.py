@@ -220,10 +220,11 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
                    ["nudges", "nudges_results"], concurrency_id="generation", show_progress="minimal", **PRIVATE)
     shows_cell(ui["nudges"].select, app.select_nudge, [ui["nudges_results"]], list(CELL), floating=True)
 
-    # History: kept in this browser; every finished grid, variation set, matrix and nudge set is added to it.
+    # History: kept in this browser; every finished grid, variation set, matrix, nudge set, plot and travel.
     kept = ["history", "timeline", "history_export", "history_note"]
     event(demo.load, app.history.show, [ui["history"]], kept, queue=False, **PRIVATE)
-    for made, target in ((grid, "grid"), (vary, "vary"), (page_matrix, "matrix"), (nudges, "nudges")):
+    for made, target in ((grid, "grid"), (vary, "vary"), (page_matrix, "matrix"), (nudges, "nudges"),
+                         (page_plot, "plot"), (page_travel, "travel")):
         made.success(by_name(app.history.remember(target), ui, [ui[name] for name in kept]),
                      [ui[f"{target}_results"], ui["history"], ui["anchor"], ui["anchor_fingerprint"]],
                      [ui[name] for name in kept], queue=False, **PRIVATE)
@@ -246,10 +247,11 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     ui["stop"].click(app.stop, None, ui["busy_note"], cancels=generating, queue=False, **PRIVATE)
     wiring.settles(grid, vary, page_matrix, page_plot, page_travel, nudges, regenerate)
     stopped = ui["stop"].click(ready, None, wiring.buttons, queue=False, show_progress="hidden", **PRIVATE)
-    # A stopped grid, variation set, matrix or nudge set keeps its finished cells: they go to History too.
+    # A stopped generation keeps its finished cells: they go to History too.
     stopped.then(by_name(app.history.remember_stopped, ui, [ui[name] for name in kept]),
-                 [ui["history"], ui["anchor"], ui["anchor_fingerprint"], ui["grid_results"], ui["vary_results"],
-                  ui["matrix_results"], ui["nudges_results"]], [ui[name] for name in kept], queue=False, **PRIVATE)
+                 [ui[name] for name in ("history", "anchor", "anchor_fingerprint", "grid_results", "vary_results",
+                                        "matrix_results", "nudges_results", "plot_results", "travel_results")],
+                 [ui[name] for name in kept], queue=False, **PRIVATE)
 
 
 def lora_help() -> str:

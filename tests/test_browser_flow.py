@@ -270,5 +270,6 @@ def test_a_stopped_grid_keeps_its_finished_cells_in_history(browser, app_server)
     page.locator("#history-panel").get_by_text("History").first.click()
     page.locator("#timeline").wait_for()
     labels = page.locator("#timeline label").all_inner_texts()
-    assert any(f"grid of {shown}:" in label and "seeds 70" in label for label in labels), labels
+    # Issue 33: and says how many it was asked for (it said "grid of 1" for 1 of 16).
+    assert any(f"grid of {shown} (stopped: {shown} of 4):" in label and "seeds 70" in label for label in labels), labels
     page.context.close()

@@ -165,3 +165,20 @@ def test_an_import_is_checked_and_shown_as_text(browser, app_server, tmp_path): 
     page.locator("#timeline label").nth(0).click()
     wait_for_images(page, "history-view", 1)
     assert page.locator("#history-view").bounding_box()["width"] <= 390
+
+
+def test_a_plot_made_on_the_page_is_kept_in_history_and_restores_its_cells(browser, app_server):  # noqa: F811
+    """Issue 33: plots (and travels, the same way) were not in History, though they are the most expensive to redo."""
+    from tests.settle import settle
+    from tests.test_compare import plot_on_page
+
+    page = plot_on_page(browser, app_server.url, "seed: 41-42", "", 2)
+    open_history(page)
+    newest = timeline(page)[0]
+    assert "plot (2) · 'a red circle'" in newest, newest
+    page.locator("#timeline label").first.click()
+    wait_for_images(page, "history-view", 2)
+    settle(page)
+    captions = page.locator("#history-view .caption-label").all_inner_texts()
+    assert captions == ["Seed 41", "Seed 42"], captions
+    page.context.close()

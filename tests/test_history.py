@@ -252,11 +252,56 @@ def test_restoring_variations_makes_their_anchor_the_anchor_again_and_a_grid_lea
 def test_a_stopped_generation_is_remembered_once_with_its_finished_cells(app):
     grid = generated(app, "grid", {"prompt": "a circle", "seeds": "3, 4"}, "grid")
     stopped = grid[:1]  # what the page shows after a Stop: the cells finished so far
-    update = app.history.remember_stopped([], None, "", stopped, [], None, None, None)
+    update = app.history.remember_stopped([], None, "", stopped, [], None, None, None, None, None)
     [entry] = update["history"]
     assert entry["kind"] == "grid" and [cell["fingerprint"] for cell in entry["cells"]] == [grid[0]["fingerprint"]]
-    assert app.history.remember_stopped(update["history"], None, "", stopped, [], None, None, None) == {}
-    assert app.history.remember_stopped([], None, "", [], [], None, None, None) == {}  # nothing finished
+    assert app.history.remember_stopped(update["history"], None, "", stopped, [], None, None, None, None, None) == {}
+    assert app.history.remember_stopped([], None, "", [], [], None, None, None, None, None) == {}  # nothing finished
+
+
+def test_a_stopped_grid_is_listed_with_how_many_it_was_asked_for(app):
+    """Issue 33: History listed a stopped 16-image grid as "grid of 1"."""
+    grid = generated(app, "grid", {"prompt": "a circle", "seeds": "3, 4"}, "grid")
+    session = SimpleNamespace(session_hash="stopped")
+    app.cancels.new("stopped").progress = (1, 16)  # what run() records as it goes: 1 of 16 done when Stop came
+    assert app.cancels.stop("stopped") == (1, 16)
+    update = app.history.remember_stopped([], None, "", grid[:1], [], None, None, None, None, session)
+    assert update["history"][0]["asked"] == 16
+    label = update["timeline"].choices[0][0]
+    assert "grid of 1 (stopped: 1 of 16): seeds 3 · 'a circle'" in label, label
+    assert read_history(json.loads(json.dumps(update["history"])))[0][0].asked == 16  # kept in the browser's store
+    finished = app.history.remember("grid")(grid, [], None, "", None)
+    assert finished["history"][0]["asked"] is None and "stopped" not in finished["timeline"].choices[0][0]
+    bad = {**update["history"][0], "asked": -3}
+    assert read_history([bad]) == ([], 1)  # a tampered count is checked like every other number
+
+
+def test_plots_and_travels_are_kept_with_captions_that_tell_their_cells_apart(app):
+    """Issue 33: plots and travels were not in History, though they are the most expensive to redo."""
+    plot = generated(app, "plot", {"prompt": "a circle", "x": "seed: 5, 6", "y": "steps: 1, 2", "z": ""}, "plot")
+    history = app.history.remember("plot")(plot, [], None, "", None)["history"]
+    travel = generated(app, "travel", {"prompt": "a circle", "seeds": "3, 7", "frames": 3, "curve": "linear"},
+                       "travel")
+    history = app.history.remember("travel")(travel, history, None, "", None)["history"]
+    assert [entry["kind"] for entry in history] == ["plot", "travel"]
+    labels = [label for label, _ in app.history.show(history, None)["timeline"].choices]
+    assert "plot (4) · 'a circle'" in labels[1] and "travel (3) · 'a circle'" in labels[0]
+    update = app.history.restore(history, str(history[0]["id"]), None)
+    assert captions(update["history_view"]) == ["Seed 5 · Steps 1", "Seed 6 · Steps 1", "Seed 5 · Steps 2",
+                                                "Seed 6 · Steps 2"]
+    assert shown_pixels(update["history_view"]) == [record["fingerprint"] for record in plot]
+    frames = captions(app.history.restore(history, str(history[1]["id"]), None)["history_view"])
+    assert len(set(frames)) == 3, frames
+
+
+def test_variations_name_the_entry_their_anchor_was_picked_in(app):
+    """Issue 33: variations of an anchor picked in #1 said "from" the newest variation set of that anchor."""
+    history, grid, _ = explored(app)  # #1 a grid, #2 variations of its second cell
+    anchor = grid[1]
+    again = generated(app, "vary", {**anchor["recipe"], "variations": ", green"}, "vary")
+    history = app.history.remember("vary")(again, history, anchor["recipe"], anchor["fingerprint"], None)["history"]
+    assert history[-1]["parent"] == history[0]["id"] == 1  # not #2, which made the anchor again as its base cell
+    assert app.history.show(history, None)["timeline"].choices[0][0].endswith("← anchor seed 4 from #1")
 
 
 def test_history_exports_never_push_anyones_pngs_out(app):

@@ -1,4 +1,4 @@
-"""The history's entries: what each grid, variation set, matrix and nudge set keeps, checked and bounded.
+"""The history's entries: what each grid, variation set, matrix, nudge set, plot and travel keeps, checked and bounded.
 
 An entry keeps its cells' recipes, fingerprints and environments, not their pixels (they regenerate
 exactly), and where it came from (the anchor it started from, and the entry that anchor was picked in).
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from seedlab import Recipe
 from seedlab.engine.environment import Environment
+from seedlab.engine.recipe import SPECS
 from seedlab.files.links import check_fingerprint, result_record
 
 FORMAT = "seedlab-history"  # an exported file's "format", with "version"
@@ -23,7 +24,8 @@ VERSION = 1
 MAX_ENTRIES = 40  # entries kept; the oldest go first
 MAX_CELLS = 400  # images in all entries together (about 1.5 kB each in localStorage)
 MAX_ENTRY_CELLS = 256  # images in one entry (a matrix at the largest limits a host would set)
-KINDS = {"grid": "grid", "vary": "variations", "matrix": "matrix", "nudges": "nudges"}  # results target -> kind
+KINDS = {"grid": "grid", "vary": "variations", "matrix": "matrix", "nudges": "nudges", "plot": "plot",
+         "travel": "travel"}  # results target -> kind
 _MADE_AT = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$")
 
 
@@ -51,7 +53,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class Entry:
-    """One grid, variation set, matrix or nudge set, and the anchor it started from."""
+    """One grid, variation set, matrix, nudge set, plot or travel, and the anchor it started from."""
 
     id: int
     kind: str  # one of KINDS' values
@@ -60,11 +62,12 @@ class Entry:
     anchor: Cell | None = None  # variations and nudges: the image they started from
     parent: int | None = None  # the entry the anchor was picked in, when it is in the history
     columns: int = 1  # a matrix's cells per row
+    asked: int | None = None  # a stopped generation: the images it was asked for (its cells are those it finished)
 
     def to_json(self) -> dict:
         return {"id": self.id, "kind": self.kind, "made_at": self.made_at, "parent": self.parent,
                 "columns": self.columns, "anchor": None if self.anchor is None else self.anchor.to_json(),
-                "cells": [cell.to_json() for cell in self.cells]}
+                "cells": [cell.to_json() for cell in self.cells], "asked": self.asked}
 
     @classmethod
     def from_json(cls, data) -> Entry:
@@ -78,14 +81,15 @@ class Entry:
             raise ValueError("made_at must read YYYY-MM-DD HH:MM:SS UTC")
         if not isinstance(cells, list) or not 1 <= len(cells) <= MAX_ENTRY_CELLS:
             raise ValueError(f"cells must be a list of 1 to {MAX_ENTRY_CELLS} images")
-        number, parent, columns = data.get("id"), data.get("parent"), data.get("columns", 1)
-        for name, value, allowed in (("id", number, False), ("parent", parent, True), ("columns", columns, False)):
+        number, parent, columns, asked = data.get("id"), data.get("parent"), data.get("columns", 1), data.get("asked")
+        for name, value, allowed in (("id", number, False), ("parent", parent, True), ("columns", columns, False),
+                                     ("asked", asked, True)):
             if not (allowed and value is None) and (isinstance(value, bool) or not isinstance(value, int)
                                                     or not 1 <= value <= 10**9):
                 raise ValueError(f"{name} must be a whole number from 1 to 1000000000")
         anchor = data.get("anchor")
         return cls(number, kind, made_at, tuple(Cell.from_json(cell) for cell in cells),
-                   None if anchor is None else Cell.from_json(anchor), parent, min(columns, MAX_ENTRY_CELLS))
+                   None if anchor is None else Cell.from_json(anchor), parent, min(columns, MAX_ENTRY_CELLS), asked)
 
 
 def read_history(value) -> tuple[list[Entry], int]:
@@ -129,21 +133,26 @@ def bounded(entries: list[Entry]) -> list[Entry]:
 
 
 def parent_of(entries: list[Entry], anchor: Cell | None) -> int | None:
-    """The newest entry that holds the anchor's recipe with its pixels, if any."""
+    """The entry the anchor was picked in: the newest that made its image (recipe and pixels), not counting the
+    variation and nudge sets that only made it again as their own anchor's base cell (variations of an anchor
+    picked in #1 said "from #4", the newest variation set of that anchor); failing that, the newest holding it."""
     if anchor is None:
         return None
-    for entry in reversed(entries):
-        if any(cell.recipe == anchor.recipe and cell.fingerprint == anchor.fingerprint for cell in entry.cells):
-            return entry.id
-    return None
+    holding = [entry for entry in entries if any(cell.recipe == anchor.recipe and cell.fingerprint == anchor.fingerprint
+                                                 for cell in entry.cells)]
+    made = [entry for entry in holding if entry.anchor is None or entry.anchor.recipe != anchor.recipe
+            or entry.anchor.fingerprint != anchor.fingerprint]
+    return (made or holding)[-1].id if holding else None
 
 
 def add_entry(entries: list[Entry], kind: str, cells: list[Cell], anchor: Cell | None = None,
-              columns: int = 1) -> list[Entry]:
+              columns: int = 1, asked: int | None = None) -> list[Entry]:
     """The history with a new entry at its end (its id one past the largest), within the bounds."""
     number = max((entry.id for entry in entries), default=0) + 1
     made_at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    entry = Entry(number, kind, made_at, tuple(cells[:MAX_ENTRY_CELLS]), anchor, parent_of(entries, anchor), columns)
+    asked = asked if asked is not None and asked > len(cells) else None  # a stopped run: what it was asked for
+    entry = Entry(number, kind, made_at, tuple(cells[:MAX_ENTRY_CELLS]), anchor, parent_of(entries, anchor), columns,
+                  asked)
     return bounded([*entries, entry])
 
 
@@ -179,6 +188,12 @@ def caption(entry: Entry, index: int) -> str:
         return f"seed {recipe.seed}"
     if entry.kind == "nudges":
         return f"variation seed {recipe.variation_seed} · strength {recipe.variation_strength:g}"
+    if entry.kind in ("plot", "travel"):  # what sets the cell apart: the fields its entry's cells vary over
+        first = entry.cells[0].recipe
+        varied = [name for name in SPECS
+                  if any(getattr(cell.recipe, name) != getattr(first, name) for cell in entry.cells)]
+        shown = " · ".join(f"{SPECS[name].label} {SPECS[name].to_text(getattr(recipe, name))}" for name in varied[:3])
+        return shown or f"seed {recipe.seed}"
     row_start = index - index % entry.columns if entry.kind == "matrix" else 0
     base = entry.cells[row_start].recipe.prompt
     column = "base prompt" if index == row_start else variation_text(base, recipe.prompt).strip()
@@ -195,13 +210,14 @@ def label(entry: Entry, numbers: set[int]) -> str:
     first = entry.cells[0].recipe
     count = len(entry.cells)
     prompt = first.prompt if len(first.prompt) <= 40 else first.prompt[:40] + "…"
+    stopped = f" (stopped: {count} of {entry.asked})" if entry.asked else ""  # not "grid of 1" for 1 of 16
     if entry.kind == "grid":
         seeds = [str(cell.recipe.seed) for cell in entry.cells]
-        what = f"grid of {count}: seeds {', '.join(seeds[:4])}{'…' if count > 4 else ''} · {prompt!r}"
+        what = f"grid of {count}{stopped}: seeds {', '.join(seeds[:4])}{'…' if count > 4 else ''} · {prompt!r}"
     elif entry.kind == "matrix":
         what = f"matrix {count // entry.columns} seeds x {entry.columns} columns · {prompt!r}"
     else:
-        what = f"{entry.kind} ({count}) · {prompt!r}"
+        what = f"{entry.kind} ({count}){stopped} · {prompt!r}"
     line = f"#{entry.id} · {entry.made_at[11:16]} · {what}"
     if entry.anchor is not None:
         source = (f"#{entry.parent}" if entry.parent in numbers else "an image outside this history")

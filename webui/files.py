@@ -170,3 +170,10 @@ class CancelRegistry:
             return None
         event.set()
         return getattr(event, "progress", None)
+
+    def asked(self, session: str | None) -> int | None:
+        """How many images this session's last run was asked for, if it was stopped (None otherwise)."""
+        with self._lock:
+            event = self._events.get(session)
+        progress = getattr(event, "progress", None) if event is not None and event.is_set() else None
+        return None if progress is None else progress[1]

@@ -88,7 +88,7 @@ class WebApp:
         # must never push other visitors' PNGs out of theirs.
         (image_dir / "exports").mkdir(exist_ok=True)
         self.exports = PngStore(image_dir / "exports", max_files=MAX_EXPORTS, max_bytes=MAX_EXPORT_BYTES)
-        self.history = History(admission, self.record, self.pngs, self.run, self.exports)  # the browser-kept history
+        self.history = History(admission, self.record, self.pngs, self.run, self.exports, self.cancels)
         self.reproduction = Reproduction(admission, self.pngs, self.record, self.cancels)  # links and dropped images
 
     # Public API endpoints (/grid, /vary, /matrix; /reproduce and /reverify are Reproduction's).

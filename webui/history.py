@@ -39,7 +39,7 @@ from webui.entries import (  # noqa: F401 - FORMAT: the history's file format, r
     variation_text,
 )
 from webui.fields import restore, user_errors
-from webui.files import PngStore, ResultRecord
+from webui.files import CancelRegistry, PngStore, ResultRecord
 from webui.requests import base_url, visitor
 
 SECRET = "seedlab-history"  # BrowserState encrypts with it; fixed, so a history outlives a server restart
@@ -74,7 +74,8 @@ def history_panel(ui: dict) -> None:
     ui["restored_entry"] = gr.State(None)  # the entry last restored, for "Regenerate this entry"
 
 
-def with_results(entries: list[Entry], target: str, results, anchor, anchor_fingerprint) -> list[Entry] | None:
+def with_results(entries: list[Entry], target: str, results, anchor, anchor_fingerprint,
+                 asked: int | None = None) -> list[Entry] | None:
     """The entries with `target`'s results added as a new entry, or None if there is nothing (valid) to add."""
     try:
         cells = [Cell.from_json(record) for record in results or []]
@@ -88,7 +89,7 @@ def with_results(entries: list[Entry], target: str, results, anchor, anchor_fing
     columns = 1
     if KINDS[target] == "matrix":  # a row starts where the first cell's prompt comes again
         columns = next((i for i, c in enumerate(cells) if i and c.recipe.prompt == cells[0].recipe.prompt), len(cells))
-    return add_entry(entries, KINDS[target], cells, start, columns)
+    return add_entry(entries, KINDS[target], cells, start, columns, asked)
 
 
 def timeline(entries: list[Entry]) -> gr.Radio:
@@ -100,9 +101,11 @@ def timeline(entries: list[Entry]) -> gr.Radio:
 class History:
     """The history's handlers; the app object supplies admission, this server's record and the PNG folder."""
 
-    def __init__(self, admission: Admission, record: ResultRecord, pngs: PngStore, run: Callable, exports: PngStore):
+    def __init__(self, admission: Admission, record: ResultRecord, pngs: PngStore, run: Callable, exports: PngStore,
+                 cancels: CancelRegistry | None = None):
         # run(recipes, captions, request, progress, target): the app's generation, streaming a gallery's updates
         self.admission, self.record, self.pngs, self.run, self.exports = admission, record, pngs, run, exports
+        self.cancels = cancels or CancelRegistry()  # what a stopped run was asked for
 
     def updates(self, entries: list[Entry], request, note: str = "") -> dict:
         """The stored history, the timeline, the export file and a note (hidden when empty)."""
@@ -129,17 +132,19 @@ class History:
         remember.__name__ = f"remember_{target}"
         return remember
 
-    def remember_stopped(self, value, anchor, anchor_fingerprint, grid, vary, matrix, nudges,
+    def remember_stopped(self, value, anchor, anchor_fingerprint, grid, vary, matrix, nudges, plot, travel,
                          request: gr.Request) -> dict:
-        """After Stop: the finished cells of a stopped generation, added like a finished one (once)."""
+        """After Stop: the finished cells of a stopped generation, added like a finished one (once), with the number
+        of images it was asked for (History said "grid of 1" for 1 of 16)."""
         entries, _ = read_history(value)
         kept = {tuple(cell.fingerprint for cell in entry.cells) for entry in entries}
-        changed = False
-        for target, results in (("grid", grid), ("vary", vary), ("matrix", matrix), ("nudges", nudges)):
+        changed, asked = False, self.cancels.asked(getattr(request, "session_hash", None))
+        for target, results in (("grid", grid), ("vary", vary), ("matrix", matrix), ("nudges", nudges),
+                                ("plot", plot), ("travel", travel)):
             prints = tuple(record.get("fingerprint") for record in results or [] if isinstance(record, dict))
             if not prints or prints in kept:  # nothing made, or already in the history
                 continue
-            added = with_results(entries, target, results, anchor, anchor_fingerprint)
+            added = with_results(entries, target, results, anchor, anchor_fingerprint, asked)
             if added is not None:
                 entries, changed = added, True
                 kept.add(prints)
