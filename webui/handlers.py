@@ -38,9 +38,9 @@ from webui.requests import base_url, visitor
 # update on the same cores). Progress only after PROGRESS_INTERVAL_S without any update (new cells say
 # how far it got); where images run side by side (lanes, worker processes), a finished cell waits up to
 # IMAGES_INTERVAL_S for the ones finishing beside it, so that they arrive in one update (the last at once).
-# An 8-image grid from the page's Generate to its last cell (bench/bench_page.py, least disturbed of 3):
-# 1.37x one batched diffusers call with progress every 0.25 s and every cell sent alone, 1.26x with
-# these settings.
+# An 8-image grid from the page's Generate to its last cell (bench/bench_page.py, least disturbed of 7):
+# 1.08x one batched diffusers call with these settings and the busy state set in the page (1.31x with
+# progress every second, each cell alone and two round trips before the run).
 PROGRESS_INTERVAL_S = 2.0
 IMAGES_INTERVAL_S = 0.3
 NO_ANCHOR = "Anchor seed: none yet (click a cell of the grid)"
