@@ -319,8 +319,8 @@ def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
                               "reproduce", "reverify", "reproduce_pending", "reproduce_linked", "regenerate")}
     # the page's grid, /grid, /vary, the vary button, /matrix, the page's matrix, /plot and the page's plot,
     # /travel and the page's travel, the nudges, /reproduce, /reverify, a link's and a PNG's regeneration, a
-    # history entry's regeneration
-    assert len(generating) == 16
+    # history entry's regeneration, and a dropped SeedLab PNG's regeneration (reproduce_pending too)
+    assert len(generating) == 17
     assert set(canceller.cancels) == generating
 
 
@@ -464,6 +464,38 @@ def test_a_dropped_png_restores_its_recipe_and_regenerates_exactly(seedlab_app, 
         final = last(seedlab_app.reproduction.reproduce_pending(update["pending"], None))
     verdict, summary = final["verdict"], final["verdict_text"]
     assert verdict["exact"] and verdict["max_difference"] == 0 and "exact" in summary.lower()
+
+
+def test_a_dropped_seedlab_png_is_regenerated_at_once_as_a_link_is_and_another_tools_waits(seedlab_app,
+                                                                                           reference_model, tmp_path):
+    """Issue 33: a dropped SeedLab PNG waited for a button while a link from the same server got its verdict at once.
+    Another tool's file still waits: its recipe often needs adjusting first."""
+    path = save_png(solo(reference_model, prompt="a dropped star", seed=78), tmp_path / "seedlab.png")
+    update = seedlab_app.reproduction.open_png(str(path))
+    assert update["png_now"] is not None and update["png_now"].pixels is None  # the page regenerates it at once
+    assert update["verdict_text"] == "Regenerating the dropped image…"
+    with torch_threads(APP_THREADS):
+        final = last(seedlab_app.reproduction.reproduce_pending(update["png_now"], None))
+    assert final["verdict"]["exact"] and final["verdict_text"].startswith("Exact match")
+    info = PngInfo()
+    info.add_text("parameters", "a red circle\nSteps: 3, Sampler: Euler, CFG scale: 7, Seed: 9, Size: 64x64")
+    Image.new("RGB", (64, 64)).save(tmp_path / "a1111.png", pnginfo=info)
+    update = seedlab_app.reproduction.open_png(str(tmp_path / "a1111.png"))
+    assert update["png_now"] is None and update["verdict_text"] == ""  # it waits for its button
+    assert update["regenerate_png"].interactive and update["pending"] is not None
+
+
+def test_a_dropped_png_this_server_made_gets_its_verdict_from_the_record_with_the_drop(seedlab_app, reference_model,
+                                                                                       tmp_path):
+    result = solo(reference_model, prompt="a recorded star", seed=79)
+    seedlab_app.record.add(result, seedlab_app.pngs.save(result))
+    update = seedlab_app.reproduction.open_png(str(save_png(result, tmp_path / "recorded.png")), page_request(""))
+    assert update["png_now"] is None and update["reproduced"] is not None and update["verdict"]["exact"]
+    assert update["verdict_text"].startswith("Served from this server's record of the image it made: not regenerated "
+                                             "now. Exact match: the image kept here has the file's pixel fingerprint")
+    # Its own button regenerates it (the link box's "Re-verify" is about whatever link is there).
+    assert "\"Regenerate the image and compare\"" in update["verdict_text"]
+    assert update["regenerate_png"].interactive and not update["reverify"].interactive
 
 
 def test_an_a1111_png_is_restored_with_notes(seedlab_app, tmp_path):

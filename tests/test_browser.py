@@ -176,13 +176,14 @@ def test_a_copied_link_regenerates_exactly_after_a_server_restart(browser, app_s
     assert page.locator("#prompt textarea").input_value() == "a blue square"
     assert page.locator("#seeds textarea").input_value() == "6"
 
-    # The PNG downloaded from the first server restores its recipe and regenerates pixel for pixel.
+    # The PNG downloaded from the first server restores its recipe and regenerates pixel for pixel, at once as a
+    # link does (issue 33: it waited for "Regenerate the image and compare").
     open_reproduce(page)
     page.locator("#png-drop input[type=file]").set_input_files(str(tmp_path / "seed5.png"))
     wait_for_value(page, "png-notes", "Restored from the PNG")
     assert page.locator("#seeds textarea").input_value() == "5"
-    page.locator("#regenerate-png").click()
     wait_for_value(page, "verdict", "pixel for pixel")
+    page.wait_for_function("!document.querySelector('#generate').disabled")  # done regenerating: ready again
 
     # A bad link is explained on the page, and the app stays usable.
     page.goto(f"{app_server.url}/?v=1&prompt=x&steps=0&fp={'0' * 64}")

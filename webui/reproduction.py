@@ -1,8 +1,9 @@
-"""The reproduce panel: a link, a recipe or a dropped image, regenerated and compared with the original.
+"""The reproduce panel's handlers: a link, a recipe or a dropped image, regenerated and compared with the original.
 
-Its layout (at the top of the page), its handlers and its events. A link this server made opens from
-its record at once; any other is regenerated. A dropped image restores every field it holds, and one
-this server cannot run as it is gets the nearest runnable recipe offered beside it.
+A link this server made opens from its record at once; any other is regenerated at once. So is a dropped SeedLab
+PNG that runs as written; another tool's file waits for its button. A dropped image restores every field it holds,
+and one this server cannot run as it is gets the nearest runnable recipe offered beside it. The panel's layout and
+events are in webui.reproduction_panel (its names are importable from here too).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import torch
 
 from seedlab import Original, Progress, Recipe, compare, encode_link
 from seedlab.engine.generation import Cancelled
-from seedlab.files.metadata import UnreadableImage
+from seedlab.files.metadata import UnreadableImage, read_metadata
 from seedlab.serving.admission import Admission
 from seedlab.serving.reproduction import (
     CONSEQUENCES,
@@ -23,57 +24,26 @@ from seedlab.serving.reproduction import (
     original_from_text,
     retry_natively,
 )
-from webui.cells import ANCHOR, CELL, anchor_updates, show_cell, verdict_record
-from webui.fields import RESTORED, label_message, restore, user_errors
+from webui.cells import anchor_updates, show_cell, verdict_record
+from webui.fields import label_message, restore, user_errors
 from webui.files import CancelRegistry, PngStore, ResultRecord
 from webui.gpu import stream_on_gpu
+from webui.reproduction_panel import MADE_HERE, reproduction_panel, wire_reproduction
 from webui.requests import base_url, link_query, visitor
-from webui.wiring import PRIVATE, Wiring, busy, by_name, only_if_pending, ready
 
-# The image beside the original: regenerated now, or read back from this server's record of what it made (the
-# verdict says which). It was labelled "Regenerated" also when it came from the record.
-MADE_HERE = "Made on this server"
+__all__ = ["MADE_HERE", "Reproduction", "reproduction_panel", "wire_reproduction"]
+# The button that regenerates what the record served: the link box's, or the dropped file's.
+AGAIN = {"link": "Re-verify by regenerating", "file": "Regenerate the image and compare"}
 
 
-def reproduction_panel(ui: dict) -> None:
-    """The "Reproduce a link, a recipe or an image" accordion, added to `ui` by name.
-
-    At the top of the page, so that the verdict and the image a link opens are the first thing a visitor
-    sees; closed (one line) otherwise.
-    """
-    with gr.Accordion("Reproduce a link, a recipe or an image", open=False, elem_id="reproduction") as ui["reproduction"]:
-        with gr.Row():
-            with gr.Column(scale=2):
-                ui["link_box"] = gr.Textbox(label="Link or recipe (JSON)", lines=2, elem_id="link-or-recipe",
-                                            placeholder="http://…/?v=1&prompt=…  or  {\"prompt\": …}")
-                with gr.Row():
-                    ui["reproduce"] = gr.Button("Regenerate and compare", elem_id="reproduce")
-                    # A link this server made opens from its record; this regenerates it to check.
-                    ui["reverify"] = gr.Button("Re-verify by regenerating", interactive=False, elem_id="reverify")
-                ui["png_file"] = gr.File(label="Drop an image made by SeedLab or another tool (PNG, JPEG, WebP)",
-                                         file_types=[".png", ".jpg", ".jpeg", ".webp"],
-                                         type="filepath", elem_id="png-drop", height=120)
-                ui["png_notes"] = gr.Textbox(label="What the image restored", interactive=False, lines=3,
-                                             elem_id="png-notes")
-                with gr.Row():
-                    ui["regenerate_png"] = gr.Button("Regenerate the image and compare", interactive=False,
-                                                     elem_id="regenerate-png")
-                    # For an image too large for this server: the same seed smaller, its noise kept.
-                    ui["use_nearest"] = gr.Button("Use the nearest runnable recipe", interactive=False,
-                                                  elem_id="use-nearest")
-                ui["png_nearest"] = gr.State(None)  # that recipe (JSON), until the next drop
-            with gr.Column(scale=3):
-                ui["verdict_text"] = gr.Textbox(label="Verdict", interactive=False, lines=3, elem_id="verdict")
-                with gr.Row(equal_height=False):  # the dropped image beside what it regenerated
-                    ui["original"] = gr.Image(label="Original (the dropped image)", type="filepath", interactive=False,
-                                              height=280, elem_id="original", elem_classes="pixelated")
-                    ui["reproduced"] = gr.Image(label=MADE_HERE, type="filepath", format="png",
-                                                interactive=False, height=280, elem_id="reproduced",
-                                                elem_classes="pixelated")
-                ui["verdict_anchor"] = gr.Button("Make this image the anchor", interactive=False,
-                                                 elem_id="verdict-anchor")
-                with gr.Accordion("Verdict (JSON)", open=False):
-                    ui["verdict"] = gr.JSON(label="Verdict", elem_id="verdict-json")
+def made_by_seedlab(path: str) -> bool:
+    """Whether a file carries SeedLab's own chunk with a pixel fingerprint: a recipe as SeedLab ran it, which
+    can be regenerated as it is (another tool's recipe is mapped, and often needs adjusting first)."""
+    try:
+        reading = read_metadata(path)
+    except (OSError, ValueError):  # UnreadableImage is a ValueError
+        return False
+    return reading.format == "SeedLab" and reading.fingerprint is not None
 
 
 def image_kind(path: str) -> str:
@@ -150,12 +120,13 @@ class Reproduction:
             return {**opened, **served, "pending": None}
         return {**opened, "verdict_text": "Regenerating the linked image…", "pending": original}
 
-    def open_png(self, path: str | None) -> dict:
+    def open_png(self, path: str | None, request: gr.Request | None = None) -> dict:
         """A dropped image restores every field its recipe holds; notes say what could not be mapped.
 
         Every field is replaced (nothing stays from the previous file). A recipe this server cannot run as it
         is (too large, too many steps, too long) is still restored, with the limit it passes and the nearest
-        recipe the server runs offered beside it: not the original image, so it is not compared.
+        recipe the server runs offered beside it: not the original image, so it is not compared. A SeedLab PNG
+        that runs as written gets its verdict as a link does (see at_once).
         """
         nothing = self.clear_png()  # nothing stays from the previous file: not its notes, nor its verdict
         if not path:
@@ -189,14 +160,25 @@ class Reproduction:
                     "use_nearest": gr.Button(interactive=nearest is not None)}
         if original.pixels is not None and original.fingerprint is not None:
             self.pngs.keep_pixels(original.pixels, original.fingerprint)  # on disk, not in the session's memory
-        return {**restore(original.recipe), **nothing, "png_notes": f"{restored}{summary}\n{notes}", "original": path,
-                "pending": original.with_pixels(None), "regenerate_png": gr.Button(interactive=True)}
+        opened = {**restore(original.recipe), **nothing, "png_notes": f"{restored}{summary}\n{notes}",
+                  "original": path, "pending": original.with_pixels(None),
+                  "regenerate_png": gr.Button(interactive=True)}
+        return opened if causes or not made_by_seedlab(path) else {**opened, **self.at_once(original, request)}
+
+    def at_once(self, original: Original, request) -> dict:
+        """A SeedLab PNG's verdict, as a link's: from this server's record with the drop, else regenerated at once
+        (`png_now`, the page busy meanwhile). Another tool's file waits for its button, as does a SeedLab PNG
+        with a setting this server changes: their recipes often need adjusting first."""
+        served = self.from_record(original, request, what="file")
+        if served is not None:  # the link box's "Re-verify" is not this file's: its own button regenerates it
+            return {**served, "reverify": gr.Button(interactive=False)}
+        return {"verdict_text": "Regenerating the dropped image…", "png_now": original.with_pixels(None)}
 
     def clear_png(self) -> dict:
         """No file: its notes, its pending regeneration and the verdict and image it led to are gone."""
-        return {"png_notes": "", "pending": None, "regenerate_png": gr.Button(interactive=False), "png_nearest": None,
-                "use_nearest": gr.Button(interactive=False), "reproduced": None, "verdict": None, "verdict_text": "",
-                "reverify": gr.Button(interactive=False), "original": None}
+        return {"png_notes": "", "pending": None, "png_now": None, "regenerate_png": gr.Button(interactive=False),
+                "png_nearest": None, "use_nearest": gr.Button(interactive=False), "reproduced": None, "verdict": None,
+                "verdict_text": "", "reverify": gr.Button(interactive=False), "original": None}
 
     def use_nearest(self, nearest: dict | None) -> dict:
         """The nearest runnable recipe of a dropped image into the controls (Generate makes it)."""
@@ -248,8 +230,10 @@ class Reproduction:
         """"Make this image the anchor" works once an image was regenerated."""
         return {"verdict_anchor": gr.Button(interactive=verdict_record(verdict) is not None)}
 
-    def from_record(self, original: Original, request) -> dict | None:
-        """The verdict for an image this server already made, read back from its record; None if it has not."""
+    def from_record(self, original: Original, request, what: str = "link") -> dict | None:
+        """The verdict for an image this server already made, read back from its record; None if it has not.
+
+        `what` the original is ("link" or "file") names it and the button that regenerates it in the verdict."""
         recorded = self.record.find(original.recipe)
         if recorded is None:
             return None
@@ -259,10 +243,10 @@ class Reproduction:
         # Any visitor may open any link: the record says that this server made the image, never when (issue 34).
         # Nothing was regenerated: the verdict compares the image kept here with the link (it said "the regenerated
         # image is identical" beside "not regenerated now").
-        found = ("Exact match: the image kept here has the link's pixel fingerprint" if verdict.exact
+        found = (f"Exact match: the image kept here has the {what}'s pixel fingerprint" if verdict.exact
                  else verdict.summary.rstrip("."))
         summary = (f"Served from this server's record of the image it made: not regenerated now. {found} (press "
-                   "\"Re-verify by regenerating\" to make it again and compare).")
+                   f"\"{AGAIN[what]}\" to make it again and compare).")
         return {"reproduced": entry.path, "reverify": gr.Button(interactive=True), "verdict_text": summary,
                 "verdict": {**verdict.to_dict(), "summary": summary, "served_from_record": True,
                             "recipe": result.recipe.to_json(), "link": link}}
@@ -304,44 +288,3 @@ class Reproduction:
         yield {"reproduced": path, "reverify": gr.Button(interactive=False),
                "verdict": {**verdict.to_dict(), "recipe": result.recipe.to_json(), "link": link,
                            "served_from_record": False}}
-
-
-def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction: Reproduction) -> list:
-    """The panel's events; returns its generating ones (for Stop). /reproduce and /reverify are public."""
-    ui, event, guarded = wiring.ui, wiring.event, wiring.guarded
-    restored = [ui[name] for name in RESTORED]
-    # Links: restore the controls at once, then regenerate (or read back from the record) and show the verdict.
-    verdict = ["reproduced", "verdict", "verdict_text", "reverify"]
-    link = event(demo.load, reproduction.open_link, None, ["link_box", *RESTORED, *verdict, "pending", "reproduction",
-                                                           "original"], queue=False, **PRIVATE)
-    # Only a page that opened a link to regenerate is busy (Stop works meanwhile); a plain page load must not
-    # flip the buttons, or a click in that moment would be refused.
-    link = link.then(only_if_pending(busy), ui["pending"], wiring.buttons, queue=False, show_progress="hidden",
-                     **PRIVATE)
-    link = link.then(by_name(reproduction.reproduce_linked, ui, [ui[name] for name in verdict]), ui["pending"],
-                     [ui[name] for name in verdict], concurrency_id="generation", **PRIVATE)
-    for ends in (link.then, link.failure):
-        ends(only_if_pending(ready), ui["pending"], wiring.buttons, queue=False, show_progress="hidden", **PRIVATE)
-    reproduce = event(guarded([ui["reproduce"].click]), reproduction.reproduce, [ui["link_box"]],
-                      ["reproduced", "verdict"], api_name="reproduce", concurrency_id="generation")
-    reverify = event(guarded([ui["reverify"].click]), reproduction.reverify, [ui["link_box"]],
-                     ["reproduced", "verdict"], api_name="reverify", concurrency_id="generation")
-    after = restored + [ui["verdict_text"], ui["reverify"], ui["original"]]
-    for reproducing in (reproduce, reverify):
-        reproducing.success(by_name(reproduction.after_reproduce, ui, after), ui["verdict"], after, queue=False,
-                            **PRIVATE)
-    # A dropped image: every field it holds restored, then regenerated on request.
-    dropped = ["png_notes", "pending", "regenerate_png", "png_nearest", "use_nearest", "original", *verdict]
-    event(ui["png_file"].upload, reproduction.open_png, [ui["png_file"]], [*RESTORED, *dropped], **PRIVATE)
-    event(ui["png_file"].clear, reproduction.clear_png, None, dropped, queue=False, **PRIVATE)
-    event(ui["use_nearest"].click, reproduction.use_nearest, [ui["png_nearest"]], [*RESTORED, "png_notes"],
-          queue=False, **PRIVATE)
-    png = event(guarded([ui["regenerate_png"].click]), reproduction.reproduce_pending, [ui["pending"]], verdict,
-                concurrency_id="generation", **PRIVATE)
-    # The regenerated image can be the anchor (the cell outputs show it as the selection).
-    event(ui["verdict_anchor"].click, reproduction.verdict_anchor, [ui["verdict"]], [*ANCHOR, *CELL], queue=False,
-          **PRIVATE)
-    ui["verdict"].change(by_name(reproduction.verdict_ready, ui, [ui["verdict_anchor"]]), ui["verdict"],
-                         ui["verdict_anchor"], queue=False, **PRIVATE)
-    wiring.settles(reproduce, reverify, png)
-    return [link, reproduce, reverify, png]

@@ -23,6 +23,16 @@ CSS = """
     .cells .caption-label { white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
                             height: auto !important; max-height: none !important; font-size: 11px; }
 }
+/* A caption under its image, not over it (it covered a nudge's image, and half a variation cell on a phone). */
+.cells .thumbnail-item { aspect-ratio: auto !important; height: auto !important; display: flex !important;
+                         flex-direction: column; }
+.cells .thumbnail-item > img { aspect-ratio: 1 / 1; height: auto !important; flex: none; }
+.cells .caption-label { position: static !important; max-width: none !important; opacity: 1 !important;
+                        border: 0 !important; border-top: 1px solid var(--border-color-primary) !important;
+                        border-radius: 0 !important; }
+/* Travel captions wrap under their frame: a seed has up to 20 digits, which no cell of five in a row fits on one line. */
+#travel .caption-label { white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+                         overflow-wrap: anywhere; height: auto !important; max-height: none !important; }
 /* The Selected image panel beside far cells (a plot, the matrix): fixed at the right, the page beside it. */
 #cell-panel.floating { position: fixed !important; right: 16px; top: 16px; width: min(400px, 30vw) !important;
     max-height: calc(100vh - 32px); overflow: auto; z-index: 100; box-shadow: 0 6px 28px rgba(0, 0, 0, 0.3); }
