@@ -63,6 +63,7 @@ def nudge_panel(ui: dict, strength: float) -> None:
 
 
 MAX_LINK = 16_000  # characters of a link a page may send back with a cell
+MAX_AXES = 2_000  # characters of a plot cell's axis values
 
 
 
@@ -71,7 +72,8 @@ def checked_record(raw) -> dict:
     """A result record sent back by the page (a gallery's results, the selected cell), checked like any input.
 
     The page's JSON is the visitor's to change: the recipe must be valid, the fingerprint 64 hex
-    digits and the link a web address; the seed and prompt shown are the recipe's own. ValueError if not.
+    digits and the link a web address; the seed and prompt shown are the recipe's own, and a plot cell's axis
+    values ("Scheduler Euler a") plain text of at most MAX_AXES characters. ValueError if not.
     """
     if not isinstance(raw, dict):
         raise ValueError(f"a result must be a JSON object, got {type(raw).__name__}")
@@ -80,8 +82,11 @@ def checked_record(raw) -> dict:
     link = raw.get("link") or ""
     if not isinstance(link, str) or len(link) > MAX_LINK or (link and not link.startswith(("http://", "https://"))):
         raise ValueError("link must be an http(s) address of at most 16000 characters")
+    axes = raw.get("axes") or ""
+    if not isinstance(axes, str) or len(axes) > MAX_AXES:
+        raise ValueError(f"axes must be text of at most {MAX_AXES} characters")
     return {"seed": str(recipe.seed), "prompt": recipe.prompt, "fingerprint": print_, "link": link,
-            "recipe": recipe.to_json()}
+            "recipe": recipe.to_json(), **({"axes": " ".join(axes.split())} if axes.strip() else {})}
 
 
 def show_cell(record: dict, record_store: ResultRecord) -> dict:
@@ -90,9 +95,11 @@ def show_cell(record: dict, record_store: ResultRecord) -> dict:
     found = record_store.find(recipe)
     print_ = record["fingerprint"]
     path = found[1].path if found is not None and found[0].fingerprint == print_ else None
+    axes = f" · {record['axes']}" if record.get("axes") else ""  # a plot cell's axis values
     return {
         "cell": record, "cell_panel": gr.Accordion(open=True), "cell_image": path,
-        "cell_title": f"Seed {record['seed']}{nudge_text(recipe)} · prompt {record['prompt']!r} · fingerprint {print_[:16]}…"
+        "cell_title": f"Seed {record['seed']}{axes}{nudge_text(recipe)} · prompt {record['prompt']!r} · "
+                      f"fingerprint {print_[:16]}…"
                       + ("" if path else " (this server no longer keeps its PNG: the link regenerates it)"),
         "cell_link": record.get("link", ""), "cell_params": parameters_text(recipe, print_ or None),
         "cell_recipe": record["recipe"],

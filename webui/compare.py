@@ -16,13 +16,14 @@ import gradio as gr
 from seedlab import Recipe
 from seedlab.engine.seeds import parse_seeds
 from seedlab.explore.plot import parse_axis, plot_recipes
-from seedlab.explore.travel import CURVES, save_animation, steps_draw_noise, travel_recipes
+from seedlab.explore.travel import CURVES, animation_name, save_animation, steps_draw_noise, travel_recipes
 from seedlab.files.sheets import save_plot_sheet
 from webui.fields import user_errors
 from webui.requests import visitor
 
 AXES = (("plot_x", "X axis", "seed: 1-4"), ("plot_y", "Y axis (optional)", "num_inference_steps: 10, 20"),
         ("plot_z", "Z axis (optional)", "guidance_scale: 2, 3"))
+PREVIEW = "(file) => ({__type__: 'update', value: file, visible: Boolean(file)})"  # the animation, or hidden
 
 
 def compare_panel(ui: dict) -> None:
@@ -62,6 +63,11 @@ def travel_panel(ui: dict) -> None:
             ui["make_travel"] = gr.Button("Travel", elem_id="make-travel")
             ui["travel_animation"] = gr.DownloadButton("Download animation (WebP)", interactive=False,
                                                        elem_id="travel-animation")
+        # The animation plays here once made: the download's file, copied in the browser (no round trip).
+        ui["travel_preview"] = gr.Image(label="Animation", type="filepath", interactive=False, visible=False,
+                                        height=256, elem_id="travel-preview", elem_classes="pixelated")
+        ui["travel_animation"].change(None, ui["travel_animation"], ui["travel_preview"], js=PREVIEW, queue=False,
+                                      show_progress="hidden", api_visibility="private")
         ui["travel"] = gr.Gallery(label="Frames", columns=5, object_fit="contain", format="png", type="filepath",
                                   interactive=False, allow_preview=False, height="auto", elem_id="travel",
                                   elem_classes=["pixelated", "cells"])
@@ -86,10 +92,11 @@ def travel(app, values: dict, request=None, progress=None):
                              "jump between frames: pick a scheduler that draws nothing while stepping (Euler, DPM++ "
                              "2M, DDIM, UniPC)")
         app.admission.charge(recipes, visitor(request))
-    captions = [f"frame {k} · seed {r.seed} → {r.variation_seed} at {r.variation_strength:.3g}"
-                for k, r in enumerate(recipes)]
+    captions = [frame_caption(recipe) for recipe in recipes]
     last: dict = {}
     for update in app.run(recipes, captions, request, progress, "travel"):
+        if not last:  # the previous travel's animation goes with the first update
+            update = {**update, "travel_animation": gr.DownloadButton(value=None, interactive=False)}
         last = {**last, **update}
         yield update
     records = last.get("travel_results") or []
@@ -99,9 +106,16 @@ def travel(app, values: dict, request=None, progress=None):
     name = hashlib.sha256("".join(r["fingerprint"] for r in records).encode()).hexdigest()[:16]
     folder = app.pngs.folder / f"travel-{name}"
     folder.mkdir(exist_ok=True)
-    animation = save_animation(paths, folder, duration=200)["webp"]
+    animation = save_animation(paths, folder, duration=200, name=animation_name(recipes))["webp"]
     app.pngs.added(animation)
     yield {"travel_animation": gr.DownloadButton(value=str(animation), interactive=True)}
+
+
+def frame_caption(recipe: Recipe) -> str:
+    """A frame as a person reads it: "seed 2" where it is a seed's own image, "seed 2 → 0, 25%" between seeds."""
+    if not recipe.variation_strength:
+        return f"seed {recipe.seed}"
+    return f"seed {recipe.seed} → {recipe.variation_seed}, {recipe.variation_strength * 100:.3g}%"
 
 
 def axes_of(values: dict):
@@ -125,9 +139,14 @@ def plot(app, values: dict, request=None, progress=None):
         app.admission.charge(made.recipes, visitor(request))
     captions = [" · ".join(f"{axis.label} {text}" for axis, text in zip((x, y, z), made.texts(cell).values())
                            if axis is not None) for cell in made.cells]
+    # The Selected image panel names a clicked cell by its axis values (its seed it names anyway).
+    titles = [" · ".join(f"{axis.label} {text}" for axis, text in zip((x, y, z), made.texts(cell).values())
+                         if axis is not None and axis.name != "seed") for cell in made.cells]
     yield {"plot_layout": plot_table(made)}  # the page lays the cells out as a table of the axes (the API ignores it)
     last: dict = {}
     for update in app.run(made.recipes, captions, request, progress, "plot"):
+        for record, title in zip(update.get("plot_results") or [], titles):
+            record["axes"] = title
         last = {**last, **update}
         yield update
     records = last.get("plot_results") or []

@@ -25,6 +25,7 @@ from ..files.formats import SAMPLERS
 MAX_AXIS_CHARS = 100_000  # an axis as typed: 1,000 values of up to 100 characters
 MAX_AXIS_VALUES = 1000  # values on one axis; the cells of a plot are bounded by the caller's max_cells
 SPECIAL = {"size": "Size", "prompt_sr": "Prompt S/R"}  # axes that are not one recipe field
+TYPED = ("scheduler", "hires_sampler")  # axes whose values are labelled as typed (A1111's sampler names)
 # A1111's axis labels (scripts/xyz_grid.py), matched without regard to case.
 A1111_AXES = {
     "Seed": "seed", "Var. seed": "variation_seed", "Var. strength": "variation_strength",
@@ -111,19 +112,23 @@ def parse_axis(text: str, option: str = "axis", rng: random.Random | None = None
     if not items:
         raise ValueError(f"{option}: {label} needs at least one value")
     values: list[Any] = []
+    texts: list[str] = []
     for item in items:
         try:
-            values += _values(name, item, rng)
+            found = _values(name, item, rng)
+            values += found
         except FieldError as error:
             raise ValueError(f"{option}: {label} value {item!r:.60} {error.problem}") from None
         except ValueError as error:
             raise ValueError(f"{option}: {label} value {item!r:.60}: {error}") from None
         if len(values) > MAX_AXIS_VALUES:
             raise ValueError(f"{option}: {label} has more than {MAX_AXIS_VALUES} values")
+        # A sampler is labelled as typed ("DDIM", not the class it runs as, DDIMScheduler); other values as read.
+        texts += [item] if name in TYPED else [_text(name, value) for value in found]
     if name == "prompt_sr" and len(values) < 2:
         raise ValueError(f"{option}: Prompt S/R needs the text to find and at least one replacement, "
                          'such as "red, blue"')
-    return Axis(name, tuple(values), tuple(_text(name, value) for value in values))
+    return Axis(name, tuple(values), tuple(texts))
 
 
 def _values(name: str, item: str, rng: random.Random | None) -> list[Any]:

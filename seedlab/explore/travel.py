@@ -92,13 +92,22 @@ def steps_draw_noise(admission: Admission, recipe: Recipe) -> bool:
     return draws_noise(admission.store.info(recipe.model).make_scheduler(recipe.scheduler))
 
 
-def save_animation(frames: list[Path], out: Path, duration: int) -> dict[str, Path]:
-    """An animated WebP (lossless) and a GIF of the frame PNGs, `duration` ms a frame, looping."""
+def animation_name(recipes: list[Recipe]) -> str:
+    """A file name (without suffix) that says what a travel is, in safe characters only: "travel-seed-2-to-0-24-
+    frames", "travel-seed-2-to-5-to-0-9-frames" (the seeds are the frames at variation strength 0)."""
+    seeds = [str(recipe.seed) for recipe in recipes if not recipe.variation_strength]
+    if len(seeds) > 4:  # a name stays short: the ends and how many seeds
+        return f"travel-{len(seeds)}-seeds-{seeds[0]}-to-{seeds[-1]}-{len(recipes)}-frames"
+    return f"travel-seed-{'-to-'.join(seeds)}-{len(recipes)}-frames"
+
+
+def save_animation(frames: list[Path], out: Path, duration: int, name: str = "travel") -> dict[str, Path]:
+    """An animated WebP (lossless) and a GIF of the frame PNGs, `duration` ms a frame, looping, named `name`."""
     images = []
     for path in frames:
         with Image.open(path) as image:
             images.append(image.convert("RGB"))
-    webp, gif = out / "travel.webp", out / "travel.gif"
+    webp, gif = out / f"{name}.webp", out / f"{name}.gif"
     images[0].save(webp, format="WEBP", save_all=True, append_images=images[1:], duration=duration, loop=0,
                    lossless=True)
     images[0].save(gif, format="GIF", save_all=True, append_images=images[1:], duration=duration, loop=0,
