@@ -80,7 +80,6 @@ def regenerated_at_once(wiring: Wiring, opened, state: str, handler) -> dict:
     return regenerating
 
 
-
 def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction: Reproduction) -> list:
     """The panel's events; returns its generating ones (for Stop). /reproduce and /reverify are public."""
     ui, event, guarded = wiring.ui, wiring.event, wiring.guarded
