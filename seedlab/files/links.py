@@ -119,14 +119,14 @@ def decode_link(url_or_query: str) -> tuple[Recipe, str, Environment | None]:
     if errors:
         problems.append(RecipeError(errors).named(key_name))
     fingerprint, environment = "", None
-    for key, read in (("fp", lambda text: check_fingerprint("fp", text.lower())), ("env", decode_environment)):
-        if key in params:
-            try:
-                value = read(params[key])
-            except ValueError as error:
-                problems.append(str(error).removeprefix("link: "))
-                continue
-            fingerprint, environment = (value, environment) if key == "fp" else (fingerprint, value)
+    try:
+        fingerprint = check_fingerprint("fp", params["fp"].lower()) if "fp" in params else ""
+    except ValueError as error:
+        problems.append(str(error))
+    try:
+        environment = decode_environment(params["env"]) if "env" in params else None
+    except ValueError as error:
+        problems.append(str(error).removeprefix("link: "))
     if problems:
         raise ValueError("link: " + "; ".join(problems))
     return recipe, fingerprint, environment
