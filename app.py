@@ -24,11 +24,11 @@ import torch
 from starlette.middleware import Middleware
 
 from seedlab import ModelStore, configure_process, resolve_device
-from seedlab.engine import cpu, library
-from seedlab.engine.checkpoint_files import checkpoint_names
+from seedlab.engine import cpu
+from seedlab.engine.weights import checkpoint_files, library
 from seedlab.engine.models import default_lanes
 from seedlab.engine.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES, SPECS
-from seedlab.engine.sampler_names import A1111_SAMPLERS
+from seedlab.engine.samplers.names import A1111_SAMPLERS
 from seedlab.scale.workers import Workers
 from seedlab.serving.admission import Admission, measure_speed
 from seedlab.serving.limits import Limits
@@ -40,7 +40,7 @@ from webui.handlers import NO_ANCHOR, WebApp, final_only
 from webui.history import history_panel
 from webui.matrix import matrix_panel
 from webui.queue_cap import cap_queued
-from webui.reproduction import reproduction_panel, wire_reproduction
+from webui.reproduction_panel import reproduction_panel, wire_reproduction
 from webui.uploads import LinkGuard, PeerStamp, UploadGuard
 from webui.wiring import CSS, GENERATE, PRIVATE, SHORTCUTS, SHOW_ANCHOR, SHOW_SEEDS, Wiring, by_name, ready
 
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> None:
             raise ValueError(f"lanes must be a positive integer and workers 0 or more (0 on a GPU), "
                              f"got {lanes} and {workers}")
         extra = [name.strip() for name in os.environ.get("SEEDLAB_MODELS", "").split(",") if name.strip()]
-        extra += checkpoint_names() if library.models_dir() is not None else []  # the models folder's checkpoints
+        extra += checkpoint_files.checkpoint_names() if library.models_dir() is not None else []  # the models folder's checkpoints
         store = ModelStore([args.model, *extra], device=device, dtype=args.dtype, lanes=lanes)
         admission = Admission(store, limits, measure_speed(store.get(store.default)))
     except ValueError as error:

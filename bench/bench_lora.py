@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_speed import call_http, start_app  # noqa: E402
 
 import seedlab  # noqa: E402
-from seedlab.engine import library  # noqa: E402
+from seedlab.engine.weights import library  # noqa: E402
 
 
 def main() -> None:

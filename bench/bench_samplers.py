@@ -1,4 +1,4 @@
-"""Benchmark: A1111's samplers (engine/ksampling.py) against the diffusers schedulers they replace.
+"""Benchmark: A1111's samplers (engine/samplers/a1111.py) against the diffusers schedulers they replace.
 
     python bench/bench_samplers.py [--model embedded] [--seeds 4] [--steps 20] [--repeats 3]
 

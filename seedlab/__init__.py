@@ -39,18 +39,43 @@ MOVED = {
 }
 
 
+# Where each module that moved into a room of its layer (turn 6) lives now. `seedlab.engine.prompts` and
+# `seedlab.files.comfyui` became the rooms themselves: the latter still offers read_comfyui and read_comfyui_workflow.
+RENAMED = {
+    **{f"engine.{old}": f"engine.samplers.{new}" for old, new in (
+        ("ksamplers", "kdiffusion"), ("ksamplers_extra", "kdiffusion_extra"), ("ksampling", "a1111"),
+        ("comfy_samplers", "comfyui_samplers"), ("comfy_sampling", "comfyui"), ("sigmas", "sigmas"),
+        ("sampler_names", "names"), ("upscale", "upscale"))},
+    **{f"engine.{old}": f"engine.prompts.{new}" for old, new in (
+        ("prompts_comfyui", "comfyui"), ("prompts_novelai", "novelai"), ("prompts_sdxl", "sdxl"),
+        ("embeddings", "embeddings"), ("text_inversion", "text_inversion"))},
+    **{f"engine.{name}": f"engine.weights.{name}" for name in (
+        "checkpoint_files", "checkpoints", "library", "lora", "lora_names", "model_info", "safetensor_files", "vae",
+        "vae_names")},
+    **{f"files.comfyui_{name}": f"files.comfyui.{name}" for name in (
+        "clip", "graph", "groups", "loras", "passes", "text", "vae", "widgets", "widgets_packs", "workflow")},
+}
+
+
+def _new_path(fullname: str) -> str | None:
+    """The module an old path names now: `seedlab.links` -> `seedlab.files.links`, `seedlab.engine.lora` ->
+    `seedlab.engine.weights.lora`; None for a path that did not move."""
+    package, _, name = fullname.rpartition(".")
+    inner = fullname.removeprefix(__name__ + ".")
+    if package == __name__ and name in MOVED:
+        inner = f"{MOVED[name]}.{name}"
+        return f"{__name__}.{RENAMED.get(inner, inner)}"
+    return f"{__name__}.{RENAMED[inner]}" if inner in RENAMED else None
+
+
 class _OldPaths(_abc.MetaPathFinder, _abc.Loader):
     """`import seedlab.links` gives the module `seedlab.files.links` itself (one module, two names)."""
 
     def find_spec(self, fullname, path=None, target=None):
-        package, _, name = fullname.rpartition(".")
-        if package == __name__ and name in MOVED:
-            return _util.spec_from_loader(fullname, self)
-        return None
+        return _util.spec_from_loader(fullname, self) if _new_path(fullname) else None
 
     def create_module(self, spec):
-        name = spec.name.rpartition(".")[2]
-        module = _importlib.import_module(f"{__name__}.{MOVED[name]}.{name}")
+        module = _importlib.import_module(_new_path(spec.name))
         spec.loader_state = module.__spec__  # importlib sets the alias's spec on the module: give its own back
         return module
 
@@ -84,7 +109,7 @@ def __getattr__(name):
         globals()[name] = value
         return value
     if name in MOVED:
-        return _importlib.import_module(f"{__name__}.{MOVED[name]}.{name}")
+        return _importlib.import_module(_new_path(f"{__name__}.{name}"))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

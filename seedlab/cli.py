@@ -21,7 +21,9 @@ from pathlib import Path
 
 import torch
 
-from .engine import checkpoint_files, cpu, determinism, generation, library, models, text_inversion, vae_names
+from .engine.weights import checkpoint_files, library, vae_names
+from .engine import cpu, determinism, generation, models
+from .engine.prompts import text_inversion
 from .engine.recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
 from .explore import plot as plot_command
 from .explore import travel as travel_command

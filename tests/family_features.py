@@ -22,7 +22,7 @@ import torch
 from diffusers import DiffusionPipeline
 
 from seedlab import Recipe, decode_link, encode_link, fingerprint, generate, generate_grid, load_model, save_png
-from seedlab.engine.embeddings import Embeddings
+from seedlab.engine.prompts.embeddings import Embeddings
 from seedlab.serving.reproduction import compare, original_from_png
 from tests.helpers import torch_threads
 from tests.tiny import save_tiny_pipeline

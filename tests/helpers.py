@@ -29,7 +29,7 @@ class Clock:
 def use_models_folder(tmp_path, monkeypatch, *subfolders: str):
     """A models folder under `tmp_path` with `subfolders` made, given as a user gives it (SEEDLAB_MODELS_DIR), and
     SeedLab's hash cache beside it; nothing kept in memory from another test's folder."""
-    from seedlab.engine import library
+    from seedlab.engine.weights import library
 
     models = tmp_path / "models"
     for subfolder in subfolders or ("",):

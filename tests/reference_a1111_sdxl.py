@@ -1,6 +1,6 @@
 """A reference re-creation of how AUTOMATIC1111 stable-diffusion-webui 1.10 conditions SDXL: the UNet's "crossattn"
 and "vector" for a prompt, written from A1111's sources and Stability-AI/generative-models' sgm at 45c443b (the
-commit A1111 1.10 pins in modules/launch_utils.py), step by step, independently of seedlab/engine/prompts_sdxl.py.
+commit A1111 1.10 pins in modules/launch_utils.py), step by step, independently of seedlab/engine/prompts/sdxl.py.
 
 - modules/sd_models_xl.py `get_learned_conditioning`: the `sdxl_conds` batch (txt; original_size_as_tuple and
   target_size_as_tuple [height, width]; crop_coords_top_left [opts.sdxl_crop_top, opts.sdxl_crop_left] = [0, 0];

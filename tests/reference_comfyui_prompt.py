@@ -1,6 +1,6 @@
 """ComfyUI's reading of an SD 1.x / 2.x prompt (CLIPTextEncode), re-created step by step for SeedLab's tests.
 
-Read from ComfyUI's sources (written here independently, and independently of seedlab/engine/prompts_comfyui.py):
+Read from ComfyUI's sources (written here independently, and independently of seedlab/engine/prompts/comfyui.py):
 - Comfy-Org/ComfyUI 4bd7a4004ab8bf0e516222036dc97733ddf3aa74, comfy/sd1_clip.py: parse_parentheses, token_weights,
   escape_important / unescape_important, load_embed, SDTokenizer._try_get_embedding and tokenize_with_weights,
   SDClipModel.set_clip_options / reset_clip_options / process_tokens / forward, gen_empty_tokens and

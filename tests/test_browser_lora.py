@@ -34,7 +34,7 @@ def lora_server(app_model, tmp_path_factory):
 def test_a_prompt_naming_a_lora_of_the_models_folder_makes_its_image_and_the_link_keeps_its_hash(browser, lora_server):  # noqa: F811
     from gradio_client import Client
 
-    from seedlab.engine.library import addnet_hash
+    from seedlab.engine.weights.library import addnet_hash
     from seedlab.files.links import decode_link
 
     page = open_settled(browser, lora_server.url)

@@ -2,7 +2,7 @@
 
 The reference (tests/reference_comfyui.py) follows ComfyUI's own sources step by step (KSampler,
 ModelSamplingDiscrete, calc_cond_batch, its copies of the k-diffusion samplers); SeedLab's implementation
-(seedlab/engine/comfy_sampling.py) must give the same latents bit for bit, on a tiny random-weight SD pipeline.
+(seedlab/engine/samplers/comfyui.py) must give the same latents bit for bit, on a tiny random-weight SD pipeline.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seedlab.engine.comfy_sampling import COMFY_SAMPLERS, COMFY_SCHEDULES, comfy_sigmas, sample_comfy
+from seedlab.engine.samplers.comfyui import COMFY_SAMPLERS, COMFY_SCHEDULES, comfy_sigmas, sample_comfy
 from seedlab.engine.recipe import Recipe
-from seedlab.engine.sampler_names import model_calls
+from seedlab.engine.samplers.names import model_calls
 from tests.reference_comfyui import (
     SAMPLERS,
     SCHEDULERS,
@@ -236,7 +236,7 @@ def test_ksampler_advanced_start_and_end_steps_run_as_comfyui_runs_them(setup, n
 
 def test_start_and_end_steps_are_refused_where_they_mean_nothing():
     from seedlab.engine.recipe import FieldError
-    from seedlab.engine.sampler_names import sampling_errors
+    from seedlab.engine.samplers.names import sampling_errors
 
     def refused(**fields) -> list[str]:
         return [error.field for error in sampling_errors(recipe(**fields)) if isinstance(error, FieldError)]

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-from seedlab.files.comfyui import read_comfyui, read_comfyui_workflow
+from seedlab.files.comfyui.reader import read_comfyui, read_comfyui_workflow
 from seedlab.files.metadata import read_metadata, recipe_from_reading
 
 POSITIVE = "beautiful scenery nature glass bottle landscape, , purple galaxy bottle,"

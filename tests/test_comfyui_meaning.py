@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from seedlab.files.comfyui import read_comfyui
+from seedlab.files.comfyui.reader import read_comfyui
 
 POS, NEG = "a lighthouse on a cliff, storm", "blurry, lowres"
 
@@ -178,7 +178,7 @@ def test_a_settings_node_that_feeds_a_sampler_is_not_taken_for_a_sampling_pass()
 def test_a_ui_workflow_names_an_unknown_nodes_values_by_the_widget_inputs_it_lists():
     """Newer ComfyUI frontends list every widget among a node's inputs ({"name", "widget": {"name"}, "link"}):
     an unknown sampler's and loader's values are named by them, the seed's "control after generate" skipped."""
-    from seedlab.files.comfyui import read_comfyui_workflow
+    from seedlab.files.comfyui.reader import read_comfyui_workflow
 
     def widget(name, link=None):
         return {"name": name, "type": "INT", "widget": {"name": name}, "link": link}
@@ -359,7 +359,7 @@ def test_a_ui_nodes_output_named_as_one_of_its_widgets_or_a_settings_key_gives_t
     """SD Prompt Reader's shape: a parameter node's SEED output is its seed widget, and the reader's SEED, STEPS,
     CFG outputs are the keys of the A1111 settings text it read; the parameter node, which only holds settings,
     is not taken for the sampling pass."""
-    from seedlab.files.comfyui import read_comfyui_workflow
+    from seedlab.files.comfyui.reader import read_comfyui_workflow
 
     def node(node_id, kind, values, slots=(), outputs=()):
         return {"id": node_id, "type": kind, "widgets_values": values, "outputs": [{"name": name} for name in outputs],

@@ -1,14 +1,14 @@
 """UI workflows (the `workflow` chunk only) built with custom node packs and group nodes, in the layout the
 frontend saves: each node's widget values in its pack's INPUT_TYPES order, links as [id, from, slot, to, slot,
-type]. Their recipe is read through comfyui_workflow.py's node map."""
+type]. Their recipe is read through files/comfyui/workflow.py's node map."""
 
 import json
 
 import pytest
 
-from seedlab.files.comfyui import read_comfyui_workflow
-from seedlab.files.comfyui_groups import MAX_NODES
-from seedlab.files.comfyui_workflow import workflow_graph
+from seedlab.files.comfyui.reader import read_comfyui_workflow
+from seedlab.files.comfyui.groups import MAX_NODES
+from seedlab.files.comfyui.workflow import workflow_graph
 
 
 def node(node_id, node_type, values=None, inputs=(), outputs=0):

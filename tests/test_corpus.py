@@ -19,7 +19,7 @@ UNI, LMS, LCM, DEFAULT = "UniPCMultistepScheduler", "LMSDiscreteScheduler", "LCM
 # Samplers run as their tool runs them: ComfyUI's names from tools built on ComfyUI (its savers, SwarmUI, Stability
 # Matrix, Fooocus); NovelAI's k-diffusion names run as A1111's sampler of the same function (K_EA).
 C_E, C_EA, C_SDE = "euler", "euler_ancestral", "dpmpp_2m_sde_gpu"
-# A1111's own samplers, run as A1111 runs them (engine/ksampling.py), where A1111, Forge or Civitai wrote the text.
+# A1111's own samplers, run as A1111 runs them (engine/samplers/a1111.py), where A1111, Forge or Civitai wrote the text.
 K_E, K_EA, K_DPM = "Euler", "Euler a", "DPM++ 2M"
 SQ, TALL = (1024, 1024), (1536, 1536)
 Q = "general, masterpiece, best quality, amazing quality,\n1girl, solo, hatsune miku,"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from seedlab.engine.model_info import EMBEDDED_GUIDANCE
+from seedlab.engine.weights.model_info import EMBEDDED_GUIDANCE
 from training.evaluate import classify, generate, iou
 
 MODEL = Path(__file__).resolve().parent.parent / "seedlab" / "embedded_model"

@@ -18,7 +18,7 @@ import torch
 from diffusers import DiffusionPipeline
 
 from seedlab import Recipe, fingerprint, generate, load_model
-from seedlab.engine.model_info import model_defaults, read_info
+from seedlab.engine.weights.model_info import model_defaults, read_info
 from tests import family_features
 from tests.helpers import torch_threads
 from tests.tiny import save_tiny_pipeline
@@ -81,7 +81,7 @@ def test_grid_equals_plain_diffusers_cell_equals_solo_and_its_png_reproduces(fam
 def test_the_prompt_is_encoded_once_with_the_familys_own_encoder(family):
     """SDXL, SD3 and Flux return pooled embeddings too (Flux alone: no negative), and SD3 asks for prompt_2 and
     prompt_3: reused, same pixels (the grid test compares them with plain diffusers)."""
-    from seedlab.engine.embeddings import Embeddings
+    from seedlab.engine.prompts.embeddings import Embeddings
 
     name, folder = family
     model = load_model(str(folder), torch.device("cpu"))

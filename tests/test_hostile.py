@@ -11,7 +11,7 @@ import pytest
 from PIL import Image, PngImagePlugin
 from PIL.PngImagePlugin import PngInfo
 
-from seedlab.files.comfyui import read_comfyui
+from seedlab.files.comfyui.reader import read_comfyui
 from seedlab.files.infotext import read_infotext
 from seedlab.files.metadata import UnreadableImage, read_chunks, read_metadata, recipe_from_reading
 from seedlab.serving.reproduction import original_from_png

@@ -2,7 +2,7 @@
 
 The reference (tests/reference_a1111.py) calls k-diffusion 0.1.1's own sampler and schedule functions
 the way A1111's modules do (CFGDenoiser, ImageRNG, TorchHijack, BrownianTreeNoiseSampler, get_sigmas,
-sample_hr_pass); SeedLab's own implementation (seedlab/engine/ksampling.py) must give the same latents
+sample_hr_pass); SeedLab's own implementation (seedlab/engine/samplers/a1111.py) must give the same latents
 bit for bit, on a tiny random-weight SD pipeline.
 """
 
@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from seedlab.engine import ksampling, sampler_names
+from seedlab.engine.samplers import a1111 as ksampling, names as sampler_names
 from seedlab.engine.generation import generate
-from seedlab.engine.ksamplers_extra import TooManyCalls
+from seedlab.engine.samplers.kdiffusion_extra import TooManyCalls
 from seedlab.engine.models import describe
 from seedlab.engine.recipe import LATENT_UPSCALERS, SCHEDULES, Recipe, RecipeError
-from seedlab.engine.sampler_names import A1111_SAMPLERS, model_calls, split_sampler
+from seedlab.engine.samplers.names import A1111_SAMPLERS, model_calls, split_sampler
 from seedlab.serving import budget
 from tests.reference_a1111 import a1111_txt2img
 from tests.tiny import tiny_pipeline
@@ -141,8 +141,8 @@ def test_hires_fix_with_dpm_fast_adaptive_or_restart(setup, hires_sampler):
 def test_restart_twice_matches_a1111s_restart_sampler(steps):
     """From 36 steps Restart restarts twice, steps // 4 steps each time: SeedLab's function against the reference's
     re-creation of A1111's, on a cheap stand-in denoiser, with the same noise source (A1111's ImageRNG, ENSD)."""
-    from seedlab.engine.ksamplers_extra import restart
-    from seedlab.engine.sigmas import karras
+    from seedlab.engine.samplers.kdiffusion_extra import restart
+    from seedlab.engine.samplers.sigmas import karras
     from tests import reference_a1111 as a1111
 
     def model(x, sigma):

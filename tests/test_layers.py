@@ -20,6 +20,17 @@ LAYERS = {
 }
 TOP = set(LAYERS)
 NEVER = ("gradio", "webui", "app", "spaces")  # the backend is plain Python: the page sits above it
+# Inside the engine: its rooms, and which other rooms each may import. "core" is the engine's own top level (the
+# recipe, the noise, determinism); PIPELINE's modules assemble the rooms into a generation and may import them all.
+ENGINE_ROOMS = {
+    "core": set(),
+    "weights": {"core"},
+    "samplers": {"core", "weights"},
+    "prompts": {"core", "weights"},
+}
+PIPELINE = {"seedlab.engine.generation", "seedlab.engine.models"}
+# Torch-free names that any room may read (the recipe validates LoRA tags and sampler names with them).
+SHARED_NAMES = {"seedlab.engine.samplers.names", "seedlab.engine.weights.library", "seedlab.engine.weights.lora_names"}
 MAX_MODULE_LINES = 350
 MAX_FUNCTION_LINES = 60  # longer only with a comment "# Long: why" right above the def
 SHELL = [ROOT / "app.py", *sorted((ROOT / "webui").glob("*.py"))]
@@ -89,10 +100,57 @@ def test_a_module_imports_only_its_own_layer_and_those_below(name):
                 f"{name} ({mine}) imports {imported} ({theirs}); {mine} may import {sorted(allowed)}")
 
 
-def test_no_import_circles():
+def engine_room(name: str) -> str | None:
+    """"seedlab.engine.samplers.a1111" -> "samplers"; "seedlab.engine.recipe" -> "core"; outside the engine -> None."""
+    parts = name.split(".")
+    if parts[:2] != ["seedlab", "engine"] or len(parts) < 3:
+        return None
+    return parts[2] if parts[2] in ENGINE_ROOMS else "core"
+
+
+def test_every_engine_room_is_known_with_a_docstring():
+    rooms = {path.parent.name for path in (PACKAGE / "engine").glob("*/__init__.py")}
+    assert rooms == set(ENGINE_ROOMS) - {"core"}
+    for room in rooms:
+        docstring = ast.get_docstring(ast.parse((PACKAGE / "engine" / room / "__init__.py").read_text()))
+        assert docstring and "import" in docstring.lower(), f"seedlab/engine/{room} must say what it owns and what it may import"
+
+
+@pytest.mark.parametrize("name", sorted(name for name in modules() if engine_room(name)))
+def test_an_engine_module_imports_only_the_rooms_its_room_may(name):
     known = modules()
-    graph = {name: {i for i in imports(name, path, runtime_only=True) if i in known and i != name}
-             for name, path in known.items()}
+    mine = engine_room(name)
+    for imported in imports(name, known[name], runtime_only=True):
+        theirs = engine_room(imported)
+        if imported not in known or theirs in (None, mine) or name in PIPELINE or imported in SHARED_NAMES:
+            continue
+        if imported == f"seedlab.engine.{theirs}":  # `from . import x` names the room's package first
+            continue
+        assert theirs in ENGINE_ROOMS[mine] and imported not in PIPELINE, (
+            f"{name} ({mine}) imports {imported} ({theirs}); {mine} may import {sorted(ENGINE_ROOMS[mine])}")
+
+
+@pytest.mark.parametrize("folder", ["engine", "files", *sorted(p.parent.relative_to(PACKAGE).as_posix()
+                                                                for p in PACKAGE.glob("*/*/__init__.py"))])
+def test_no_three_siblings_share_a_name_prefix(folder):
+    """A prefix shared by three modules (`prompts_*`, `comfyui_*`) is a room waiting to be made."""
+    names = sorted(path.stem for path in (PACKAGE / folder).glob("*.py") if path.stem != "__init__")
+    prefixes: dict[str, list[str]] = {}
+    for stem in names:
+        prefixes.setdefault(stem.split("_")[0], []).append(stem)
+    crowded = {prefix: stems for prefix, stems in prefixes.items() if len(stems) >= 3}
+    assert not crowded, f"seedlab/{folder}: make a room for {crowded}"
+
+
+def shell_modules() -> dict[str, Path]:
+    """The page's modules by dotted name: app and webui.*."""
+    return {"app": ROOT / "app.py", **{f"webui.{path.stem}": path for path in SHELL[1:] if path.stem != "__init__"}}
+
+
+def test_no_import_circles():
+    known = {**modules(), **shell_modules()}
+    # Every import counts here, TYPE_CHECKING ones too: a circle a type checker follows is still a circle to a reader.
+    graph = {name: {i for i in imports(name, path) if i in known and i != name} for name, path in known.items()}
     # A package imports its __init__ first; only module-to-module edges can close a circle.
     graph = {name: {i for i in edges if not name.startswith(i + ".")} for name, edges in graph.items()}
     state: dict[str, int] = {}
@@ -131,6 +189,10 @@ def test_old_module_paths_still_import_as_the_same_modules():
 
     for old, layer_name in seedlab.MOVED.items():
         module = importlib.import_module(f"seedlab.{old}")
-        assert module is importlib.import_module(f"seedlab.{layer_name}.{old}")
-        assert module.__spec__.name == f"seedlab.{layer_name}.{old}"
+        now = seedlab.RENAMED.get(f"{layer_name}.{old}", f"{layer_name}.{old}")
+        assert module is importlib.import_module(f"seedlab.{now}")
+        assert module.__spec__.name == f"seedlab.{now}"
         assert getattr(seedlab, old) is module
+    for old, now in seedlab.RENAMED.items():  # modules that moved into a room of their layer
+        module = importlib.import_module(f"seedlab.{old}")
+        assert module is importlib.import_module(f"seedlab.{now}") and module.__spec__.name == f"seedlab.{now}"

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import tests.reference_a1111_lora as reference
-from seedlab.engine import library, lora, lora_names
+from seedlab.engine.weights import library, lora, lora_names
 from seedlab.engine.generation import generate, generate_grid
 from seedlab.engine.models import describe
 from seedlab.engine.recipe import Recipe, RecipeError

@@ -11,7 +11,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from seedlab import MAX_SEED, Recipe, Result, fingerprint, png_info, read_png, save_png
-from seedlab.engine.sampler_names import A1111_SAMPLERS
+from seedlab.engine.samplers.names import A1111_SAMPLERS
 from seedlab.files.metadata import SAMPLERS, UnreadableImage, parameters_text, read_parameters
 from tests.test_links import ENV, recipes
 

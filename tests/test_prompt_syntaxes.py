@@ -1,6 +1,6 @@
 """ComfyUI's and NovelAI's prompt syntaxes: tensor for tensor against their own steps, and where the field flows.
 
-ComfyUI's: seedlab/engine/prompts_comfyui.py against tests/reference_comfyui_prompt.py (ComfyUI's
+ComfyUI's: seedlab/engine/prompts/comfyui.py against tests/reference_comfyui_prompt.py (ComfyUI's
 tokenize_with_weights -> encode_token_weights re-created from its sources), on the tiny pipeline's CLIP (14-token
 batches, one layer) and the embedded model's (30-token batches, two layers: CLIPSetLastLayer -2 reads its first).
 NovelAI's: A1111's pipeline with NovelAI's brackets, against tests/reference_a1111_prompt.py given the same weights.
@@ -17,12 +17,12 @@ import torch
 from safetensors.torch import save_file
 
 from seedlab.cli import build_parser
-from seedlab.engine import prompts, prompts_comfyui, prompts_novelai
+from seedlab.engine.prompts import a1111 as prompts, comfyui as prompts_comfyui, novelai as prompts_novelai
 from seedlab.engine.models import EMBEDDED_MODEL_DIR
 from seedlab.engine.recipe import PROMPT_SYNTAXES, Recipe, RecipeError
-from seedlab.engine.sampler_names import sampling_errors
+from seedlab.engine.samplers.names import sampling_errors
 from seedlab.engine.spec import FieldError
-from seedlab.files.comfyui import read_comfyui, read_comfyui_workflow
+from seedlab.files.comfyui.reader import read_comfyui, read_comfyui_workflow
 from seedlab.files.infotext import parameters_text, read_infotext
 from seedlab.files.links import decode_link, encode_link
 from tests.helpers import use_models_folder

@@ -17,8 +17,8 @@ from diffusers import AutoencoderKL, EulerDiscreteScheduler, StableDiffusionXLPi
 from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
 
-from seedlab.engine import prompts_sdxl, text_inversion
-from seedlab.engine.embeddings import Embeddings
+from seedlab.engine.prompts import sdxl, text_inversion
+from seedlab.engine.prompts.embeddings import Embeddings
 from seedlab.engine.generation import generate
 from seedlab.engine.models import ModelStore, describe
 from seedlab.engine.recipe import FieldError, Recipe, RecipeError
@@ -78,7 +78,7 @@ def reference(pipe, text, **options):
 
 def assert_a1111s(pipe, text, emphasis="Original", db=None, found=None):
     with torch.no_grad():
-        hidden, pooled = prompts_sdxl.encode(pipe, text, emphasis=emphasis, embeddings=found)
+        hidden, pooled = sdxl.encode(pipe, text, emphasis=emphasis, embeddings=found)
     theirs = reference(pipe, text, emphasis=emphasis, embedding_db=db)
     assert hidden.shape == theirs["crossattn"].shape and hidden.shape[2] == 16 + 12
     assert torch.equal(hidden, theirs["crossattn"])
@@ -103,8 +103,8 @@ def test_a_prompt_without_a1111s_syntax_is_what_diffusers_encodes_and_weights_ch
     with torch.no_grad():
         plain = pipe.encode_prompt("a red circle", device=CPU, num_images_per_prompt=1,
                                    do_classifier_free_guidance=False)
-        mine = prompts_sdxl.encode(pipe, "a red circle")
-        weighted = prompts_sdxl.encode(pipe, "a (red:1.3) circle")
+        mine = sdxl.encode(pipe, "a red circle")
+        weighted = sdxl.encode(pipe, "a (red:1.3) circle")
     assert torch.equal(plain[0], mine[0]) and torch.equal(plain[2], mine[1])
     assert not torch.equal(weighted[0], mine[0]) and torch.equal(weighted[1], mine[1])  # the pooled is not weighted
 
@@ -117,7 +117,7 @@ def test_diffusers_time_ids_are_a1111s_vector(pipe):
 def test_an_empty_negative_prompt_is_zeros_as_in_a1111_and_diffusers(pipe):
     theirs = reference(pipe, "", is_negative_prompt=True)
     assert not theirs["crossattn"].any() and not theirs["vector"][:, :12].any() and theirs["vector"][:, 12:].any()
-    mine = prompts_sdxl.conditioning(pipe, LONG, "", guided=True)
+    mine = sdxl.conditioning(pipe, LONG, "", guided=True)
     assert mine["negative_prompt_embeds"].shape == mine["prompt_embeds"].shape  # zeros padded with zeros
     assert not mine["negative_prompt_embeds"].any() and not mine["negative_pooled_prompt_embeds"].any()
     with torch.no_grad():
@@ -179,7 +179,7 @@ def test_sdxl_textual_inversion_pairs_go_to_their_encoders(pipe, models):
                                        text_encoder_2=pipe.text_encoder_2)
     assert set(found) == {"glow"} and found["glow"]["clip_g"].shape == (2, 12)
     hidden, _ = assert_a1111s(pipe, text, db=sdxl_database(pipe, models / "embeddings"), found=found)
-    assert not torch.equal(hidden, prompts_sdxl.encode(pipe, text)[0])
+    assert not torch.equal(hidden, sdxl.encode(pipe, text)[0])
     model = describe("xl", pipe, CPU)
     recipe = Recipe(prompt=text, prompt_syntax="a1111", guidance_scale=3.0)
     assert torch.equal(Embeddings(model).arguments(recipe)["prompt_embeds"], hidden)

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from seedlab.engine.model_info import EMBEDDED_GUIDANCE
+from seedlab.engine.weights.model_info import EMBEDDED_GUIDANCE
 from training import evaluate
 from training.evaluate import classify, size_of
 from training.models import ModelConfig, build_text_encoder, build_unet, build_vae

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from seedlab.engine.model_info import EMBEDDED_GUIDANCE
+from seedlab.engine.weights.model_info import EMBEDDED_GUIDANCE
 from training.shapes import COLOURS, KINDS, PALETTE, SIZES, held_out_triples, kind_mask
 
 MASK_DISTANCE = 80.0  # RGB distance from the background above which a pixel belongs to the shape

@@ -6,16 +6,12 @@ that runs as written. Another tool's file waits for its button: its recipe often
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import gradio as gr
 
 from webui.cells import ANCHOR, CELL
 from webui.fields import RESTORED
 from webui.wiring import PRIVATE, Wiring, busy, by_name, only_if_pending, ready
 
-if TYPE_CHECKING:
-    from webui.reproduction import Reproduction
 
 # The image beside the original: regenerated now, or read back from this server's record of what it made (the
 # verdict says which). It was labelled "Regenerated" also when it came from the record.
@@ -80,7 +76,7 @@ def regenerated_at_once(wiring: Wiring, opened, state: str, handler) -> dict:
     return regenerating
 
 
-def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction: Reproduction) -> list:
+def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction) -> list:  # a webui.reproduction.Reproduction
     """The panel's events; returns its generating ones (for Stop). /reproduce and /reverify are public."""
     ui, event, guarded = wiring.ui, wiring.event, wiring.guarded
     restored, verdict = [ui[name] for name in RESTORED], list(VERDICT)

@@ -31,16 +31,18 @@ from dataclasses import dataclass
 
 import torch
 
-from . import ksampling, lora, text_inversion, vae
-from .comfy_sampling import sample_comfy
+from .samplers import a1111
+from .weights import lora, vae
+from .prompts import text_inversion
+from .samplers.comfyui import sample_comfy
 from .determinism import current_environment, full_determinism
-from .embeddings import Embeddings
+from .prompts.embeddings import Embeddings
 from .image import Result, fingerprint
-from .model_info import check_unconditional
+from .weights.model_info import check_unconditional
 from .models import Model
 from .noise import UnsupportedPipeline, check_scheduler, make_noise
 from .recipe import Recipe, join_prompt
-from .sampler_names import is_comfy_sampler, sampling_errors
+from .samplers.names import is_comfy_sampler, sampling_errors
 
 ProgressFn = Callable[[int, int], None]  # (steps done, steps in all)
 
@@ -229,7 +231,7 @@ def _prepare(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Reci
     if recipe.dtype != model.dtype:
         raise ValueError(f"dtype {recipe.dtype} was asked for, but this model is loaded in {model.dtype}")
     recipe = _with_model_hash(model, recipe)
-    if ksampling.is_ksampler(recipe.scheduler):
+    if a1111.is_ksampler(recipe.scheduler):
         return _prepare_k(model, recipe, embeddings)
     _check_fields(recipe)
     scheduler = model.make_scheduler(recipe.scheduler)
@@ -275,19 +277,19 @@ def _with_model_hash(model: Model, recipe: Recipe) -> Recipe:
 
 def _prepare_k(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Recipe, object, dict]:
     """An A1111 sampler's recipe: checked against the model; its call arguments are the two embeddings."""
-    ksampling.check_recipe(model.pipeline, recipe)
+    a1111.check_recipe(model.pipeline, recipe)
     _check_fields(recipe)
     recipe = recipe.replace(model=model.name)
     encoded = embeddings.arguments(recipe, guided=True, same_length=False)
     if "prompt_embeds" not in encoded or encoded.get("negative_prompt_embeds") is None:
         raise ValueError(f"{type(model.pipeline).__name__} cannot run A1111 samplers here (its prompt encoding "
                          "cannot be reused); choose a diffusers scheduler")
-    return recipe, ksampling.A1111, {"cond": encoded["prompt_embeds"], "uncond": encoded["negative_prompt_embeds"]}
+    return recipe, a1111.A1111, {"cond": encoded["prompt_embeds"], "uncond": encoded["negative_prompt_embeds"]}
 
 
 def _run_k(model: Model, pipe, recipe: Recipe, arguments: dict, switches, steps: _Steps,
            cancel: threading.Event | None) -> Result:
-    """One image with an A1111 sampler (ksampling.py) on one lane's pipeline."""
+    """One image with an A1111 sampler (a1111.py) on one lane's pipeline."""
 
     def on_step() -> None:
         steps.advance()
@@ -298,7 +300,7 @@ def _run_k(model: Model, pipe, recipe: Recipe, arguments: dict, switches, steps:
         if is_comfy_sampler(recipe.scheduler):  # ComfyUI's names: run as ComfyUI runs them
             latents = sample_comfy(pipe, recipe, arguments["cond"], arguments["uncond"], on_step)
         else:
-            latents = ksampling.sample(pipe, ksampling.model_sigmas(pipe), recipe, arguments["cond"],
+            latents = a1111.sample(pipe, a1111.model_sigmas(pipe), recipe, arguments["cond"],
                                        arguments["uncond"], on_step)
         decoded = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
         image = pipe.image_processor.postprocess(decoded, output_type="pil", do_denormalize=[True])[0]
@@ -310,7 +312,7 @@ def _run_k(model: Model, pipe, recipe: Recipe, arguments: dict, switches, steps:
 def _run(model: Model, pipe, recipe: Recipe, scheduler, arguments: dict, switches, steps: _Steps,
          cancel: threading.Event | None) -> Result:
     """One image on one lane's pipeline: a fresh scheduler, fresh noise; the caller holds the lock."""
-    if scheduler is ksampling.A1111:
+    if scheduler is a1111.A1111:
         return _run_k(model, pipe, recipe, arguments, switches, steps, cancel)
 
     def on_step_end(pipeline, step: int, timestep, tensors: dict) -> dict:

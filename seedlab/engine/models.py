@@ -24,9 +24,9 @@ import diffusers
 import torch
 from diffusers import DiffusionPipeline
 
-from .checkpoint_files import find_checkpoint
-from .checkpoints import load_single_file
-from .model_info import (  # noqa: F401  (were here)
+from .weights.checkpoint_files import find_checkpoint
+from .weights.checkpoints import load_single_file
+from .weights.model_info import (  # noqa: F401  (were here)
     EMBEDDED_GUIDANCE,
     EMBEDDED_MODEL_DIR,
     EXPLORING_STEPS,

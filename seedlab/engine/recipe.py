@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from . import lora_names
+from .weights import lora_names
 from .spec import (  # noqa: F401  (part of this module's API)
     MAX_SAFE_JS_INT,
     MAX_SIZE,

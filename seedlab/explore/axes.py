@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.recipe import SPECS, FieldError
-from ..engine.sampler_names import is_ksampler, schedule_label
+from ..engine.samplers.names import is_ksampler, schedule_label
 from ..engine.seeds import random_seeds
 from ..files.formats import SAMPLERS
 

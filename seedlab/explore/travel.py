@@ -27,7 +27,7 @@ from PIL import Image
 
 from ..engine.noise import draws_noise
 from ..engine.recipe import Recipe
-from ..engine.sampler_names import draws_each_step, is_ksampler
+from ..engine.samplers.names import draws_each_step, is_ksampler
 from ..engine.seeds import parse_seeds
 from ..files.links import encode_link
 from ..serving.admission import Admission

@@ -5,7 +5,7 @@
 
 - The sampler: in text that A1111, Forge or Civitai wrote (not SD.Next, which runs diffusers' schedulers,
   nor a ComfyUI saver), one of A1111's k-diffusion samplers becomes the recipe's `scheduler` as A1111 names it,
-  run as A1111 runs it (engine/ksampling.py); a name with the schedule inside ("DPM++ 2M Karras",
+  run as A1111 runs it (engine/samplers/a1111.py); a name with the schedule inside ("DPM++ 2M Karras",
   before 1.9) is split as 1.10 splits it, the name's schedule winning over "Schedule type". A1111's
   other samplers (DDIM, PLMS, UniPC, LCM) stay diffusers schedulers, as before.
 - Hires fix: the latent upscalers run; "Hires resize" becomes a scale when it keeps the aspect ratio;
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.recipe import LATENT_UPSCALERS, MAX_HIRES_SCALE
-from ..engine.sampler_names import A1111_SAMPLERS, COMFY_SCHEDULES, is_comfy_sampler, sampler_label, schedule_label
+from ..engine.samplers.names import A1111_SAMPLERS, COMFY_SCHEDULES, is_comfy_sampler, sampler_label, schedule_label
 from .tool_samplers import SAMPLERS
 
 HIRES_KEYS = ("Hires upscale", "Hires resize", "Hires steps", "Hires upscaler", "Hires sampler", "Hires schedule type",

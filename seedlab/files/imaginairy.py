@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..engine.sampler_names import sampler_label
+from ..engine.samplers.names import sampler_label
 from .formats import _leftover, check_text, json_object, odd, put_number, put_size, sampler_scheduler
 
 CHUNK = "imaginairy"  # the UserComment's "prompt" object, once told apart from a ComfyUI graph

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..engine.philox import CUDA_CARDS, cards_matching
 from ..engine.recipe import SPECS
-from ..engine.sampler_names import is_comfy_sampler, is_ksampler
+from ..engine.samplers.names import is_comfy_sampler, is_ksampler
 from .a1111_sampling import READ_HERE, read_sampling
 from .formats import A1111_NAMES, MAX_TEXT, SAMPLERS, check_text, loads, number, sampler_scheduler, size
 

@@ -38,7 +38,7 @@ from .chunks import (
     stealth_chunks,
     stealth_name,
 )
-from .comfyui import read_comfyui, read_comfyui_workflow
+from .comfyui.reader import read_comfyui, read_comfyui_workflow
 from .infotext import parameters_text, quote, read_infotext  # noqa: F401  (quote: part of this module's API)
 from .links import check_fingerprint
 from .stealth import embed, read_stealth

@@ -12,7 +12,7 @@ _SD1 = re.compile(r"Stable Diffusion [0-9A-Fa-f]{8}")
 
 def source_fields(source: str | None) -> dict[str, Any]:
     """{"model": source} and, for an SD 1.x-based model, NovelAI's prompt syntax with clip skip 2 (CLIP's
-    penultimate layer, as A1111 reads NovelAI's images: engine/prompts_novelai.py)."""
+    penultimate layer, as A1111 reads NovelAI's images: engine/prompts/novelai.py)."""
     if not source:
         return {}
     fields: dict[str, Any] = {"model": source}

@@ -3,8 +3,8 @@ names, diffusers' classes.
 
 A sampler SeedLab runs as its tool runs it stays that sampler: ComfyUI's names and schedulers from a tool built on
 ComfyUI (SwarmUI, Stability Matrix, Fooocus and its forks, ComfyUI's own savers) run as ComfyUI runs them
-(engine/comfy_sampling.py); k-diffusion's names from a tool that calls k-diffusion (NovelAI) run as A1111's samplers
-of the same functions (engine/ksampling.py). Any other name becomes the nearest diffusers scheduler class, with a
+(engine/samplers/comfyui.py); k-diffusion's names from a tool that calls k-diffusion (NovelAI) run as A1111's samplers
+of the same functions (engine/samplers/a1111.py). Any other name becomes the nearest diffusers scheduler class, with a
 note when a schedule cannot follow it.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.sampler_names import COMFY_SCHEDULES, is_comfy_sampler, sampler_label, schedule_label
+from ..engine.samplers.names import COMFY_SCHEDULES, is_comfy_sampler, sampler_label, schedule_label
 
 # A1111 sampler names with a clear diffusers equivalent (diffusers' scheduler overview lists them).
 SAMPLERS = {

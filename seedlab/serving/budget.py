@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..engine.recipe import Recipe
-from ..engine.sampler_names import model_calls as sampler_calls
+from ..engine.samplers.names import model_calls as sampler_calls
 from .limits import Limits
 
 WINDOW_SECONDS = 600  # the per-visitor window

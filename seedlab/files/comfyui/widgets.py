@@ -4,10 +4,10 @@ Each entry is one order, or a list of orders where the node's widgets changed be
 length matches the values is used). None marks the "control after generate" value the UI stores after a seed
 ("randomize", "fixed", ..., true/false in the first frontends, null where a node pack hides it). Orders are
 the node's INPUT_TYPES, required then optional, as the frontend lays out widgets; custom node packs' are in
-comfyui_widgets_packs.py.
+files/comfyui/widgets_packs.py.
 """
 
-from .comfyui_widgets_packs import PACKS
+from .widgets_packs import PACKS
 
 Order = tuple[str | None, ...]
 

@@ -13,7 +13,7 @@
 
 The arithmetic is k-diffusion's and A1111's term for term and in the same order, so the latents are the same
 to the bit; tests/test_ksamplers.py compares them with those functions driven as A1111 drives them. This
-module imports nothing from ksamplers.py, which registers these functions in its SAMPLER_FUNCTIONS.
+module imports nothing from engine/samplers/kdiffusion.py, which registers these functions in its SAMPLER_FUNCTIONS.
 """
 
 from __future__ import annotations

@@ -1,23 +1,23 @@
-"""ComfyUI's own copies of k-diffusion's samplers where they differ from k-diffusion 0.1.1 (ksamplers.py has the others).
+"""ComfyUI's own copies of k-diffusion's samplers where they differ from k-diffusion 0.1.1 (kdiffusion.py has the others).
 
 comfy/k_diffusion/sampling.py: the last step of euler_ancestral, lms and the DPM++ SDE samplers is the denoised
 latents; DPM++ SDE runs in half-log-SNR with alpha factors, and the multistep SDE samplers scale by alpha_t and
-exp(-h * eta). comfy_sampling.py runs them.
+exp(-h * eta). engine/samplers/comfyui.py runs them.
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import ksamplers
+from . import kdiffusion
 
 
-def euler_ancestral(model, x, sigmas, noise: ksamplers.NoiseFn, eta: float = 1.0, s_noise: float = 1.0):
+def euler_ancestral(model, x, sigmas, noise: kdiffusion.NoiseFn, eta: float = 1.0, s_noise: float = 1.0):
     """ComfyUI's: the last step (sigma_down 0) is the denoised latents, the others one expression."""
     ones = x.new_ones([x.shape[0]])
     for i in range(len(sigmas) - 1):
         denoised = model(x, sigmas[i] * ones)
-        sigma_down, sigma_up = ksamplers.ancestral_step(sigmas[i], sigmas[i + 1], eta)
+        sigma_down, sigma_up = kdiffusion.ancestral_step(sigmas[i], sigmas[i + 1], eta)
         if sigma_down == 0:
             x = denoised
         else:
@@ -38,12 +38,12 @@ def lms(model, x, sigmas, order: int = 4):
             x = denoised
             continue
         current = min(i + 1, order)
-        weights = [ksamplers._lms_weight(current, levels, i, j) for j in range(current)]
+        weights = [kdiffusion._lms_weight(current, levels, i, j) for j in range(current)]
         x = x + sum(weight * d for weight, d in zip(weights, reversed(derivatives)))
     return x
 
 
-def dpmpp_sde(model, x, sigmas, noise: ksamplers.NoiseFn, eta: float = 1.0, s_noise: float = 1.0, r: float = 1 / 2):
+def dpmpp_sde(model, x, sigmas, noise: kdiffusion.NoiseFn, eta: float = 1.0, s_noise: float = 1.0, r: float = 1 / 2):
     """ComfyUI's rewrite in half-log-SNR with alpha factors; the last step is the denoised latents."""
     ones = x.new_ones([x.shape[0]])
     for i in range(len(sigmas) - 1):
@@ -51,17 +51,17 @@ def dpmpp_sde(model, x, sigmas, noise: ksamplers.NoiseFn, eta: float = 1.0, s_no
         if sigmas[i + 1] == 0:
             x = denoised
             continue
-        lam_s, lam_t = ksamplers._lam(sigmas[i]), ksamplers._lam(sigmas[i + 1])
+        lam_s, lam_t = kdiffusion._lam(sigmas[i]), kdiffusion._lam(sigmas[i + 1])
         lam_mid, weight = lam_s + r * (lam_t - lam_s), 1 / (2 * r)
         sigma_mid = lam_mid.neg().exp()
         alpha_s, alpha_mid, alpha_t = sigmas[i] * lam_s.exp(), sigma_mid * lam_mid.exp(), sigmas[i + 1] * lam_t.exp()
-        down, up = ksamplers.ancestral_step(lam_s.neg().exp(), lam_mid.neg().exp(), eta)
+        down, up = kdiffusion.ancestral_step(lam_s.neg().exp(), lam_mid.neg().exp(), eta)
         step = down.log().neg() - lam_s
         x_2 = (alpha_mid / alpha_s) * (-step).exp() * x - alpha_mid * (-step).expm1() * denoised
         if eta > 0 and s_noise > 0:
             x_2 = x_2 + alpha_mid * noise(sigmas[i], sigma_mid) * s_noise * up
         denoised_2 = model(x_2, sigma_mid * ones)
-        down, up = ksamplers.ancestral_step(lam_s.neg().exp(), lam_t.neg().exp(), eta)
+        down, up = kdiffusion.ancestral_step(lam_s.neg().exp(), lam_t.neg().exp(), eta)
         step = down.log().neg() - lam_s
         mixed = (1 - weight) * denoised + weight * denoised_2
         x = (alpha_t / alpha_s) * (-step).exp() * x - alpha_t * (-step).expm1() * mixed
@@ -70,7 +70,7 @@ def dpmpp_sde(model, x, sigmas, noise: ksamplers.NoiseFn, eta: float = 1.0, s_no
     return x
 
 
-def dpmpp_multistep_sde(model, x, sigmas, noise: ksamplers.NoiseFn, order: int = 2, heun: bool = False,
+def dpmpp_multistep_sde(model, x, sigmas, noise: kdiffusion.NoiseFn, order: int = 2, heun: bool = False,
                         eta: float = 1.0, s_noise: float = 1.0):
     """ComfyUI's DPM++ 2M SDE (midpoint or heun, order 2) and 3M SDE (order 3): alpha_t factors and the
     sigma ratio times exp(-h * eta); the last step is the denoised latents."""
@@ -81,7 +81,7 @@ def dpmpp_multistep_sde(model, x, sigmas, noise: ksamplers.NoiseFn, order: int =
         if sigmas[i + 1] == 0:
             x = denoised
         else:
-            lam_s, lam_t = ksamplers._lam(sigmas[i]), ksamplers._lam(sigmas[i + 1])
+            lam_s, lam_t = kdiffusion._lam(sigmas[i]), kdiffusion._lam(sigmas[i + 1])
             h = lam_t - lam_s
             h_eta = h * (eta + 1)  # with alpha_t and the sigma ratio times exp(-h * eta), unlike k-diffusion
             alpha_t, phi_2 = sigmas[i + 1] * lam_t.exp(), h_eta.neg().expm1() / h_eta + 1

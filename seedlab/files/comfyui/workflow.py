@@ -4,15 +4,15 @@ The UI graph has a "nodes" list, each node with its linked "inputs" and its "wid
 "links" list of [id, from node, from slot, to node, to slot, type]. The node map is {node id: {"class_type",
 "inputs"}}: links by id, widget values named in the order of the node type's widgets (WIDGETS, for the common
 nodes), reroutes followed and primitive nodes' values inlined. Group nodes and subgraphs are first expanded into their
-inner nodes (comfyui_groups.py).
+inner nodes (files/comfyui/groups.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .comfyui_groups import expand
-from .comfyui_widgets import orders
+from .groups import expand
+from .widgets import orders
 
 MAX_NODES, MAX_LINKS = 5_000, 50_000
 MAX_OUTPUTS = 64
@@ -53,7 +53,7 @@ def workflow_graph(workflow: dict[str, Any]) -> tuple[dict[str, Any], list[str]]
 
 
 def _widget_inputs(node: dict[str, Any]) -> dict[str, Any]:
-    """A node's widget values by name, in the order of its type's widgets (comfyui_widgets.py)."""
+    """A node's widget values by name, in the order of its type's widgets (files/comfyui/widgets.py)."""
     values = node.get("widgets_values")
     if isinstance(values, dict):  # some nodes store their widgets by name already
         return {str(name): value for name, value in values.items()}

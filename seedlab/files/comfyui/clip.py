@@ -1,6 +1,6 @@
 """How a ComfyUI graph reads its prompt: ComfyUI's own syntax, and CLIPSetLastLayer on the positive encoder's clip.
 
-CLIPTextEncode tokenizes and weighs its text as ComfyUI does (engine/prompts_comfyui.py), so a graph's recipe has
+CLIPTextEncode tokenizes and weighs its text as ComfyUI does (engine/prompts/comfyui.py), so a graph's recipe has
 `prompt_syntax` "comfyui". CLIPSetLastLayer(stop_at_clip_layer=-N) on the clip the positive prompt's text encoder
 takes (through LoRA loaders and other clip nodes, the one nearest the encoder winning, as each clone keeps the last
 layer set) is the recipe's clip skip N. ComfyUI's widget allows -24 to -1; a layer beyond the recipe's range is
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..engine.recipe import SPECS
+from ...engine.recipe import SPECS
 
 _HOPS = 64
 _CONDITIONING = ("conditioning", "conditioning_1", "conditioning_to", "positive", "cond")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional
 
-from .recipe import LATENT_UPSCALERS
+from ..recipe import LATENT_UPSCALERS
 
 
 def upscale_latents(latents: torch.Tensor, height: int, width: int, upscaler: str) -> torch.Tensor:

@@ -10,11 +10,16 @@ import inspect
 import math
 import re
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from . import lora_names, prompts, prompts_comfyui, prompts_sdxl, text_inversion
-from .models import Model
-from .recipe import Recipe
+from ..weights import lora_names
+from . import a1111 as prompts, comfyui as prompts_comfyui, sdxl as prompts_sdxl, text_inversion
+from ..recipe import Recipe
+
+if TYPE_CHECKING:  # a type only: the pipeline (models) sits above the rooms
+    from ..models import Model
 
 
 class Embeddings:
@@ -126,7 +131,7 @@ class Embeddings:
         return self._cache[key]
 
     def _a1111_sdxl(self, recipe: Recipe, guided: bool, same_length: bool) -> dict:
-        """A1111's SDXL conditioning (prompts_sdxl.py): both encoders' hidden states and G's pooled output, for the
+        """A1111's SDXL conditioning (engine/prompts/sdxl.py): both encoders' hidden states and G's pooled output, for the
         prompt and the negative prompt (zeros when empty), encoded once per request; clip skip is not applied (A1111
         1.10 applies it on SDXL only with its setting sdxl_clip_l_skip, off by default)."""
         pipe = self.model.pipeline
@@ -143,7 +148,7 @@ class Embeddings:
         return self._cache[key]
 
     def _comfyui(self, recipe: Recipe, guided: bool, same_length: bool) -> dict:
-        """ComfyUI's conditioning of the prompt and the negative prompt (prompts_comfyui.py), encoded once per
+        """ComfyUI's conditioning of the prompt and the negative prompt (engine/prompts/comfyui.py), encoded once per
         request; of different lengths, both repeated to their least common multiple for one batch, as ComfyUI's
         CONDCrossAttn.concat does (attention over repeated tokens is the same)."""
         pipe = self.model.pipeline

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..engine import lora_names
+from ...engine.weights import lora_names
 
 MAX_HOPS = 64  # as comfyui.py: a longer chain of links is not followed (and cycles end here)
 

@@ -13,7 +13,7 @@ image whose VAE is not here is made with the checkpoint's own VAE, with a note (
 from __future__ import annotations
 
 from . import library
-from .spec import FieldError
+from ..spec import FieldError
 
 KIND = "vae"
 SAFE = ".safetensors"

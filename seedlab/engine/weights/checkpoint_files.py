@@ -27,7 +27,7 @@ import yaml
 
 from . import library
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"  # seedlab/configs
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"  # seedlab/configs
 KIND = "checkpoint"
 MAX_BYTES = 20 << 30  # SDXL in float32 with EMA weights is about 14 GB
 MAX_HEADER = 64 << 20

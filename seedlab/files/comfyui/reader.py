@@ -5,7 +5,7 @@ From the saved image we walk upstream to the first sampling pass (KSampler, KSam
 end steps, SamplerCustom(Advanced)), then follow its links through reroutes, primitives, conditioning and LoRA
 nodes to the seed, steps, cfg, sampler, scheduler, size, model and the positive and negative text.
 
-A file with only the `workflow` chunk (the UI graph) is first turned into the same node map (comfyui_workflow.py).
+A file with only the `workflow` chunk (the UI graph) is first turned into the same node map (files/comfyui/workflow.py).
 Of a graph that saves images from several passes, the one whose size is the file's own is read.
 """
 
@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.sampler_names import COMFY_SCHEDULES, is_comfy_sampler
-from .comfyui_clip import clip_fields
-from .comfyui_graph import Walks, follow, is_node, is_sampler, link, nearest, upstream
-from .comfyui_loras import lora_loaders
-from .comfyui_passes import advanced_steps, second_pass
-from .comfyui_text import ROLE_TEXT, latent_size, size_from, text
-from .comfyui_vae import decoder_vae
-from .comfyui_workflow import workflow_graph
-from .formats import loads, sampler_scheduler
+from ...engine.samplers.names import COMFY_SCHEDULES, is_comfy_sampler
+from .clip import clip_fields
+from .graph import Walks, follow, is_node, is_sampler, link, nearest, upstream
+from .loras import lora_loaders
+from .passes import advanced_steps, second_pass
+from .text import ROLE_TEXT, latent_size, size_from, text
+from .vae import decoder_vae
+from .workflow import workflow_graph
+from ..formats import loads, sampler_scheduler
 
 _MAX_NODES, _MAX_SAMPLERS = 5_000, 64  # real graphs have a few hundred nodes and a handful of samplers
 _HANDLED = {"KSampler", "KSamplerAdvanced", "SamplerCustom", "SamplerCustomAdvanced", "CLIPTextEncode",

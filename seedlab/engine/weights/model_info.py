@@ -16,10 +16,10 @@ import diffusers
 from diffusers import DiffusionPipeline
 
 from .checkpoint_files import CheckpointError, find_checkpoint, plan
-from .recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, FieldError
-from .sampler_names import A1111_SAMPLERS, is_ksampler
+from ..recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, FieldError
+from ..samplers.names import A1111_SAMPLERS, is_ksampler
 
-EMBEDDED_MODEL_DIR = Path(__file__).resolve().parents[1] / "embedded_model"  # seedlab/embedded_model
+EMBEDDED_MODEL_DIR = Path(__file__).resolve().parents[2] / "embedded_model"  # seedlab/embedded_model
 EMBEDDED_GUIDANCE = 2.5  # where the embedded model meets its quality targets (training/evaluate.py, docs/models.md)
 STANDARD_GUIDANCE = 7.5  # StableDiffusionPipeline's own default, a fair start for real checkpoints
 EXPLORING_STEPS = 20  # the recipe's default: enough for a grid to show compositions, fewer than most pipelines' own
@@ -44,14 +44,14 @@ class ModelInfo:
     scheduler_config: dict = field(repr=False)  # the checkpoint's own scheduler config
     default_steps: int = EXPLORING_STEPS
     unconditional: bool = False  # a pipeline without a prompt (DDIM, DDPM): it makes its native size only
-    a1111: bool = False  # runs A1111's samplers (ksampling.py): a Stable Diffusion 1.x / 2.x UNet pipeline
-    a1111_prompts: bool = False  # reads A1111's prompt syntax: where its samplers run, and SDXL (prompts_sdxl.py)
+    a1111: bool = False  # runs A1111's samplers (engine/samplers/a1111.py): a Stable Diffusion 1.x / 2.x UNet pipeline
+    a1111_prompts: bool = False  # reads A1111's prompt syntax: where its samplers run, and SDXL (engine/prompts/sdxl.py)
     _made: dict = field(default_factory=dict, repr=False, compare=False)  # name -> an untouched instance
 
     def make_scheduler(self, name: str):
         """A fresh scheduler instance (no state shared between runs) from the checkpoint's config."""
         if is_ksampler(name):
-            raise FieldError("scheduler", f"{name[:80]!r} is one of A1111's samplers, run by ksampling.py, not a "
+            raise FieldError("scheduler", f"{name[:80]!r} is one of A1111's samplers, run by engine/samplers/a1111.py, not a "
                                           "diffusers scheduler")
         if name == DEFAULT_SCHEDULER:
             name = self.default_scheduler
@@ -94,7 +94,7 @@ def runs_a1111(pipeline_class: type | None, denoiser: str, scheduler_config: dic
 
 def reads_a1111_prompts(pipeline_class: type | None, denoiser: str, scheduler_config: dict) -> bool:
     """Whether A1111's prompt syntax is read for this model: where A1111's samplers run (prompts.py) and on SDXL's
-    text-to-image pipeline (prompts_sdxl.py; its samplers stay SD 1.x / 2.x's)."""
+    text-to-image pipeline (engine/prompts/sdxl.py; its samplers stay SD 1.x / 2.x's)."""
     return runs_a1111(pipeline_class, denoiser, scheduler_config) or (
         pipeline_class is not None and pipeline_class.__name__ == "StableDiffusionXLPipeline" and denoiser == "unet")
 

@@ -25,14 +25,21 @@ from collections.abc import Callable
 
 import torch
 
-from . import ksamplers, sampler_names
+from . import kdiffusion, names as sampler_names
 from . import sigmas as schedules
-from .model_info import runs_a1111
-from .noise import make_noise
-from .philox import cuda_normal
-from .recipe import SCHEDULES, Recipe
-from .sampler_names import (  # noqa: F401  (is_ksampler and KSampler: part of this module's API)
-    A1111_SAMPLERS, COMFY_SCHEDULES, DEFAULT_RHO, KSampler, is_comfy_sampler, is_ksampler, schedule_label, split_sampler,
+from ..weights.model_info import runs_a1111
+from ..noise import make_noise
+from ..philox import cuda_normal
+from ..recipe import SCHEDULES, Recipe
+from .names import (  # noqa: F401  (is_ksampler and KSampler: part of this module's API)
+    A1111_SAMPLERS,
+    COMFY_SCHEDULES,
+    DEFAULT_RHO,
+    KSampler,
+    is_comfy_sampler,
+    is_ksampler,
+    schedule_label,
+    split_sampler,
 )
 from .upscale import upscale_latents
 
@@ -248,8 +255,8 @@ def _check_comfy(recipe: Recipe) -> None:
 
 
 def _draws_each_step(sampler: KSampler, recipe: Recipe) -> bool:
-    return (sampler.function in ksamplers.TAKES_ETA and recipe.eta > 0) or (
-        sampler.function in ksamplers.TAKES_CHURN and recipe.s_churn > 0) or sampler.function == "restart"
+    return (sampler.function in kdiffusion.TAKES_ETA and recipe.eta > 0) or (
+        sampler.function in kdiffusion.TAKES_CHURN and recipe.s_churn > 0) or sampler.function == "restart"
 
 
 def sample(pipe, model: schedules.ModelSigmas, recipe: Recipe, cond: torch.Tensor, uncond: torch.Tensor,
@@ -297,20 +304,20 @@ def _run(sampler: KSampler, denoiser: Guided, x: torch.Tensor, sigmas: torch.Ten
          step_noise: StepNoise, brownian_sigmas: torch.Tensor | None = None, span: tuple | None = None) -> torch.Tensor:
     """One pass of a sampler; `span` (sigma_min, sigma_max): what DPM fast and adaptive integrate between, when it
     is not the sigmas' own ends (A1111's sample passes the model's, sample_img2img the schedule's)."""
-    function = ksamplers.SAMPLER_FUNCTIONS[sampler.function]
+    function = kdiffusion.SAMPLER_FUNCTIONS[sampler.function]
     options: dict = {}
     noise: Callable = step_noise
-    if sampler.function in ksamplers.TAKES_ETA:
+    if sampler.function in kdiffusion.TAKES_ETA:
         options["eta"] = recipe.eta
-    if sampler.function in ksamplers.TAKES_CHURN:
+    if sampler.function in kdiffusion.TAKES_CHURN:
         options.update(s_churn=recipe.s_churn, s_tmin=recipe.s_tmin, s_tmax=recipe.s_tmax or math.inf)
-    if sampler.function in ksamplers.TAKES_S_NOISE:  # A1111's sampler_extra_params
+    if sampler.function in kdiffusion.TAKES_S_NOISE:  # A1111's sampler_extra_params
         options["s_noise"] = recipe.s_noise
     if sampler.brownian:
         noise = BrownianNoise(x, sigmas if brownian_sigmas is None else brownian_sigmas, recipe.seed, recipe.rng)
     if sampler.function == "dpmpp_2m_sde":
         options["solver_type"] = sampler.solver_type
-    if sampler.function in ksamplers.TAKES_SPAN and span is not None:
+    if sampler.function in kdiffusion.TAKES_SPAN and span is not None:
         options["sigma_min"], options["sigma_max"] = span
     if sampler.function == "dpm_adaptive":
         options["max_calls"] = sampler_names.adaptive_calls(len(sigmas) - 1)

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from . import library
-from .spec import FieldError
+from ..spec import FieldError
 
 TAG = re.compile(r"<(\w+):([^>]+)>")  # A1111's re_extra_net
 KINDS = ("lora", "lyco")  # A1111 1.10 reads <lyco:...> as <lora:...>

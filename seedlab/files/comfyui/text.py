@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .comfyui_graph import CONDITIONING, MAX_HOPS, MAX_SEARCHES, by_output, follow, link, nearest, switched, unpiped
+from .graph import CONDITIONING, MAX_HOPS, MAX_SEARCHES, by_output, follow, link, nearest, switched, unpiped
 
 _TEXT = ("populated_text", "text", "text_g", "prompt", "Text", "string", "STRING", "value", "wildcard_text", "t5xxl",
          "clip_l", "clip_g")  # the last ones: Flux's and SD3's encoders (CLIPTextEncodeFlux, CLIPTextEncodeSD3)

@@ -17,9 +17,9 @@ sd_hijack_clip.py, sd_emphasis.py):
   they replace the token embeddings of those places, before the position embeddings are added. The vectors
   come from text_inversion.py; here they are a mapping name -> [n, hidden] tensor.
 
-"a1111" on SDXL (two encoders, a pooled vector) is prompts_sdxl.py's, on these chunks and emphasis.
-"novelai" is this pipeline with NovelAI's brackets for the weights (prompts_novelai.py); "comfyui" is ComfyUI's
-own reading (prompts_comfyui.py). "plain" (the default, what every earlier link and PNG meant) passes the text to
+"a1111" on SDXL (two encoders, a pooled vector) is engine/prompts/sdxl.py's, on these chunks and emphasis.
+"novelai" is this pipeline with NovelAI's brackets for the weights (engine/prompts/novelai.py); "comfyui" is ComfyUI's
+own reading (engine/prompts/comfyui.py). "plain" (the default, what every earlier link and PNG meant) passes the text to
 the pipeline as it is.
 """
 
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import prompts_novelai
-from .recipe import FieldError
+from . import novelai as prompts_novelai
+from ..recipe import FieldError
 
 MAX_CHUNKS = 32  # a prompt of at most 2,000 characters has at most ~10 chunks of 75 tokens
 COMMA_BACKTRACK = 20  # A1111's comma_padding_backtrack default
@@ -285,7 +285,7 @@ def fixed(text_encoder, fixes: list[tuple[int, str]], embeddings: Mapping[str, t
 
 def check_encoder(pipe, syntax: str = "a1111") -> None:
     """A1111's, NovelAI's and ComfyUI's syntaxes need one CLIP text encoder and its tokenizer (SD 1.x / 2.x); refused
-    by name elsewhere. (A1111's on SDXL's pair of encoders is prompts_sdxl.py's, which embeddings.py calls instead.)"""
+    by name elsewhere. (A1111's on SDXL's pair of encoders is engine/prompts/sdxl.py's, which embeddings.py calls instead.)"""
     tokenizer, encoder = getattr(pipe, "tokenizer", None), getattr(pipe, "text_encoder", None)
     if tokenizer is None or encoder is None or hasattr(pipe, "text_encoder_2") \
             or type(encoder).__name__ != "CLIPTextModel" or not hasattr(encoder, "final_layer_norm"):

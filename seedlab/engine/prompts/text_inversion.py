@@ -11,7 +11,7 @@ negative prompt alike (prompts.py places them). As A1111's EmbeddingDatabase
   vectors}, "name", "step", ...}) and a dict of one tensor, {token: vectors} (diffusers' learned_embeds.bin,
   a `.safetensors` with `emb_params`), a single vector read as one; on SDXL, {"clip_l": [n, 768], "clip_g":
   [n, 1280]} (sd_hijack.py's EmbeddingsWithFixes puts clip_l's vectors in CLIP-L, clip_g's in OpenCLIP-G:
-  prompts_sdxl.py);
+  engine/prompts/sdxl.py);
 - "TI hashes": "name: first 12 hex digits of the file's SHA-256, ..." (sd_hijack_clip.py's forward), the
   prompt's embeddings then the negative prompt's (processing.py encodes the negative prompt first and
   forward appends the earlier value).
@@ -34,8 +34,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from . import library, lora_names, prompts
-from .spec import FieldError
+from ..weights import library, lora_names
+from . import a1111 as prompts
+from ..spec import FieldError
 
 MAX_FILE_BYTES = 16 << 20  # an SD embedding of 75 vectors is ~0.2 MB; SDXL's pair ~0.6 MB
 MAX_VECTORS = 75  # A1111's chunk: an embedding longer than one cannot be placed

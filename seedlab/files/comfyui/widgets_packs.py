@@ -1,6 +1,6 @@
 """The widget orders of custom node packs' nodes, each read from the pack's own INPUT_TYPES (required then
 optional, as the frontend lays out widgets; None: the "control after generate" value after a seed). See
-comfyui_widgets.py. Where a node's widgets changed between versions, the entry lists each order.
+files/comfyui/widgets.py. Where a node's widgets changed between versions, the entry lists each order.
 """
 
 PACKS: dict[str, tuple[str | None, ...] | list[tuple[str | None, ...]]] = {

@@ -3,7 +3,7 @@
 The usual "hires fix" graph: the first KSampler's latents enlarged by LatentUpscale (to a width and height) or
 LatentUpscaleBy (by a factor) with one of ComfyUI's methods, then sampled again by a second KSampler with the same
 model and prompts and its own seed, steps, cfg, sampler, scheduler and denoise. That is the recipe's hires fields
-(engine/comfy_sampling.py runs them as ComfyUI does); anything else (an upscale in pixels, other prompts, a
+(engine/samplers/comfyui.py runs them as ComfyUI does); anything else (an upscale in pixels, other prompts, a
 refiner) keeps the note that only the first pass is restored, with the reason.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..engine.recipe import LATENT_UPSCALERS, MAX_HIRES_SCALE
-from ..engine.sampler_names import is_comfy_sampler
+from ...engine.recipe import LATENT_UPSCALERS, MAX_HIRES_SCALE
+from ...engine.samplers.names import is_comfy_sampler
 
 UPSCALERS = ("LatentUpscale", "LatentUpscaleBy")
 SAME = ("prompt", "negative_prompt", "model", "loras")  # what the second pass must share with the first

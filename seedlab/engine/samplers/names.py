@@ -2,7 +2,7 @@
 
 The table is AUTOMATIC1111 1.10's `samplers_k_diffusion` (modules/sd_samplers_kdiffusion.py): each
 sampler's k-diffusion function, the schedule "Automatic" stands for, and the options that change how
-it is driven. ksampling.py runs them; the file readers (files/infotext.py) and the page read the names
+it is driven. engine/samplers/a1111.py runs them; the file readers (files/infotext.py) and the page read the names
 from here without importing torch.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .recipe import COMFY_SCHEDULES  # noqa: F401  (ComfyUI's scheduler names, beside its sampler names)
+from ..recipe import COMFY_SCHEDULES  # noqa: F401  (ComfyUI's scheduler names, beside its sampler names)
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ A1111_SAMPLERS = {sampler.label: sampler for sampler in (
     KSampler("DPM2", "dpm_2", ("k_dpm_2",), "Karras", discard_penultimate=True, second_order=True),
     KSampler("DPM2 a", "dpm_2_ancestral", ("k_dpm_2_a",), "Karras", discard_penultimate=True, uses_ensd=True,
              second_order=True),
-    # From sigma_max to sigma_min in `steps` model calls / in as many as it needs (ksamplers_extra.py); the
+    # From sigma_max to sigma_min in `steps` model calls / in as many as it needs (engine/samplers/kdiffusion_extra.py); the
     # schedule only sets the first noise's scale (sigmas[0]).
     KSampler("DPM fast", "dpm_fast", ("k_dpm_fast",), uses_ensd=True),
     KSampler("DPM adaptive", "dpm_adaptive", ("k_dpm_ad",), uses_ensd=True),
@@ -80,7 +80,7 @@ def split_sampler(name: str) -> tuple[KSampler, str] | None:
     return None
 
 
-# ComfyUI's KSampler sampler names that SeedLab runs as ComfyUI runs them (comfy_sampling.py): two calls a step,
+# ComfyUI's KSampler sampler names that SeedLab runs as ComfyUI runs them (engine/samplers/comfyui.py): two calls a step,
 # noise drawn while stepping (dpm_adaptive: as many calls as it needs, bounded as A1111's DPM adaptive).
 COMFY_SAMPLERS = {
     "euler": (False, False), "euler_ancestral": (False, True), "heun": (True, False), "dpm_2": (True, False),
@@ -144,7 +144,7 @@ def sampling_errors(recipe) -> list:
     """What a recipe's sampler and prompt fields refuse together (admission names them, generation raises them):
     A1111's schedule and hires fix need one of the samplers SeedLab runs itself, emphasis and clip skip need a
     prompt syntax that reads them (PROMPT_SETTINGS)."""
-    from .recipe import FieldError
+    from ..recipe import FieldError
 
     errors = []
     if not is_ksampler(recipe.scheduler):
@@ -172,7 +172,7 @@ PROMPT_SETTINGS = {"emphasis": ("Original", ("a1111", "novelai"), "A1111's weigh
 
 def step_range_errors(recipe) -> list:
     """KSamplerAdvanced's start and end steps: ComfyUI samplers only, and at least one step between them."""
-    from .recipe import FieldError
+    from ..recipe import FieldError
 
     if not recipe.start_step and not recipe.end_step:
         return []

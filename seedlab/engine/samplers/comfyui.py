@@ -7,7 +7,7 @@ ModelSamplingDiscrete's sigma table (float64, stored as float32) and ComfyUI's s
 CPU generator seeded with the seed, times sqrt(1 + sigma ** 2) at sigma_max; ancestral samplers' own generator
 seeded with seed + 1 (CPU), SDE samplers' Brownian tree seeded with the seed; no draw without churn; the UNet at the
 nearest integer timestep, one call on [negative, prompt] (the prompt alone when cfg is 1); and ComfyUI's rewrites of
-some samplers (`x = denoised` last steps, the half-log-SNR DPM++ SDE samplers), k-diffusion's (ksamplers.py) else.
+some samplers (`x = denoised` last steps, the half-log-SNR DPM++ SDE samplers), k-diffusion's (kdiffusion.py) else.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from . import comfy_samplers, ksamplers, sampler_names
+from . import comfyui_samplers, kdiffusion, names as sampler_names
 from . import sigmas as schedules
 from .upscale import upscale_latents
 
@@ -176,7 +176,7 @@ def _no_draw(sigma=None, sigma_next=None) -> float:  # without churn ComfyUI's e
     return 0.0
 
 
-def _seeded_noise(x: torch.Tensor, seed: int) -> ksamplers.NoiseFn:
+def _seeded_noise(x: torch.Tensor, seed: int) -> kdiffusion.NoiseFn:
     """default_noise_sampler(x, seed): a generator of the sampler's own, seeded with seed + 1 on the CPU."""
     generator = torch.Generator(device=x.device).manual_seed(seed + 1 if x.device.type == "cpu" else seed)
     def draw(sigma=None, sigma_next=None) -> torch.Tensor:
@@ -210,22 +210,22 @@ def _run_sampler(name: str, model, x: torch.Tensor, sigmas: torch.Tensor, seed: 
     """sampler_object(name) run on x (ComfyUI's "ddim" is its euler); `seed` seeds the sampler's own noise."""
     base = name.removesuffix("_gpu")
     if base in ("euler", "ddim", "heun", "dpm_2"):
-        function = ksamplers.SAMPLER_FUNCTIONS["euler" if base == "ddim" else base]
+        function = kdiffusion.SAMPLER_FUNCTIONS["euler" if base == "ddim" else base]
         return function(model, x, sigmas, _no_draw, s_churn=0.0, s_tmin=0.0, s_tmax=math.inf, s_noise=1.0)
     if base in ("euler_ancestral", "dpm_2_ancestral", "dpmpp_2s_ancestral"):
-        function = comfy_samplers.euler_ancestral if base == "euler_ancestral" else ksamplers.SAMPLER_FUNCTIONS[base]
+        function = comfyui_samplers.euler_ancestral if base == "euler_ancestral" else kdiffusion.SAMPLER_FUNCTIONS[base]
         return function(model, x, sigmas, _seeded_noise(x, seed))
     if base in ("lms", "dpmpp_2m"):
-        return comfy_samplers.lms(model, x, sigmas) if base == "lms" else ksamplers.dpmpp_2m(model, x, sigmas, _no_draw)
+        return comfyui_samplers.lms(model, x, sigmas) if base == "lms" else kdiffusion.dpmpp_2m(model, x, sigmas, _no_draw)
     if len(sigmas) <= 1:
         return x
     if base in ("dpm_fast", "dpm_adaptive"):  # ksampler(): from sigmas[0] to the last sigma above 0, at eta 0
         bound = {"max_calls": sampler_names.adaptive_calls(len(sigmas) - 1)} if base == "dpm_adaptive" else {}
-        return ksamplers.SAMPLER_FUNCTIONS[base](model, x, sigmas, _no_draw, **bound)
+        return kdiffusion.SAMPLER_FUNCTIONS[base](model, x, sigmas, _no_draw, **bound)
     tree = ComfyBrownianNoise(x, sigmas, seed, cpu=base == name)
     if base == "dpmpp_sde":
-        return comfy_samplers.dpmpp_sde(model, x, sigmas, tree)
-    return comfy_samplers.dpmpp_multistep_sde(model, x, sigmas, tree, order=3 if base == "dpmpp_3m_sde" else 2,
+        return comfyui_samplers.dpmpp_sde(model, x, sigmas, tree)
+    return comfyui_samplers.dpmpp_multistep_sde(model, x, sigmas, tree, order=3 if base == "dpmpp_3m_sde" else 2,
                                               heun=base == "dpmpp_2m_sde_heun")
 
 

@@ -9,7 +9,7 @@ image's generator, a generator seeded with seed + ENSD, or a Brownian tree).
 The arithmetic follows k-diffusion 0.1.1 (crowsonkb/k-diffusion, `k_diffusion/sampling.py`) term
 for term and in the same order, so that the result is the same to the bit; tests/test_ksamplers.py
 compares every sampler with k-diffusion's own function driven the way A1111 drives it. DPM fast, DPM
-adaptive and A1111's Restart live in ksamplers_extra.py and are registered here with the others.
+adaptive and A1111's Restart live in engine/samplers/kdiffusion_extra.py and are registered here with the others.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from .ksamplers_extra import dpm_adaptive, dpm_fast, restart
+from .kdiffusion_extra import dpm_adaptive, dpm_fast, restart
 
 Denoiser = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 NoiseFn = Callable[[torch.Tensor | None, torch.Tensor | None], torch.Tensor]
@@ -266,7 +266,7 @@ SAMPLER_FUNCTIONS = {
     "euler": euler, "euler_ancestral": euler_ancestral, "heun": heun, "dpm_2": dpm_2,
     "dpm_2_ancestral": dpm_2_ancestral, "lms": lms, "dpmpp_2s_ancestral": dpmpp_2s_ancestral,
     "dpmpp_sde": dpmpp_sde, "dpmpp_2m": dpmpp_2m, "dpmpp_2m_sde": dpmpp_2m_sde, "dpmpp_3m_sde": dpmpp_3m_sde,
-    "dpm_fast": dpm_fast, "dpm_adaptive": dpm_adaptive, "restart": restart,  # ksamplers_extra.py
+    "dpm_fast": dpm_fast, "dpm_adaptive": dpm_adaptive, "restart": restart,  # engine/samplers/kdiffusion_extra.py
 }
 # The options A1111 passes (Sampler.initialize: eta where the function takes one, sampler_extra_params); the others
 # keep their defaults (Restart's s_noise 1), whatever the recipe says.
