@@ -25,10 +25,10 @@ from starlette.middleware import Middleware
 
 from seedlab import ModelStore, configure_process, resolve_device
 from seedlab.engine import cpu
-from seedlab.engine.weights import checkpoint_files, library
 from seedlab.engine.models import default_lanes
 from seedlab.engine.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES, SPECS
 from seedlab.engine.samplers.names import A1111_SAMPLERS
+from seedlab.engine.weights import checkpoint_files, library
 from seedlab.scale.workers import Workers
 from seedlab.serving.admission import Admission, measure_speed
 from seedlab.serving.limits import Limits

@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import seedlab  # noqa: E402
+import seedlab
 
 
 def direct_grid(model: seedlab.Model, recipe: seedlab.Recipe, seeds: list[int]) -> list:

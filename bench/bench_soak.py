@@ -17,7 +17,7 @@ from pathlib import Path
 from gradio_client import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import rss_mib, start_app  # noqa: E402
+from bench_load import rss_mib, start_app
 
 FLAT_MIB_PER_100 = 5.0
 

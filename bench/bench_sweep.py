@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from seedlab import Recipe, configure_process  # noqa: E402
-from seedlab.scale.manifest import Manifest  # noqa: E402
-from seedlab.scale.plan import Plan, parse_sweep_seeds  # noqa: E402
-from seedlab.scale.pool import Pool  # noqa: E402
-from seedlab.scale.sweep import sweep_into  # noqa: E402
+from seedlab import Recipe, configure_process
+from seedlab.scale.manifest import Manifest
+from seedlab.scale.plan import Plan, parse_sweep_seeds
+from seedlab.scale.pool import Pool
+from seedlab.scale.sweep import sweep_into
 
 
 def peak_rss_mib(pid: int) -> float:

@@ -5,6 +5,6 @@ if sys.argv[1:2] == ["info"]:  # metadata only: answered without importing torch
 
     sys.exit(info(sys.argv[2:]))
 
-from .cli import main  # noqa: E402
+from .cli import main
 
 sys.exit(main())

@@ -18,117 +18,24 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from .engine.weights import checkpoint_files, library, vae_names
-from .engine import cpu, determinism, generation, models
-from .engine.prompts import text_inversion
+from .arguments import RECIPE_OPTIONS, UsageError, build_parser
+from .engine import cpu
 from .engine.recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
-from .explore import plot as plot_command
-from .explore import travel as travel_command
+from .engine.weights import library
 from .files import info as info_command
-from .files.links import DEFAULT_BASE_URL, result_record
-from .files.metadata import save_png
-from .scale import sweep as sweep_command
-from .serving.admission import Admission
 from .serving.limits import Limits
-from .serving.reproduction import (
-    Original,
-    compare,
-    original_from_link,
-    original_from_png,
-    retry_natively,
-)
+
+if TYPE_CHECKING:
+    from .serving.admission import Admission
+    from .serving.reproduction import Original
+
+# Torch, diffusers and the commands are imported inside the functions that run a command: `--help` and a bad
+# argument are answered without them (about 5 s of CPU on a small machine).
 
 # The command line's host allows what a Recipe allows at all (the app's limits are for public servers).
 CLI_LIMITS = Limits(max_images=64, max_variations=64, max_steps=200, max_size=4096, max_prompt_chars=2000)
-# The recipe fields set by options derived from their Specs; prompt and seed(s) are each command's own.
-RECIPE_OPTIONS = tuple(name for name in SPECS if name not in ("prompt", "seed"))
-
-
-class UsageError(Exception):
-    """Bad command-line input: printed as one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line instead of argparse's usage block
-        raise UsageError(message)
-
-
-def add_recipe_options(command: argparse.ArgumentParser) -> None:
-    """One option per recipe field, from its Spec (name, help, allowed values); unset means the model's default."""
-    for name in RECIPE_OPTIONS:
-        spec = SPECS[name]
-        if spec.kind == "bool":
-            command.add_argument(spec.cli, dest=name, action="store_true", help=spec.help)
-        else:
-            command.add_argument(spec.cli, *CLI_ALIASES.get(name, ()), dest=name, default=None,
-                                 metavar=spec.label.upper().replace(" ", "_"), help=f"{spec.help} ({spec.allowed()})")
-
-
-CLI_ALIASES = {"scheduler": ("--sampler",)}  # A1111's word: --sampler "DPM++ 2M" --schedule Karras
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m seedlab", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    grid = commands.add_parser("grid", help="one image per seed")
-    grid.add_argument("--seeds", required=True, help='"42", "0-7" or "3, 17, 99"')
-    vary = commands.add_parser("vary", help="the base prompt and each variation, all from one seed")
-    vary.add_argument(SPECS["seed"].cli, dest="seed", required=True, help=SPECS["seed"].help)
-    vary.add_argument("--variation", action="append", required=True, help="appended to the prompt; repeatable")
-    sweep = commands.add_parser("sweep", help="thousands of seeds to PNGs and a manifest, resumable, local or on Ray")
-    sweep_command.add_arguments(sweep)
-    plot = commands.add_parser("plot", help="an X/Y/Z plot over any recipe fields: cell PNGs, sheets, an HTML viewer")
-    plot_command.add_arguments(plot)
-    travel = commands.add_parser("travel", help="seed travel: frames from seed to seed, an animated WebP and GIF")
-    travel_command.add_arguments(travel)
-    for command in (grid, vary, sweep, plot, travel):
-        command.add_argument(SPECS["prompt"].cli, dest="prompt", default=None,
-                             help=f"{SPECS['prompt'].help} (required, but for unconditional models: DDIM, DDPM)")
-        command.add_argument("--out", required=True, type=Path, help="folder for the PNG files")
-        add_recipe_options(command)
-        command.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
-        command.add_argument("--threads", type=int, default=None,
-                             help="torch intra-op threads per image (grid, vary: 1 on a CPU, images side by side as "
-                                  "in the app; sweep: cores / workers)")
-        add_cpu_isa_option(command)
-        add_models_dir_option(command)
-        command.add_argument("--json", action="store_true", help="print one JSON object per image")
-        command.add_argument("--base-url", default=DEFAULT_BASE_URL, help="where links point (the app's address)")
-    for command in (grid, vary):
-        command.add_argument("--stealth", action="store_true",
-                             help="also hide the A1111 text in the PNG's alpha channel (stealth PNG info), for sites "
-                                  "that strip text chunks; the RGB pixels are unchanged")
-    reproduce = commands.add_parser("reproduce", help="regenerate a link or a PNG and compare the pixels")
-    reproduce.add_argument("source", metavar="LINK_OR_PNG", help="a SeedLab link, or a PNG that carries its recipe")
-    reproduce.add_argument("--model", default=None,
-                           help="the model to use (also permits the one a link names; default: embedded only)")
-    reproduce.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
-    reproduce.add_argument("--threads", type=int, default=None,
-                           help="torch's intra-op thread count (default: the original's, when it is recorded)")
-    add_cpu_isa_option(reproduce, default_help="the original's baseline, when it is recorded")
-    add_models_dir_option(reproduce)
-    reproduce.add_argument("--out", type=Path, default=None, help="also write the regenerated image to this PNG")
-    reproduce.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
-    info = commands.add_parser("info", help="print the recipe an image's metadata holds (PNG, JPEG, WebP); no model")
-    info_command.add_arguments(info)
-    return parser
-
-
-def add_models_dir_option(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--models-dir", dest="models_dir", type=Path, default=None,
-                         help="a models folder laid out as A1111's models/ or ComfyUI's (Lora/ or loras/): LoRAs named "
-                              f"in prompts (<lora:NAME:W>) or --lora are read from it (default: ${library.ENV})")
-
-
-def add_cpu_isa_option(command: argparse.ArgumentParser, default_help: str = "") -> None:
-    default = default_help or f"SEEDLAB_CPU_ISA, else {cpu.DEFAULT}"
-    command.add_argument("--cpu-isa", dest="cpu_isa", default=None, choices=cpu.LEVELS,
-                         help=f"CPU kernels: avx2 caps them so pixels match on every x86-64 CPU of a vendor, "
-                              f"portable also across Intel and AMD (slower), native is fastest and CPU-bound "
-                              f"(default: {default})")
 
 
 def option_name(field: str) -> str:
@@ -142,6 +49,9 @@ def _slug(text: str) -> str:
 
 def _admission(args: argparse.Namespace) -> Admission:
     """The CLI user is the host: the model they name is the one allowed, in the dtype they ask for."""
+    from .engine import models
+    from .serving.admission import Admission
+
     dtype = args.dtype or "float32"
     if dtype not in SPECS["dtype"].choices:
         raise UsageError(f"--dtype must be {SPECS['dtype'].allowed()}, got {dtype!r}")
@@ -149,6 +59,7 @@ def _admission(args: argparse.Namespace) -> Admission:
     return Admission(models.ModelStore([args.model or DEFAULT_MODEL], device, dtype=dtype), CLI_LIMITS)
 
 
+# Long: the numbered steps of a command read top to bottom; its imports are here so that --help needs no torch.
 def run(args: argparse.Namespace) -> int:
     if args.command == "reproduce":
         return reproduce(args)
@@ -159,6 +70,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--threads must be a positive integer")
     if not args.base_url.startswith(("http://", "https://")):
         raise UsageError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
+    from .engine import determinism, generation, models
+    from .explore import plot as plot_command
+    from .explore import travel as travel_command
+    from .files.links import result_record
+    from .files.metadata import save_png
+    from .scale import sweep as sweep_command
+
     admission = _admission(args)
     if args.prompt is None:  # only a pipeline without a prompt may go without one
         if not admission.store.info(admission.store.default).unconditional:
@@ -212,6 +130,14 @@ def run(args: argparse.Namespace) -> int:
 
 def reproduce(args: argparse.Namespace) -> int:
     """Regenerate a link or a PNG and print the verdict: exit 0 when exact, 1 when the pixels differ."""
+    import torch
+
+    from .engine import determinism, generation, models
+    from .engine.prompts import text_inversion
+    from .engine.weights import checkpoint_files, vae_names
+    from .files.metadata import save_png
+    from .serving.reproduction import Original, compare, retry_natively
+
     # 1. Read the original; the CLI user is the host, so --model decides which model may load.
     original = _read_original(args.source)
     recipe, notes = original.recipe, list(original.notes)
@@ -272,6 +198,8 @@ def reproduce(args: argparse.Namespace) -> int:
 
 def _read_original(source: str) -> Original:
     """A PNG file (by path) or a link; errors become one usage line."""
+    from .serving.reproduction import original_from_link, original_from_png
+
     try:
         if "?" in source or source.startswith("v="):
             return original_from_link(source)

@@ -26,8 +26,15 @@ from seedlab.engine.prompts.embeddings import Embeddings
 from seedlab.serving.reproduction import compare, original_from_png
 from tests.helpers import torch_threads
 from tests.tiny import save_tiny_pipeline
-from tests.tiny_families import (save_tiny_ddim, save_tiny_flux, save_tiny_pixart_sigma, save_tiny_sd2_vpred,
-                                 save_tiny_sd3, save_tiny_sdxl, save_tiny_turbo)
+from tests.tiny_families import (
+    save_tiny_ddim,
+    save_tiny_flux,
+    save_tiny_pixart_sigma,
+    save_tiny_sd2_vpred,
+    save_tiny_sd3,
+    save_tiny_sdxl,
+    save_tiny_turbo,
+)
 
 BEGIN, END = "<!-- family-table -->", "<!-- /family-table -->"
 YES = "yes"

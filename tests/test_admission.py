@@ -6,10 +6,10 @@ import shutil
 import pytest
 import torch
 
-from seedlab.serving.admission import Admission
-from seedlab.serving.limits import Limits
 from seedlab.engine.models import ModelStore
 from seedlab.engine.recipe import RecipeError
+from seedlab.serving.admission import Admission
+from seedlab.serving.limits import Limits
 from tests.tiny import save_tiny_pipeline
 
 
@@ -78,8 +78,8 @@ def test_a_schedule_the_scheduler_cannot_make_is_refused_in_words(admission):
 
 
 def test_the_nearest_runnable_recipe_keeps_the_seed_and_draws_the_noise_at_the_original_size(folders):
-    from seedlab.serving.budget import Speed
     from seedlab.engine.recipe import Recipe
+    from seedlab.serving.budget import Speed
 
     speed = Speed.fit((64 * 64, 0.01), (128 * 128, 0.04))  # 0.01 s a step at 64x64, growing with the pixels
     admission = Admission(ModelStore([folders[0]], device=torch.device("cpu")),

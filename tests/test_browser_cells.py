@@ -7,8 +7,7 @@ import pytest
 
 from seedlab import read_png
 from tests.settle import open_settled, settle
-from tests.test_browser import (  # noqa: F401 - browser is a fixture
-    CHROMIUM, TIMEOUT_MS, browser, open_reproduce, wait_for_images, wait_for_value)
+from tests.test_browser import CHROMIUM, TIMEOUT_MS, browser, open_reproduce, wait_for_images, wait_for_value  # noqa: F401 - browser is a fixture
 from tests.test_browser_explore import value
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")

@@ -3,7 +3,14 @@
 import pytest
 
 from tests.test_browser import (  # noqa: F401 - browser is a fixture
-    CHROMIUM, TIMEOUT_MS, browser, open_reproduce, thumbnails, wait_for_images, wait_for_value)
+    CHROMIUM,
+    TIMEOUT_MS,
+    browser,
+    open_reproduce,
+    thumbnails,
+    wait_for_images,
+    wait_for_value,
+)
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.settle import open_settled, ready, settle, value
-from tests.test_browser import (  # noqa: F401 - browser is a fixture
-    CHROMIUM, browser, open_reproduce, thumbnails, wait_for_images)
+from tests.test_browser import CHROMIUM, browser, open_reproduce, thumbnails, wait_for_images  # noqa: F401 - browser is a fixture
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
 

@@ -6,8 +6,7 @@ import os
 import pytest
 
 from seedlab import fingerprint
-from tests.test_browser import (  # noqa: F401 - browser is a fixture
-    CHROMIUM, SCREENSHOT, browser, fresh_page, wait_for_images, wait_for_value)
+from tests.test_browser import CHROMIUM, SCREENSHOT, browser, fresh_page, wait_for_images, wait_for_value  # noqa: F401 - browser is a fixture
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
 

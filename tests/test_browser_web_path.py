@@ -6,7 +6,7 @@ the browser shares with the app, CPU they need); bench/bench_page.py measures th
 
 import pytest
 
-from tests.settle import TRACKER, TIMEOUT_MS, ready, settle, value
+from tests.settle import TIMEOUT_MS, TRACKER, ready, settle, value
 from tests.test_browser import CHROMIUM, browser, thumbnails, wait_for_images  # noqa: F401 - browser is a fixture
 from webui.handlers import NO_ANCHOR
 

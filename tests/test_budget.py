@@ -3,7 +3,7 @@
 import pytest
 
 from seedlab import Recipe
-from seedlab.serving.budget import IMAGE_CALLS, noise_seconds, MAX_VISITORS, WINDOW_SECONDS, Ledger, Speed, measure
+from seedlab.serving.budget import IMAGE_CALLS, MAX_VISITORS, WINDOW_SECONDS, Ledger, Speed, measure, noise_seconds
 from seedlab.serving.limits import Limits
 from tests.helpers import Clock
 

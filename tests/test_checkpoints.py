@@ -28,13 +28,13 @@ from diffusers import (
 from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
 
+from seedlab.engine.generation import generate
+from seedlab.engine.models import describe, load_model
+from seedlab.engine.recipe import FieldError, Recipe
 from seedlab.engine.weights import checkpoint_files, library
 from seedlab.engine.weights.checkpoint_files import CheckpointError, find_checkpoint, plan, remember_v
 from seedlab.engine.weights.checkpoints import clip_tokenizer, load_single_file, predicts_v
-from seedlab.engine.generation import generate
 from seedlab.engine.weights.model_info import EMBEDDED_MODEL_DIR, read_info
-from seedlab.engine.models import describe, load_model
-from seedlab.engine.recipe import FieldError, Recipe
 from tests.helpers import use_models_folder
 from tests.reference_ldm_layout import save_config_folder, save_ldm_checkpoint
 from tests.tiny import save_tiny_pipeline

@@ -4,6 +4,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -264,3 +265,17 @@ def test_a_failure_inside_a_pipeline_is_one_line_not_a_traceback(tiny_dir, tmp_p
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-1500:]
     assert done.stderr.startswith("seedlab: error: the generation failed (TypeError:")
     assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["grid", "--help"], ["grid", "--seeds", "1"], ["sweep", "--frames", "x"]])
+def test_help_and_bad_arguments_are_answered_without_torch(argv):
+    """`python -m seedlab --help` and a bad argument import no torch, diffusers or gradio (about 5 s of CPU)."""
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['seedlab', *{argv!r}]\n"
+            "try:\n    runpy.run_module('seedlab', run_name='__main__')\n"
+            "except SystemExit as stop:\n    code = stop.code\n"
+            "print('loaded', sorted(m for m in ('torch', 'diffusers', 'transformers', 'gradio') if m in sys.modules))\n"
+            "print('exit', code)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=60)
+    assert "loaded []" in out.stdout, out.stdout + out.stderr
+    assert ("exit 0" if argv[-1] == "--help" else "exit 2") in out.stdout

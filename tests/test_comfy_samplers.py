@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seedlab.engine.samplers.comfyui import COMFY_SAMPLERS, COMFY_SCHEDULES, comfy_sigmas, sample_comfy
 from seedlab.engine.recipe import Recipe
+from seedlab.engine.samplers.comfyui import COMFY_SAMPLERS, COMFY_SCHEDULES, comfy_sigmas, sample_comfy
 from seedlab.engine.samplers.names import model_calls
 from tests.reference_comfyui import (
     SAMPLERS,

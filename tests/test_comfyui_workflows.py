@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from seedlab.files.comfyui.reader import read_comfyui_workflow
 from seedlab.files.comfyui.groups import MAX_NODES
+from seedlab.files.comfyui.reader import read_comfyui_workflow
 from seedlab.files.comfyui.workflow import workflow_graph
 
 

@@ -145,7 +145,7 @@ def test_the_page_lays_a_plot_out_as_a_table_of_its_axes_at_both_sizes(app_serve
         assert [cell["above"] for cell in cells[:3]] == ['"Seed: 5"', '"Seed: 6"', '"Seed: 7"']
         assert [cells[0]["left"], cells[3]["left"]] == ['"Scheduler: Euler a"', '"Scheduler: DPM++ 2M"']
         label = float(cells[0]["labelWidth"].removesuffix("px"))
-        assert 0 <= columns[0] - label, (width, columns[0], label)  # the row labels are on the page, not cut off
+        assert columns[0] - label >= 0, (width, columns[0], label)  # the row labels are on the page, not cut off
     assert "Columns: Seed (5, 6, 7) · rows: Scheduler (Euler a, DPM++ 2M)" in page.locator("#plot-layout").inner_text()
     page.context.close()
 
@@ -178,14 +178,14 @@ def test_a_plot_cell_click_keeps_the_page_where_the_cells_are_and_make_anchor_sh
         settle(page)
         box, shown, plot = (page.locator(name).bounding_box() for name in ("#cell-panel", f"#plot .gallery-item >> "
                                                                           f"nth={index}", "#plot .grid-container"))
-        assert 0 <= shown["y"] and shown["y"] + shown["height"] <= 900, (index, shown)  # the cell stays in view
+        assert shown["y"] >= 0 and shown["y"] + shown["height"] <= 900, (index, shown)  # the cell stays in view
         assert box["y"] >= 0 and box["y"] + box["height"] <= 900 and box["x"] + box["width"] <= 1400, box
         assert box["x"] >= plot["x"] + plot["width"], (box, plot)  # beside the cells, covering none
         assert value(page, "cell-title").startswith(f"Seed {5 + index % 3}")
     page.locator("#cell-panel button", has_text="Make anchor").first.click()
     settle(page)
     anchor = page.locator("#anchor").bounding_box()
-    assert 0 <= anchor["y"] and anchor["y"] + anchor["height"] <= 900 and "seed: 6" in value(page, "anchor").lower()
+    assert anchor["y"] >= 0 and anchor["y"] + anchor["height"] <= 900 and "seed: 6" in value(page, "anchor").lower()
     page.set_viewport_size({"width": 390, "height": 844})
     page.locator("#plot .thumbnail-item").nth(4).scroll_into_view_if_needed()
     page.locator("#plot .thumbnail-item").nth(4).click()

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from seedlab.engine import cpu
-
 from seedlab import decode_link, encode_link, generate, load_model, original_from_link
+from seedlab.engine import cpu
 from seedlab.engine.environment import Environment
 from seedlab.engine.models import EMBEDDED_MODEL_DIR
 from tests.helpers import torch_threads

@@ -3,8 +3,13 @@ import os
 import pytest
 import torch
 
-from seedlab.engine.determinism import FULLY_DETERMINISTIC, configure_process, current_environment, current_switches
-from seedlab.engine.determinism import full_determinism
+from seedlab.engine.determinism import (
+    FULLY_DETERMINISTIC,
+    configure_process,
+    current_environment,
+    current_switches,
+    full_determinism,
+)
 from seedlab.engine.environment import Environment
 
 
@@ -20,9 +25,8 @@ def test_switches_are_applied_inside_and_restored_after():
 
 def test_switches_are_restored_after_an_error():
     before = current_switches()
-    with pytest.raises(RuntimeError):
-        with full_determinism(True):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), full_determinism(True):
+        raise RuntimeError("boom")
     assert current_switches() == before
 
 

@@ -22,8 +22,15 @@ from seedlab.engine.weights.model_info import model_defaults, read_info
 from tests import family_features
 from tests.helpers import torch_threads
 from tests.tiny import save_tiny_pipeline
-from tests.tiny_families import (save_tiny_ddim, save_tiny_flux, save_tiny_pixart_sigma, save_tiny_sd2_vpred,
-                                 save_tiny_sd3, save_tiny_sdxl, save_tiny_turbo)
+from tests.tiny_families import (
+    save_tiny_ddim,
+    save_tiny_flux,
+    save_tiny_pixart_sigma,
+    save_tiny_sd2_vpred,
+    save_tiny_sd3,
+    save_tiny_sdxl,
+    save_tiny_turbo,
+)
 
 BUILDERS = {"sdxl": save_tiny_sdxl, "sd3": save_tiny_sd3, "sd2-v": save_tiny_sd2_vpred, "flux": save_tiny_flux,
             "pixart-sigma": save_tiny_pixart_sigma}

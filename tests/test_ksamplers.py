@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from seedlab.engine.samplers import a1111 as ksampling, names as sampler_names
 from seedlab.engine.generation import generate
-from seedlab.engine.samplers.kdiffusion_extra import TooManyCalls
 from seedlab.engine.models import describe
 from seedlab.engine.recipe import LATENT_UPSCALERS, SCHEDULES, Recipe, RecipeError
+from seedlab.engine.samplers import a1111 as ksampling
+from seedlab.engine.samplers import names as sampler_names
+from seedlab.engine.samplers.kdiffusion_extra import TooManyCalls
 from seedlab.engine.samplers.names import A1111_SAMPLERS, model_calls, split_sampler
 from seedlab.serving import budget
 from tests.reference_a1111 import a1111_txt2img

@@ -1,5 +1,6 @@
 """Links: recipe -> link -> recipe for any valid recipe, and every malformed link refused by key."""
 
+from dataclasses import replace
 from urllib.parse import urlencode
 
 import pytest
@@ -8,8 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seedlab import MAX_SEED, ModelStore, Recipe, decode_link, encode_link
-from dataclasses import replace
-
 from seedlab.engine.environment import Environment, Switches
 from seedlab.files.links import DEFAULTS, decode_environment, encode_environment
 

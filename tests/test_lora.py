@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import tests.reference_a1111_lora as reference
-from seedlab.engine.weights import library, lora, lora_names
 from seedlab.engine.generation import generate, generate_grid
 from seedlab.engine.models import describe
 from seedlab.engine.recipe import Recipe, RecipeError
+from seedlab.engine.weights import library, lora, lora_names
 from tests.helpers import use_models_folder
 from tests.tiny import tiny_pipeline
 

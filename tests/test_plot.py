@@ -10,15 +10,15 @@ import torch
 from PIL import Image
 
 import seedlab
-from seedlab.serving.admission import Admission
-from seedlab.serving.budget import IMAGE_CALLS, Speed
-from seedlab.serving.limits import Limits
 from seedlab.engine.models import ModelStore
+from seedlab.engine.seeds import random_seeds
 from seedlab.explore.axes import A1111_AXES, parse_axis
 from seedlab.explore.plot import plot_recipes
 from seedlab.explore.render import render
-from seedlab.engine.seeds import random_seeds
 from seedlab.files.sheets import PLOT_KEY
+from seedlab.serving.admission import Admission
+from seedlab.serving.budget import IMAGE_CALLS, Speed
+from seedlab.serving.limits import Limits
 from tests.helpers import torch_threads
 
 

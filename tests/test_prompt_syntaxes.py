@@ -17,8 +17,10 @@ import torch
 from safetensors.torch import save_file
 
 from seedlab.cli import build_parser
-from seedlab.engine.prompts import a1111 as prompts, comfyui as prompts_comfyui, novelai as prompts_novelai
 from seedlab.engine.models import EMBEDDED_MODEL_DIR
+from seedlab.engine.prompts import a1111 as prompts
+from seedlab.engine.prompts import comfyui as prompts_comfyui
+from seedlab.engine.prompts import novelai as prompts_novelai
 from seedlab.engine.recipe import PROMPT_SYNTAXES, Recipe, RecipeError
 from seedlab.engine.samplers.names import sampling_errors
 from seedlab.engine.spec import FieldError

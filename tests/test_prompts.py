@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import seedlab
-from seedlab.engine.prompts import a1111 as prompts
 from seedlab.engine.models import EMBEDDED_MODEL_DIR
+from seedlab.engine.prompts import a1111 as prompts
 from seedlab.engine.recipe import Recipe
 from tests.reference_a1111_prompt import a1111_conditioning, parse_prompt_attention
 

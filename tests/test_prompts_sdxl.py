@@ -17,10 +17,10 @@ from diffusers import AutoencoderKL, EulerDiscreteScheduler, StableDiffusionXLPi
 from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
 
-from seedlab.engine.prompts import sdxl, text_inversion
-from seedlab.engine.prompts.embeddings import Embeddings
 from seedlab.engine.generation import generate
 from seedlab.engine.models import ModelStore, describe
+from seedlab.engine.prompts import sdxl, text_inversion
+from seedlab.engine.prompts.embeddings import Embeddings
 from seedlab.engine.recipe import FieldError, Recipe, RecipeError
 from seedlab.serving.admission import Admission
 from seedlab.serving.limits import Limits

@@ -14,8 +14,8 @@ from PIL.PngImagePlugin import PngInfo
 
 from seedlab import Recipe, Result, fingerprint, save_png
 from seedlab.files.metadata import read_metadata, recipe_from_reading
-from seedlab.serving.reproduction import original_from_png
 from seedlab.files.stealth import MAX_PAYLOAD, SIGNATURES, embed, read_stealth
+from seedlab.serving.reproduction import original_from_png
 from tests.test_links import ENV
 
 RGB = np.random.default_rng(0).integers(0, 256, (48, 40, 3), dtype=np.uint8)  # height 48, width 40

@@ -14,12 +14,13 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from seedlab.engine.weights import library
-from seedlab.engine.prompts import a1111 as prompts, text_inversion
-from seedlab.engine.prompts.embeddings import Embeddings
 from seedlab.engine.models import EMBEDDED_MODEL_DIR, describe
+from seedlab.engine.prompts import a1111 as prompts
+from seedlab.engine.prompts import text_inversion
+from seedlab.engine.prompts.embeddings import Embeddings
 from seedlab.engine.recipe import Recipe
 from seedlab.engine.spec import FieldError
+from seedlab.engine.weights import library
 from tests.helpers import use_models_folder
 from tests.reference_a1111_lora import parse_extra_networks
 from tests.reference_a1111_prompt import EmbeddingDatabase, a1111_conditioning, a1111_ti_hashes, calculate_sha256

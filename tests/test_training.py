@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from seedlab.engine.weights.model_info import EMBEDDED_GUIDANCE
 from training import evaluate
 from training.evaluate import classify, size_of
+from training.latent import LATENT_CHANNELS, latent_code, layout_disk, shape_code, unfold_layout
 from training.models import ModelConfig, build_text_encoder, build_unet, build_vae
 from training.shapes import (
     COLOURS,
@@ -27,7 +28,6 @@ from training.shapes import (
     shape_height,
     training_triples,
 )
-from training.latent import LATENT_CHANNELS, latent_code, layout_disk, shape_code, unfold_layout
 from training.train import (
     CONFIGS,
     CaptionTokens,

@@ -9,10 +9,10 @@ import torch
 from PIL import Image
 
 import seedlab
-from seedlab.serving.admission import Admission
-from seedlab.serving.limits import Limits
 from seedlab.engine.models import ModelStore
 from seedlab.explore.travel import strengths, travel_recipes
+from seedlab.serving.admission import Admission
+from seedlab.serving.limits import Limits
 from tests.helpers import torch_threads
 
 

@@ -4,8 +4,8 @@ import httpx
 import pytest
 
 from tests.conftest import AppServer
-from webui.uploads import WINDOW_SECONDS, UploadGuard, client_address
 from tests.helpers import Clock
+from webui.uploads import WINDOW_SECONDS, UploadGuard, client_address
 
 
 def test_the_guard_counts_uploads_and_bytes_per_visitor_in_a_window():

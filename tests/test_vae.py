@@ -18,10 +18,10 @@ from diffusers import AutoencoderKL
 from safetensors.torch import save_file
 
 import tests.reference_a1111_lora as lora_reference
-from seedlab.engine.weights import library, vae, vae_names
 from seedlab.engine.generation import generate, generate_grid
 from seedlab.engine.models import ModelStore, describe
 from seedlab.engine.recipe import Recipe, RecipeError
+from seedlab.engine.weights import library, vae, vae_names
 from seedlab.files.comfyui.reader import read_comfyui
 from seedlab.files.infotext import parameters_text, read_infotext
 from seedlab.files.links import decode_link, encode_link

@@ -12,10 +12,23 @@ import json
 from pathlib import Path
 
 import torch
-from diffusers import (AutoencoderKL, DDIMScheduler, DDPMScheduler, DPMSolverMultistepScheduler, EulerDiscreteScheduler,
-                       FlowMatchEulerDiscreteScheduler, FluxPipeline, FluxTransformer2DModel, PixArtSigmaPipeline,
-                       PixArtTransformer2DModel, SD3Transformer2DModel, StableDiffusion3Pipeline,
-                       StableDiffusionXLPipeline, UNet2DConditionModel, UNet2DModel)
+from diffusers import (
+    AutoencoderKL,
+    DDIMScheduler,
+    DDPMScheduler,
+    DPMSolverMultistepScheduler,
+    EulerDiscreteScheduler,
+    FlowMatchEulerDiscreteScheduler,
+    FluxPipeline,
+    FluxTransformer2DModel,
+    PixArtSigmaPipeline,
+    PixArtTransformer2DModel,
+    SD3Transformer2DModel,
+    StableDiffusion3Pipeline,
+    StableDiffusionXLPipeline,
+    UNet2DConditionModel,
+    UNet2DModel,
+)
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, T5Config, T5EncoderModel
 
 from training.tokenizer import write_clip_tokenizer

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from seedlab.engine.weights.model_info import EMBEDDED_GUIDANCE
-from training.shapes import COLOURS, KINDS, PALETTE, SIZES, held_out_triples, kind_mask
+from training.shapes import KINDS, PALETTE, SIZES, held_out_triples, kind_mask
 
 MASK_DISTANCE = 80.0  # RGB distance from the background above which a pixel belongs to the shape
 FIRST_SEED = 100_000  # evaluation seeds start here; training never draws pipeline seeds

@@ -31,18 +31,18 @@ from dataclasses import dataclass
 
 import torch
 
-from .samplers import a1111
-from .weights import lora, vae
-from .prompts import text_inversion
-from .samplers.comfyui import sample_comfy
 from .determinism import current_environment, full_determinism
-from .prompts.embeddings import Embeddings
 from .image import Result, fingerprint
-from .weights.model_info import check_unconditional
 from .models import Model
 from .noise import UnsupportedPipeline, check_scheduler, make_noise
+from .prompts import text_inversion
+from .prompts.embeddings import Embeddings
 from .recipe import Recipe, join_prompt
+from .samplers import a1111
+from .samplers.comfyui import sample_comfy
 from .samplers.names import is_comfy_sampler, sampling_errors
+from .weights import lora, vae
+from .weights.model_info import check_unconditional
 
 ProgressFn = Callable[[int, int], None]  # (steps done, steps in all)
 

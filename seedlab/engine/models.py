@@ -24,6 +24,8 @@ import diffusers
 import torch
 from diffusers import DiffusionPipeline
 
+from .recipe import DEFAULT_MODEL, DTYPES, FieldError
+from .tracing import TracedUNet
 from .weights.checkpoint_files import find_checkpoint
 from .weights.checkpoints import load_single_file
 from .weights.model_info import (  # noqa: F401  (were here)
@@ -42,8 +44,6 @@ from .weights.model_info import (  # noqa: F401  (were here)
     runs_a1111,
     takes_prompt,
 )
-from .recipe import DEFAULT_MODEL, DTYPES, FieldError
-from .tracing import TracedUNet
 
 _TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 

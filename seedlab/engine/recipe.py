@@ -17,7 +17,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .weights import lora_names
 from .spec import (  # noqa: F401  (part of this module's API)
     MAX_SAFE_JS_INT,
     MAX_SIZE,
@@ -29,6 +28,7 @@ from .spec import (  # noqa: F401  (part of this module's API)
     _check_text,
     _show,
 )
+from .weights import lora_names
 
 MAX_SEED = 2**64 - 1  # what torch's manual_seed accepts; ComfyUI and Fooocus seeds reach 2**63
 DEFAULT_MODEL = "embedded"  # the checkpoint that ships in seedlab/embedded_model (see models.py)

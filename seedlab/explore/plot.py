@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.generation import Result
-from ..engine.recipe import SPECS, FieldError, Recipe, RecipeError
+from ..engine.recipe import FieldError, Recipe, RecipeError
 from ..files.links import result_record
 from ..files.sheets import save_plot_sheet
 from ..serving.admission import Admission
@@ -142,23 +142,6 @@ def _cell_recipe(admission: Admission, values: Mapping[str, Any], chosen: list[t
 
 MAX_CLI_CELLS = 10_000  # one plot from the command line (the app's plots are bounded by its max_images)
 CELLS = "cells"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The plot's own options; the recipe options are the grid command's."""
-    for key, need in (("x", "required"), ("y", "optional"), ("z", "optional: a sheet per value")):
-        parser.add_argument(f"--{key}", required=key == "x", default=None, metavar='"AXIS: VALUES"',
-                            help=f'{key.upper()} axis ({need}), such as "seed: 1-5 (+2)", "Steps: 10, 20", '
-                                 '"Prompt S/R: red, blue", "size: 64x64, 96x64"')
-    parser.add_argument(SPECS["seed"].cli, dest="seed", default=None, help="the seed of cells no seed axis sets")
-    add_worker_arguments(parser)
-
-
-def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workers", type=int, default=None,
-                        help="worker processes, each making one image at a time (default: this process)")
-    parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                        help="run on Ray: alone, a local instance; with an address, that cluster")
 
 
 def workers_from(args: argparse.Namespace) -> Where:

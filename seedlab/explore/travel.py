@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +30,10 @@ from ..engine.samplers.names import draws_each_step, is_ksampler
 from ..engine.seeds import parse_seeds
 from ..files.links import encode_link
 from ..serving.admission import Admission
-from .plot import add_worker_arguments, make_folder, workers_from
+from .curves import CURVES, MAX_FRAMES
+from .plot import make_folder, workers_from
 from .render import render
 
-CURVES: dict[str, Callable[[float], float]] = {
-    "linear": lambda t: t,
-    "ease-in": lambda t: 1 - math.cos(t * math.pi / 2),
-    "ease-out": lambda t: math.sin(t * math.pi / 2),
-    "ease-in-out": lambda t: (1 - math.cos(t * math.pi)) / 2,
-}
-MAX_FRAMES = 1000  # frames per segment
 MAX_CLI_FRAMES = 10_000  # frames in all, from the command line
 FRAMES = "frames"
 
@@ -116,19 +109,6 @@ def save_animation(frames: list[Path], out: Path, duration: int, name: str = "tr
 
 
 # The command line: python -m seedlab travel ...
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Travel's own options; the recipe options are the grid command's."""
-    parser.add_argument("--seeds", required=True, help='the seeds to travel through, in order: "3, 7" or "3, 7, 12"')
-    parser.add_argument("--frames", type=int, required=True,
-                        help=f"frames per segment, both ends included (2 to {MAX_FRAMES})")
-    parser.add_argument("--curve", choices=tuple(CURVES), default="linear",
-                        help="how the variation strength runs from 0 to 1 (default linear)")
-    parser.add_argument("--duration", type=int, default=100, help="milliseconds per frame in the animation")
-    parser.add_argument("--allow-ancestral", action="store_true",
-                        help="run a scheduler that draws noise while stepping (the animation jumps at each seed)")
-    add_worker_arguments(parser)
 
 
 def run(args: argparse.Namespace, admission: Admission, values: dict[str, Any], threads: int | None) -> int:

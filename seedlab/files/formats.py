@@ -16,7 +16,12 @@ import re
 from typing import Any
 
 from .tool_samplers import (  # noqa: F401  (the sampler names: part of this module's API)
-    A1111_NAMES, LOWER_SAMPLERS, SAMPLERS, SCHEDULE_TYPES, sampler_scheduler, tool_sampling,
+    A1111_NAMES,
+    LOWER_SAMPLERS,
+    SAMPLERS,
+    SCHEDULE_TYPES,
+    sampler_scheduler,
+    tool_sampling,
 )
 
 MAX_TEXT = 64_000  # characters of A1111 text: real ones are a few thousand

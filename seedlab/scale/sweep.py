@@ -26,19 +26,10 @@ from ..engine import cpu
 from ..engine.recipe import Recipe
 from ..files.sheets import contact_sheet
 from .manifest import PARTIAL, Manifest
-from .plan import MAX_IMAGES, Plan, parse_sweep_seeds
+from .plan import Plan, parse_sweep_seeds
 from .pool import Failed, Pool, one_line
 
 SHEETS = "sheets"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sweep's own options; the recipe options are the grid command's."""
-    parser.add_argument("--seeds", required=True, help=f'"0-9999", "3, 17, 99" (at most {MAX_IMAGES} images)')
-    parser.add_argument("--variation", action="append", default=[], help="appended to the prompt; repeatable")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
-    parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                        help="run on Ray: alone, a local instance; with an address, that cluster")
 
 
 @dataclass(frozen=True)

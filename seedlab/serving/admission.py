@@ -13,15 +13,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine.weights import checkpoint_files, lora_names, vae_names
-from ..engine.prompts import text_inversion
 from ..engine.generation import generate, grid_recipes, variation_recipes
-from ..engine.weights.model_info import check_unconditional
 from ..engine.models import Model, ModelStore
 from ..engine.noise import check_scheduler
+from ..engine.prompts import text_inversion
 from ..engine.recipe import DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
 from ..engine.samplers.names import draws_each_step, is_comfy_sampler, is_ksampler, sampling_errors
 from ..engine.seeds import parse_seeds
+from ..engine.weights import checkpoint_files, lora_names, vae_names
+from ..engine.weights.model_info import check_unconditional
 from .budget import Ledger, Speed, measure
 from .limits import Limits
 from .reproduction import Original

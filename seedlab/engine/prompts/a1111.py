@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import novelai as prompts_novelai
 from ..recipe import FieldError
+from . import novelai as prompts_novelai
 
 MAX_CHUNKS = 32  # a prompt of at most 2,000 characters has at most ~10 chunks of 75 tokens
 COMMA_BACKTRACK = 20  # A1111's comma_padding_backtrack default

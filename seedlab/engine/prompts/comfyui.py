@@ -39,10 +39,10 @@ from pathlib import Path
 
 import torch
 
+from ..spec import FieldError
 from ..weights import library
 from . import text_inversion
 from .a1111 import MAX_CHUNKS, token_embedding
-from ..spec import FieldError
 
 IDENTIFIER = "embedding:"
 LONG_PIECE = 8  # ComfyUI's max_word_length: a piece this long is cut at a batch's end, a shorter one moved whole

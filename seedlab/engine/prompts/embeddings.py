@@ -9,14 +9,16 @@ from __future__ import annotations
 import inspect
 import math
 import re
-
 from typing import TYPE_CHECKING
 
 import torch
 
-from ..weights import lora_names
-from . import a1111 as prompts, comfyui as prompts_comfyui, sdxl as prompts_sdxl, text_inversion
 from ..recipe import Recipe
+from ..weights import lora_names
+from . import a1111 as prompts
+from . import comfyui as prompts_comfyui
+from . import sdxl as prompts_sdxl
+from . import text_inversion
 
 if TYPE_CHECKING:  # a type only: the pipeline (models) sits above the rooms
     from ..models import Model
@@ -49,7 +51,7 @@ class Embeddings:
                     and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)}
         # The further prompts of multi-encoder pipelines (SD3's prompt_2, prompt_3): None, as their call passes.
         self.further = {name: None for name in parameters if _FURTHER_PROMPT.fullmatch(name)}
-        self.guided = self.GUIDED <= set(parameters)
+        self.guided = set(parameters) >= self.GUIDED
         ours = self.PARAMETERS | (self.GUIDED if self.guided else set()) | set(self.further)
         self.options = {name: call[name].default for name in _OPTIONS & set(parameters) & set(call)
                         if call[name].default is not call[name].empty and name not in ours}
@@ -57,7 +59,7 @@ class Embeddings:
         self.no_negative = call["negative_prompt"].default if "negative_prompt" in call else None
         self.usable = (
             encode is not None
-            and self.PARAMETERS <= set(parameters)
+            and set(parameters) >= self.PARAMETERS
             and required <= ours
             and "prompt_embeds" in model.call_parameters
         )

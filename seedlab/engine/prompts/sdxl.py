@@ -58,8 +58,8 @@ from contextlib import nullcontext
 
 import torch
 
-from . import a1111 as prompts
 from ..recipe import FieldError
+from . import a1111 as prompts
 
 ENCODERS = (("tokenizer", "text_encoder", "CLIPTextModel"),
             ("tokenizer_2", "text_encoder_2", "CLIPTextModelWithProjection"))

@@ -34,9 +34,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from ..spec import FieldError
 from ..weights import library, lora_names
 from . import a1111 as prompts
-from ..spec import FieldError
 
 MAX_FILE_BYTES = 16 << 20  # an SD embedding of 75 vectors is ~0.2 MB; SDXL's pair ~0.6 MB
 MAX_VECTORS = 75  # A1111's chunk: an embedding longer than one cannot be placed

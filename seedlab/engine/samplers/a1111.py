@@ -25,12 +25,13 @@ from collections.abc import Callable
 
 import torch
 
-from . import kdiffusion, names as sampler_names
-from . import sigmas as schedules
-from ..weights.model_info import runs_a1111
 from ..noise import make_noise
 from ..philox import cuda_normal
 from ..recipe import SCHEDULES, Recipe
+from ..weights.model_info import runs_a1111
+from . import kdiffusion
+from . import names as sampler_names
+from . import sigmas as schedules
 from .names import (  # noqa: F401  (is_ksampler and KSampler: part of this module's API)
     A1111_SAMPLERS,
     COMFY_SCHEDULES,

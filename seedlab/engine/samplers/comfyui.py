@@ -18,7 +18,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from . import comfyui_samplers, kdiffusion, names as sampler_names
+from . import comfyui_samplers, kdiffusion
+from . import names as sampler_names
 from . import sigmas as schedules
 from .upscale import upscale_latents
 

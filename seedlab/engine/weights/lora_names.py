@@ -13,8 +13,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from . import library
 from ..spec import FieldError
+from . import library
 
 TAG = re.compile(r"<(\w+):([^>]+)>")  # A1111's re_extra_net
 KINDS = ("lora", "lyco")  # A1111 1.10 reads <lyco:...> as <lora:...>

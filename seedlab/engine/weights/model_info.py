@@ -15,9 +15,9 @@ from pathlib import Path
 import diffusers
 from diffusers import DiffusionPipeline
 
-from .checkpoint_files import CheckpointError, find_checkpoint, plan
 from ..recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, FieldError
 from ..samplers.names import A1111_SAMPLERS, is_ksampler
+from .checkpoint_files import CheckpointError, find_checkpoint, plan
 
 EMBEDDED_MODEL_DIR = Path(__file__).resolve().parents[2] / "embedded_model"  # seedlab/embedded_model
 EMBEDDED_GUIDANCE = 2.5  # where the embedded model meets its quality targets (training/evaluate.py, docs/models.md)

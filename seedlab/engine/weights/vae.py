@@ -26,8 +26,8 @@ import torch
 from diffusers import AutoencoderKL
 from diffusers.loaders.single_file_utils import convert_ldm_vae_checkpoint
 
-from . import library, safetensor_files, vae_names
 from ..tracing import TracedUNet
+from . import library, safetensor_files, vae_names
 
 MAX_FILE_BYTES = 1 << 30  # an SD / SDXL VAE is 160 to 335 MB; its EMA copy doubles it
 MAX_TENSORS = 5_000  # an SD VAE has about 250 tensors

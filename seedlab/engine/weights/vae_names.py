@@ -12,8 +12,8 @@ image whose VAE is not here is made with the checkpoint's own VAE, with a note (
 
 from __future__ import annotations
 
-from . import library
 from ..spec import FieldError
+from . import library
 
 KIND = "vae"
 SAFE = ".safetensors"

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...engine.samplers.names import COMFY_SCHEDULES, is_comfy_sampler
+from ..formats import loads, sampler_scheduler
 from .clip import clip_fields
 from .graph import Walks, follow, is_node, is_sampler, link, nearest, upstream
 from .loras import lora_loaders
@@ -21,7 +22,6 @@ from .passes import advanced_steps, second_pass
 from .text import ROLE_TEXT, latent_size, size_from, text
 from .vae import decoder_vae
 from .workflow import workflow_graph
-from ..formats import loads, sampler_scheduler
 
 _MAX_NODES, _MAX_SAMPLERS = 5_000, 64  # real graphs have a few hundred nodes and a handful of samplers
 _HANDLED = {"KSampler", "KSamplerAdvanced", "SamplerCustom", "SamplerCustomAdvanced", "CLIPTextEncode",
