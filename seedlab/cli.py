@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+# Long: read, adapt to this machine, regenerate, compare: one story; its imports are here so that --help needs no torch.
 def reproduce(args: argparse.Namespace) -> int:
     """Regenerate a link or a PNG and print the verdict: exit 0 when exact, 1 when the pixels differ."""
     import torch
