@@ -99,7 +99,8 @@ def main() -> None:
     max_diff = max(int(np.abs(a.astype(int) - b.astype(int)).max()) for a, b in zip(ours, batched))
 
     print(f"model {model.name}, {len(seeds)} seeds, {args.steps} steps, {width}x{height}, "
-          f"guidance {recipe.guidance_scale:g}, torch threads {torch.get_num_threads()}, {args.repeats} interleaved repeats")
+          f"guidance {recipe.guidance_scale:g}, torch threads {torch.get_num_threads()}, "
+          f"{args.repeats} interleaved repeats")
     for name in runs:
         print(f"  {name:8s} median {median[name]:.3f} s  (min {min(times[name]):.3f}, max {max(times[name]):.3f})")
     print(f"4-image grid through SeedLab: median {median['seedlab']:.2f} s  (embedded model target <= 2 s)")

@@ -102,7 +102,8 @@ def main() -> None:
         short_s = time.perf_counter() - start
 
         after = rss_mib(process)
-        print(f"model {args.model}, {args.threads} torch threads: {args.clients} concurrent clients x {args.requests} grid requests "
+        print(f"model {args.model}, {args.threads} torch threads: "
+              f"{args.clients} concurrent clients x {args.requests} grid requests "
               f"(4 images, {args.steps} steps) in {concurrent_s:.1f} s")
         print(f"requests whose images differed from the same request sent alone: {differing} of {len(answers)}")
         print(f"cancel -> short request served: {after_cancel_s:.2f} s (the short request alone: {short_s:.2f} s)")

@@ -79,8 +79,10 @@ def main() -> None:
                     if repeat:
                         times.setdefault((name, "backend"), []).append(backend / len(seeds))
                         times.setdefault((name, "web"), []).append(web / len(seeds))
-        print(f"model {args.model}, {args.seeds} seeds x {args.steps} steps, median of {args.repeats}; seconds per image")
-        print(f"{'A1111 sampler':<14} {'diffusers scheduler':<34} {'route':<8} {'A1111':>8} {'diffusers':>10} {'ratio':>7}")
+        print(f"model {args.model}, {args.seeds} seeds x {args.steps} steps, median of {args.repeats}; "
+              "seconds per image")
+        print(f"{'A1111 sampler':<14} {'diffusers scheduler':<34} {'route':<8} "
+              f"{'A1111':>8} {'diffusers':>10} {'ratio':>7}")
         for sampler, scheduler, _ in pairs:
             for route in ("web", "backend"):
                 mine = statistics.median(times[sampler, route])

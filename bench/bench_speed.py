@@ -3,7 +3,8 @@
     python bench/bench_speed.py [--model embedded] [--seeds 8] [--steps 20] [--repeats 3] [--no-sweep]
 
 It starts the real app (`python app.py` with the machine's defaults: one thread per image, images
-side by side in lanes, or in worker processes when the model's UNet is not traced) and measures what a user experiences through the app's HTTP API, both
+side by side in lanes, or in worker processes when the model's UNet is not traced) and measures what a user
+experiences through the app's HTTP API, both
 with gradio_client and as a plain HTTP client (curl) calls it, interleaved with the same work done
 in this process, so a noisy machine slows every side alike:
 - exact grid / batched: an N-seed grid via /grid against ONE plain batched diffusers call of the
@@ -60,9 +61,9 @@ def start_app(model: str, folder: Path) -> tuple[subprocess.Popen, str]:
            "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "SEEDLAB_VISITOR_SECONDS": "100000"}
     for name in ("SEEDLAB_THREADS", "SEEDLAB_LANES", "OMP_NUM_THREADS"):
         env.pop(name, None)
-    log = open(folder / "app.log", "wb")
-    process = subprocess.Popen([sys.executable, "app.py", "--model", model, "--device", "cpu"], cwd=ROOT, env=env,
-                               stdout=log, stderr=subprocess.STDOUT)
+    with open(folder / "app.log", "wb") as log:  # the app writes to its own copy of the handle
+        process = subprocess.Popen([sys.executable, "app.py", "--model", model, "--device", "cpu"], cwd=ROOT, env=env,
+                                   stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -254,7 +255,8 @@ def main() -> None:
           f"{web == http_prints == backend_prints == lane_prints}; "
           f"seedlab == plain pixels: {all(np.array_equal(a, b) for a, b in zip(ours, plain))}; "
           f"traced == untraced pixels: {all(np.array_equal(a, b) for a, b in zip(ours, untraced))}; "
-          f"record verdict exact {record_verdict['exact']} (served from record {record_verdict['served_from_record']}), "
+          f"record verdict exact {record_verdict['exact']} "
+          f"(served from record {record_verdict['served_from_record']}), "
           f"regenerated exact {fresh_verdict['exact']}")
 
     if not args.no_sweep:

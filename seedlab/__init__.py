@@ -119,4 +119,4 @@ def __dir__():
 
 _sys.meta_path.append(_OldPaths())
 
-__all__ = [*PUBLIC]
+__all__ = list(PUBLIC)

@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-    except Exception as error:  # noqa: BLE001 - a failure inside a pipeline: one line, not a traceback
+    except Exception as error:  # a failure inside a pipeline: one line, not a traceback
         if os.environ.get("SEEDLAB_DEBUG"):
             raise
         text = " ".join(str(error).split())[:300]

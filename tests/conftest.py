@@ -52,7 +52,8 @@ class AppServer:
             "GRADIO_ANALYTICS_ENABLED": "False",
             "HF_HUB_OFFLINE": "1",
             "SEEDLAB_MAX_STEPS": str(APP_MAX_STEPS),  # room for a long run to cancel; other limits as shipped
-            "SEEDLAB_VISITOR_SECONDS": "100000",  # every test is the same visitor (127.0.0.1); test_budget covers the share
+            # every test is the same visitor (127.0.0.1); test_budget covers the share
+            "SEEDLAB_VISITOR_SECONDS": "100000",
             "SEEDLAB_WORKERS": "0",  # no worker processes (test_workers starts a server with them)
         }
         env.update(self.extra_env)

@@ -89,7 +89,7 @@ def check(name: str, folder: Path) -> dict[str, str]:
         cells = generate_grid(model, base, [0, 1, 2])
         outcomes["cell = solo"] = _yes(cells[1].fingerprint == solo.fingerprint, "differs")
         for rng in ("numpy-pcg64", "cuda-philox"):
-            outcomes[f"rng {rng}"] = _attempt(lambda: _differs(generate(model, base.replace(rng=rng)), solo))
+            outcomes[f"rng {rng}"] = _attempt(lambda rng=rng: _differs(generate(model, base.replace(rng=rng)), solo))
         outcomes["variation seed"] = _attempt(lambda: _varies(model, base, solo))
         outcomes["seed resize"] = _attempt(lambda: _differs(
             generate(model, base.replace(seed_resize_from=(family.size + 16, family.size))), solo))

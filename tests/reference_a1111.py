@@ -684,7 +684,7 @@ def _restart_sampler(model, x, sigmas, extra_args=None, callback=None, disable=N
                                                   device=sigmas.device)[:-1]
                 while restart_times > 0:
                     restart_times -= 1
-                    step_list.extend(zip(sigma_restart[:-1], sigma_restart[1:]))  # noqa: RUF007 (A1111's)
+                    step_list.extend(zip(sigma_restart[:-1], sigma_restart[1:]))  # (A1111's)
 
     last_sigma = None
     for old_sigma, new_sigma in step_list:  # tqdm.tqdm(step_list, disable=disable)

@@ -748,7 +748,8 @@ class _DPMSolver:
         return x_3, eps_cache
 
     def dpm_solver_fast(self, x, t_start, t_end, nfe, eta=0.0, s_noise=1.0, noise_sampler=None):
-        noise_sampler = _default_noise_sampler(x, self.extra_args.get("seed")) if noise_sampler is None else noise_sampler
+        noise_sampler = (_default_noise_sampler(x, self.extra_args.get("seed")) if noise_sampler is None
+                         else noise_sampler)
         if not t_end > t_start and eta:
             raise ValueError("eta must be 0 for reverse sampling")
         m = math.floor(nfe / 3) + 1
@@ -779,7 +780,8 @@ class _DPMSolver:
     # PIDStepSizeController inlined: h, b1..b3, the limiter and propose_step as ComfyUI's class computes them.
     def dpm_solver_adaptive(self, x, t_start, t_end, order=3, rtol=0.05, atol=0.0078, h_init=0.05, pcoeff=0.0,
                             icoeff=1.0, dcoeff=0.0, accept_safety=0.81, eta=0.0, s_noise=1.0, noise_sampler=None):
-        noise_sampler = _default_noise_sampler(x, self.extra_args.get("seed")) if noise_sampler is None else noise_sampler
+        noise_sampler = (_default_noise_sampler(x, self.extra_args.get("seed")) if noise_sampler is None
+                         else noise_sampler)
         forward = t_end > t_start
         if not forward and eta:
             raise ValueError("eta must be 0 for reverse sampling")

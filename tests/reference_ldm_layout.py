@@ -60,7 +60,8 @@ def _unet_key(key: str, per_block: int, attended: list[bool]) -> str:
         if kind == "downsamplers":
             return f"input_blocks.{1 + block * per_block + per_block - 1}.0.op.{rest.removeprefix('conv.')}"
         position = 1 + block * per_block + index
-        return f"input_blocks.{position}.0.{_resnet(rest)}" if kind == "resnets" else f"input_blocks.{position}.1.{rest}"
+        return (f"input_blocks.{position}.0.{_resnet(rest)}" if kind == "resnets"
+                else f"input_blocks.{position}.1.{rest}")
     if match := re.match(r"mid_block\.(resnets|attentions)\.(\d+)\.(.+)", key):
         if match[1] == "attentions":
             return f"middle_block.1.{match[3]}"
@@ -70,7 +71,8 @@ def _unet_key(key: str, per_block: int, attended: list[bool]) -> str:
         if kind == "upsamplers":
             return f"output_blocks.{block * per_block + per_block - 1}.{2 if attended[block] else 1}.{rest}"
         position = block * per_block + index
-        return f"output_blocks.{position}.0.{_resnet(rest)}" if kind == "resnets" else f"output_blocks.{position}.1.{rest}"
+        return (f"output_blocks.{position}.0.{_resnet(rest)}" if kind == "resnets"
+                else f"output_blocks.{position}.1.{rest}")
     raise ValueError(f"no LDM name for UNet weight {key}")
 
 
@@ -158,7 +160,8 @@ def _extras(pipeline, family: str) -> dict[str, torch.Tensor]:
 
 def save_ldm_checkpoint(pipeline, path: str | Path, family: str = "sd1", extras: bool = True,
                         dtype: torch.dtype | None = None) -> Path:
-    """Write `pipeline` as one LDM-layout safetensors file at `path` (A1111's `models/Stable-diffusion/NAME.safetensors`)."""
+    """Write `pipeline` as one LDM-layout safetensors file at `path` (A1111's
+    `models/Stable-diffusion/NAME.safetensors`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     state = ldm_state_dict(pipeline, family, extras)

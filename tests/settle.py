@@ -2,9 +2,9 @@
 
 Browser tests that look at the page in the middle of an event chain pass while a later step of the chain
 undoes what they saw. `open_settled` counts the page's requests to the app (fetch and EventSource, the
-queue's streams until they end; not the heartbeat, open as long as the page) from before the page's first script runs; `settle` waits until none has
-been in flight for QUIET_MS, long enough for every chained event (`.then`, `.success`, `.failure`) to have
-been sent had there been one.
+queue's streams until they end; not the heartbeat, open as long as the page) from before the page's first script
+runs; `settle` waits until none has been in flight for QUIET_MS, long enough for every chained event (`.then`,
+`.success`, `.failure`) to have been sent had there been one.
 """
 
 QUIET_MS = 1500
@@ -68,7 +68,7 @@ TRACKER = """
         window.EventSource.prototype = Source.prototype;
     }
 })();
-"""
+"""  # noqa: E501 - the script's text as the browser runs it (one long line; reflowing would change the text)
 
 
 def open_settled(browser, url: str, width: int = 1400, height: int = 900):

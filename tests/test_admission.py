@@ -31,8 +31,10 @@ def admission(folders):
 
 def test_unset_fields_take_the_chosen_models_defaults_and_nothing_is_loaded(admission, folders):
     small, large = folders
-    assert (admission.recipe({"prompt": "x"}).width, admission.recipe({"prompt": "x", "model": large}).width) == (64, 128)
-    recipe = admission.recipe({"prompt": "x", "model": large, "num_inference_steps": 20.0, "seed": "18446744073709551615"})
+    assert (admission.recipe({"prompt": "x"}).width,
+            admission.recipe({"prompt": "x", "model": large}).width) == (64, 128)
+    recipe = admission.recipe({"prompt": "x", "model": large, "num_inference_steps": 20.0,
+                               "seed": "18446744073709551615"})
     assert (recipe.height, recipe.guidance_scale, recipe.num_inference_steps, recipe.seed) == (128, 7.5, 20, 2**64 - 1)
     assert admission.store._loaded == {}  # validation read config files only
 
@@ -65,7 +67,8 @@ def test_a_png_from_another_server_is_mapped_with_notes(admission, folders):
 
     original = Original(Recipe(prompt="x", model="someone/else", dtype="bfloat16", scheduler="NoSuch"), None, None)
     admitted = admission.original(original, strict=False)
-    assert (admitted.recipe.model, admitted.recipe.dtype, admitted.recipe.scheduler) == (folders[0], "float32", "default")
+    assert (admitted.recipe.model, admitted.recipe.dtype,
+            admitted.recipe.scheduler) == (folders[0], "float32", "default")
     assert len(admitted.notes) == 3
     with pytest.raises(RecipeError, match="model must be one of the models on this server"):
         admission.original(original, strict=True)

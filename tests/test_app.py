@@ -130,13 +130,14 @@ def test_only_grid_vary_matrix_reproduce_and_reverify_are_public(client):
     info = client.view_api(return_format="dict", print_info=False)
     assert set(info["named_endpoints"]) == {"/grid", "/vary", "/matrix", "/plot", "/travel", "/reproduce", "/reverify"}
     assert not info["unnamed_endpoints"]
+    # the recipe's own fields, in its order: new ones last, so positional calls hold
     recipe_fields = ["negative_prompt", "model", "scheduler", "num_inference_steps", "guidance_scale", "width",
                      "height", "rng", "variation_seed", "variation_strength", "seed_resize_from", "deterministic",
                      "dtype", "prompt_syntax", "emphasis", "clip_skip", "schedule", "eta", "eta_noise_seed_delta",
                      "s_churn", "s_tmin", "s_tmax", "s_noise", "schedule_sigma_min", "schedule_sigma_max",
                      "schedule_rho", "hires_scale", "hires_upscaler", "hires_steps", "denoising_strength",
                      "hires_sampler", "hires_schedule", "hires_cfg", "hires_seed", "loras", "lora_hashes",
-                     "ti_hashes", "start_step", "end_step", "model_hash", "vae", "vae_hash"]  # the recipe's own fields, in its order: new ones last, so positional calls hold
+                     "ti_hashes", "start_step", "end_step", "model_hash", "vae", "vae_hash"]
     grid = [p["parameter_name"] for p in info["named_endpoints"]["/grid"]["parameters"]]
     vary = [p["parameter_name"] for p in info["named_endpoints"]["/vary"]["parameters"]]
     assert grid == ["prompt", "seeds", *recipe_fields]
@@ -178,8 +179,8 @@ def test_dice_draws_the_requested_number_of_seeds(seedlab_app):
 
 
 def test_select_makes_the_cell_the_anchor_and_shows_it(seedlab_app):
-    results = [{"seed": str(s), "prompt": "p", "recipe": {"prompt": "p", "seed": str(s)}, "fingerprint": f"{s:064x}"[-64:]}
-               for s in (5, 6, 18446744073709551615)]
+    results = [{"seed": str(s), "prompt": "p", "recipe": {"prompt": "p", "seed": str(s)},
+                "fingerprint": f"{s:064x}"[-64:]} for s in (5, 6, 18446744073709551615)]
     results[2]["link"] = "http://x/?v=1"
     update = seedlab_app.select(results, SimpleNamespace(index=2))
     assert {key: update[key] for key in ("anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint",
@@ -275,7 +276,7 @@ def regenerations(seedlab_app, request):
     quick = generate(seedlab_app.default, recipe.replace(num_inference_steps=1))
     png = save_png(replace(quick, recipe=recipe), seedlab_app.pngs.folder / "dropped-50-steps.png")
     png_original = seedlab_app.reproduction.open_png(str(png))["pending"]
-    noop = lambda *args, **kwargs: None  # noqa: E731
+    noop = lambda *args, **kwargs: None
     return {
         "reproduce": seedlab_app.reproduction.reproduce(json.dumps(recipe.to_json()), request, noop),
         "link": seedlab_app.reproduction.reproduce_pending(link_original, request, noop),
@@ -532,7 +533,8 @@ def test_a_png_refused_by_a_limit_or_a_rule_says_so_and_only_unreadable_files_ca
     values = restored(update)  # every field the file holds is restored all the same
     assert (values["seeds"], values["num_inference_steps"], values["prompt"]) == ("3", 60, PROMPT)
     assert update["use_nearest"].interactive and update["png_nearest"]["num_inference_steps"] == 50
-    assert "The nearest recipe this server runs (not the original image): seed 3 at 64x64, 50 steps" in update["png_notes"]
+    assert ("The nearest recipe this server runs (not the original image): seed 3 at 64x64, 50 steps"
+            in update["png_notes"])
     nearest = restored(seedlab_app.reproduction.use_nearest(update["png_nearest"]))
     assert (nearest["seeds"], nearest["num_inference_steps"], nearest["prompt"]) == ("3", 50, PROMPT)
 

@@ -281,7 +281,7 @@ def test_screen_readers_hear_the_anchor_and_the_history_by_name(browser, app_ser
     page.context.close()
 
 
-def test_editing_the_prompt_after_picking_an_anchor_says_before_the_run_which_prompt_varies(  # noqa: F811
+def test_editing_the_prompt_after_picking_an_anchor_says_before_the_run_which_prompt_varies(
         browser, app_server):  # noqa: F811
     """Issue 33: "Regenerate variations from anchor" silently used the anchor's prompt; the note came after the run."""
     from tests.settle import open_settled, settle, value

@@ -1,4 +1,5 @@
-"""Single-file checkpoints (A1111's and ComfyUI's .safetensors) load offline and make the pixels of their diffusers folder.
+"""Single-file checkpoints (A1111's and ComfyUI's .safetensors) load offline and make the pixels of their diffusers
+folder.
 
 The files are written by tests/reference_ldm_layout.py (the LDM key layout A1111 and ComfyUI keep) from the
 tiny pipeline, tiny SD 2.x / SDXL layouts and the embedded model; a models folder in A1111's or ComfyUI's layout
@@ -230,7 +231,8 @@ class _Unet(torch.nn.Module):
         self.config = type("Config", (), {"cross_attention_dim": 1024})()
 
     def forward(self, latent, timestep, encoder_hidden_states):
-        assert timestep.tolist() == [999] and encoder_hidden_states.shape == (1, 2, 1024) and latent.shape == (1, 4, 8, 8)
+        assert (timestep.tolist() == [999] and encoder_hidden_states.shape == (1, 2, 1024)
+                and latent.shape == (1, 4, 8, 8))
         return type("Out", (), {"sample": torch.full_like(latent, self.value)})()
 
 
@@ -286,9 +288,11 @@ def test_malformed_truncated_oversize_and_unknown_files_are_refused(tiny, tmp_pa
     cases = {
         "cut": (data[:len(data) // 2], "cut.safetensors is truncated"),
         "huge": (struct.pack("<Q", 1 << 40) + data[8:], "huge.safetensors is not a safetensors file"),
-        "text": (b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!" + data[8:], "text.safetensors is not a safetensors"),
+        "text": (b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!" + data[8:],
+                 "text.safetensors is not a safetensors"),
         "list": (_with_header([1, 2]), "list.safetensors is not a safetensors file"),
-        "bad": (_with_header({"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}}, 16), "bad.safetensors is malformed"),
+        "bad": (_with_header({"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}}, 16),
+                "bad.safetensors is malformed"),
         "empty": (b"", "empty.safetensors is not a safetensors file"),
     }
     for name, (content, message) in cases.items():

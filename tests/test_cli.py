@@ -276,6 +276,7 @@ def test_help_and_bad_arguments_are_answered_without_torch(argv):
             "except SystemExit as stop:\n    code = stop.code\n"
             "print('loaded', sorted(m for m in ('torch', 'diffusers', 'transformers', 'gradio') if m in sys.modules))\n"
             "print('exit', code)\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                         text=True, timeout=60)
     assert "loaded []" in out.stdout, out.stdout + out.stderr
     assert ("exit 0" if argv[-1] == "--help" else "exit 2") in out.stdout

@@ -204,7 +204,8 @@ def test_lora_loaders_on_the_model_chain_become_the_loras_field_in_the_order_com
     graph["10"] = {"class_type": "LoraLoader", "inputs": {"model": ["4", 0], "clip": ["4", 1], "strength_model": 0.8,
                                                           "lora_name": "styles\\ink.safetensors", "strength_clip": 1}}
     graph["11"] = {"class_type": "ModelSamplingDiscrete", "inputs": {"model": ["10", 0], "sampling": "eps"}}
-    graph["12"] = {"class_type": "LoraLoaderModelOnly", "inputs": {"model": ["11", 0], "lora_name": "detail.safetensors",
+    graph["12"] = {"class_type": "LoraLoaderModelOnly", "inputs": {"model": ["11", 0],
+                                                                   "lora_name": "detail.safetensors",
                                                                    "strength_model": -0.5}}
     graph["13"] = {"class_type": "LoraLoader", "inputs": {"model": ["12", 0], "clip": ["10", 1], "strength_model": 0,
                                                           "lora_name": "off.safetensors", "strength_clip": 0}}
@@ -222,7 +223,8 @@ def test_lora_loaders_on_the_model_chain_become_the_loras_field_in_the_order_com
 def two_pass(upscale: dict, second: dict | None = None) -> dict:
     """ComfyUI's hires fix graph: the default graph's KSampler, a latent upscale, a second KSampler, then decode."""
     graph, upscale = json.loads(json.dumps(DEFAULT_API)), dict(upscale)
-    graph["10"] = {"class_type": upscale.pop("class_type", "LatentUpscaleBy"), "inputs": {"samples": ["3", 0], **upscale}}
+    graph["10"] = {"class_type": upscale.pop("class_type", "LatentUpscaleBy"),
+                   "inputs": {"samples": ["3", 0], **upscale}}
     graph["11"] = {"class_type": "KSampler", "inputs": {**graph["3"]["inputs"], "latent_image": ["10", 0],
                                                         "denoise": 0.5, **(second or {})}}
     graph["8"]["inputs"]["samples"] = ["11", 0]

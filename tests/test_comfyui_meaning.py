@@ -278,7 +278,8 @@ def test_hostile_graphs_of_nested_concatenations_contexts_and_switches_are_read_
         graph[f"c{level}"] = {"class_type": "StringConcatenate", "inputs": {
             **{f"text_{chr(97 + k)}": [f"c{level + 1}", 0] for k in range(8)}, "delimiter": ","}}
     for hop in range(2400):  # contexts searched upstream at each hop; switches whose settings are switches
-        graph[f"x{hop}"] = {"class_type": "Context", "inputs": {"base_ctx": [f"x{hop + 1}", 0], "o": [f"x{hop + 1}", 1]}}
+        graph[f"x{hop}"] = {"class_type": "Context", "inputs": {"base_ctx": [f"x{hop + 1}", 0],
+                                                                "o": [f"x{hop + 1}", 1]}}
         graph[f"w{hop}"] = {"class_type": "Switch", "inputs": {"on_true": [f"w{hop + 1}", 0],
                                                                "on_false": [f"w{hop + 1}", 0],
                                                                "boolean": [f"w{hop + 1}", 0]}}

@@ -28,8 +28,8 @@ ADETAILER = Q + " cowboy shot, dutch angle, テスト"
 N1 = "bad quality, worst quality, worst detail, sketch, censor,"
 INVOKE = ("professional full body photo of young woman, hyper long brunette hair, elegant hair, wearing a bikini top "
           "and asymmetric short skirt, curvy body, long legs, (imperfect skin), detailed skin, intense freckles, super "
-          "long eye lashes, at night, outside, city background, 8k ultra detailed, realistic, high quality, film grain, "
-          "low contrast")
+          "long eye lashes, at night, outside, city background, 8k ultra detailed, realistic, high quality, "
+          "film grain, low contrast")
 NAI_UC = ("nsfw, lowres, artistic error, film grain, scan artifacts, worst quality, bad quality, jpeg artifacts, very "
           "displeasing, chromatic aberration, dithering, halftone, screentone, multiple views, logo, too many "
           "watermarks, negative space, blank page")
@@ -77,8 +77,10 @@ EXPECTED = {
     "sd-parsers/automatic1111_cropped.jpg": ("A1111", 235284042, 15, 5, (512, 400), UNI, *DUCK),
     "sd-parsers/text_after_idat.png": ("A1111", 235284042, 15, 5, (512, 400), UNI, *DUCK),
     "sd-metadata/civitai.jpg": ("A1111 (Civitai)", 1311178179, 25, 5, SQ, K_EA, M3, N1),
-    "sd-metadata/comfyui-comfy-image-saver.jpg": ("A1111 (ComfyUI saver)", 0, 20, 8, (512, 512), C_E, "unknown", "unknown"),
-    "sd-metadata/comfyui-comfy-image-saver.png": ("A1111 (ComfyUI saver)", 0, 20, 8, (512, 512), C_E, "unknown", "unknown"),
+    "sd-metadata/comfyui-comfy-image-saver.jpg": ("A1111 (ComfyUI saver)", 0, 20, 8, (512, 512), C_E,
+                                                  "unknown", "unknown"),
+    "sd-metadata/comfyui-comfy-image-saver.png": ("A1111 (ComfyUI saver)", 0, 20, 8, (512, 512), C_E,
+                                                  "unknown", "unknown"),
     "sd-metadata/comfyui-comfy-image-saver.webp": ("A1111 (ComfyUI saver)", 0, 20, 8, (512, 512), C_E, "unknown",
                                                    "unknown"),
     "sd-metadata/comfyui-saveimagewithmetadata.jpg": ("A1111", 347382230306562, 20, 5, SQ, C_EA, M2, N1),
@@ -161,14 +163,15 @@ EXPECTED = {
     "sd-metadata/comfyui-saveimage-plus.jpg": ("ComfyUI", 577723948579568, 20, 5, SQ, "euler_ancestral", M2, N1),
     "sd-metadata/comfyui-saveimage-plus.png": ("ComfyUI", 434067965194649, 20, 5, SQ, "euler_ancestral", M2, N1),
     "sd-metadata/comfyui-saveimage-plus.webp": ("ComfyUI", 453851843419278, 20, 5, SQ, "euler_ancestral", M2, N1),
-    "sd-metadata/comfyui-low-denoise.png": ("ComfyUI", 667022537790957, 40, 5, SQ, "euler_ancestral", "general, masterpiece, best "
-                                            "quality, amazing quality, 4k, very aesthetic, ultra-detailed, (pixel art…",
+    "sd-metadata/comfyui-low-denoise.png": ("ComfyUI", 667022537790957, 40, 5, SQ, "euler_ancestral",
+                                            "general, masterpiece, best quality, amazing quality, 4k, very aesthetic, "
+                                            "ultra-detailed, (pixel art…",
                                             "modern, recent, old, oldest, anime, illustration, cartoon, graphic…"),
     "sd-metadata/comfyui-comfyroll.png": ("ComfyUI", 942975376742792, 30, 6, SQ, "euler_ancestral", M3, N1),
     "sd-metadata/comfyui-anima.png": ("ComfyUI", 662066908990052, 24, 5, (1216, 832), "euler",
                                       Q + " holding sign, cowboy shot, looking at…", N1),
-    "sd-metadata/tensorart.png": ("ComfyUI", 3036459311, 25, 7, SQ, "euler_ancestral", M3, "bad quality, worst quality, worst "
-                                  "detail, sketch, censor"),
+    "sd-metadata/tensorart.png": ("ComfyUI", 3036459311, 25, 7, SQ, "euler_ancestral", M3,
+                                  "bad quality, worst quality, worst detail, sketch, censor"),
     "sd-metadata/civitai-hires.jpg": ("ComfyUI", 1311178179, 25, 5, None, "euler_ancestral", M3, N1),
     "sd-metadata/krea2.png": ("ComfyUI", 371644226245214, 8, 1, None, "euler", None, None),
     "sd-parsers/img2img_cropped.png": ("ComfyUI", 280823642470253, 20, 8, None, DPM, "photograph of victorian woman "
@@ -187,25 +190,26 @@ EXPECTED = {
                                        "fizzy rainbow drink and a small red toy car on top of a table beside a juicy "
                                        "burger in the middle of a dark forest at night with a bear in the shadows in "
                                        "the background with the full moon", "ugly jpeg"),
-    CG + "controlnet_example.png": ("ComfyUI", 1002496614778823, 16, 6, (512, 512), UNI, "(solo) girl (flat chest:0.9), "
-                                    "(fennec ears:1.1)\u00a0 (fox ears:1.1), (blonde hair:1.0), messy hair, sky clouds, "
-                                    "standing in a grass field, (chibi), blue eyes",
+    CG + "controlnet_example.png": ("ComfyUI", 1002496614778823, 16, 6, (512, 512), UNI,
+                                    "(solo) girl (flat chest:0.9), (fennec ears:1.1)\u00a0 (fox ears:1.1), (blonde "
+                                    "hair:1.0), messy hair, sky clouds, standing in a grass field, (chibi), blue eyes",
                                     "(hands), text, error, cropped, (worst quality:1.2)…"),
     CG + "embedding_example.png": ("ComfyUI", 193694018275622, 20, 8, (768, 768), UNI, "photograph in the style of "
                                    "embedding:SDA768.pt girl with blonde hair\nlandscape scenery view", "bad hands"),
-    CG + "flux_dev_example.png": ("ComfyUI", 219670278747233, 20, None, SQ, "euler", "cute anime girl with massive fluffy "
-                                  "fennec ears and a big fluffy tail blonde messy long hair blue eyes wearing a maid…",
-                                  None),
-    CG + "flux_schnell_example.png": ("ComfyUI", 112298569477003, 4, None, SQ, "euler", "a bottle with a beautiful rainbow "
-                                      "galaxy inside it on top of a wooden table in the middle of a modern kitchen "
-                                      "beside a plate of vegetables and mushrooms and a wine glasse that contains a "
-                                      "planet earth with a plate with a half eaten apple pie on it", None),
-    CG + "hiresfix_latent_workflow.png": ("ComfyUI", 89848141647836, 12, 8, (768, 768), "dpmpp_sde", "masterpiece HDR "
-                                          "victorian portrait painting of woman, blonde hair, mountain nature, blue sky",
-                                          "bad hands, text, watermark"),
-    CG + "hunyuan_dit_1.2_example.png": ("ComfyUI", 137656229034231, 30, 6, SQ, "euler", "a bottle with a 彩虹星系 inside it "
-                                         "on top of a wooden table on a snowy mountain top with the ocean and clouds in "
-                                         "the background", ""),
+    CG + "flux_dev_example.png": ("ComfyUI", 219670278747233, 20, None, SQ, "euler",
+                                  "cute anime girl with massive fluffy fennec ears and a big fluffy tail blonde messy "
+                                  "long hair blue eyes wearing a maid…", None),
+    CG + "flux_schnell_example.png": ("ComfyUI", 112298569477003, 4, None, SQ, "euler",
+                                      "a bottle with a beautiful rainbow galaxy inside it on top of a wooden table in "
+                                      "the middle of a modern kitchen beside a plate of vegetables and mushrooms and a "
+                                      "wine glasse that contains a planet earth with a plate with a half eaten apple "
+                                      "pie on it", None),
+    CG + "hiresfix_latent_workflow.png": ("ComfyUI", 89848141647836, 12, 8, (768, 768), "dpmpp_sde",
+                                          "masterpiece HDR victorian portrait painting of woman, blonde hair, mountain "
+                                          "nature, blue sky", "bad hands, text, watermark"),
+    CG + "hunyuan_dit_1.2_example.png": ("ComfyUI", 137656229034231, 30, 6, SQ, "euler",
+                                         "a bottle with a 彩虹星系 inside it on top of a wooden table on a snowy "
+                                         "mountain top with the ocean and clouds in the background", ""),
     CG + "hypernetwork_example_output.png": ("ComfyUI", 572636856966402, 20, 8, (512, 512), UNI, "woman (fennec ears "
                                              "fox ears:1.1), marble statue, museum", TW),
     CG + "inpaint_example.png": ("ComfyUI", 1040111309094545, 20, 8, None, UNI, "closeup photograph of maine coon "
@@ -213,48 +217,53 @@ EXPECTED = {
     CG + "lcm_basic_example.png": ("ComfyUI", 167055194337639, 5, 1.8, SQ, LCM, SUNSET, TW),
     CG + "lora.png": ("ComfyUI", 851616030078638, 20, 8, (512, 512), "euler", *GIRL),
     CG + "lora_multiple.png": ("ComfyUI", 513173432917412, 20, 8, (512, 512), "euler", *GIRL),
-    CG + "model_merging_basic.png": ("ComfyUI", 156680208700286, 20, 8, (512, 512), "euler", "beautiful scenery nature glass "
-                                     "bottle landscape, , purple galaxy bottle,", TW),
-    CG + "sd3.5_simple_example.png": ("ComfyUI", 585483408983215, 20, 4.01, SQ, "euler", "a bottle with a pink and red galaxy "
-                                      "inside it on top of a wooden table on a table in the middle of a modern kitchen "
-                                      "with a window to the outdoors mountain range bright sun clouds forest", ""),
+    CG + "model_merging_basic.png": ("ComfyUI", 156680208700286, 20, 8, (512, 512), "euler",
+                                     "beautiful scenery nature glass bottle landscape, , purple galaxy bottle,", TW),
+    CG + "sd3.5_simple_example.png": ("ComfyUI", 585483408983215, 20, 4.01, SQ, "euler",
+                                      "a bottle with a pink and red galaxy inside it on top of a wooden table on a "
+                                      "table in the middle of a modern kitchen with a window to the outdoors mountain "
+                                      "range bright sun clouds forest", ""),
     # Base and refiner share one 25-step schedule, the base stopping at step 20: no single step count says it.
-    CG + "sdxl_refiner_prompt_example.png": ("ComfyUI", 6767725640732, None, 8, SQ, "euler", "daytime sky nature dark blue "
-                                             "galaxy bottle", TW),
+    CG + "sdxl_refiner_prompt_example.png": ("ComfyUI", 6767725640732, None, 8, SQ, "euler",
+                                             "daytime sky nature dark blue galaxy bottle", TW),
     CG + "sdxl_simple_example.png": ("ComfyUI", 721897303308196, None, 8, SQ, "euler", SUNSET, TW),
-    CG + "sdxlturbo_example.png": ("ComfyUI", 0, 1, 1, (512, 512), "euler_ancestral", "beautiful landscape scenery glass bottle with a "
-                                   "galaxy inside cute fennec fox snow HDR sunset", TW),
-    CG + "stable_cascade__text_to_image.png": ("ComfyUI", 314307448448003, 20, 4, SQ, "euler_ancestral", "evening sunset scenery blue "
-                                               "sky nature, glass bottle with a fizzy ice cold freezing rainbow liquid "
-                                               "in it", TW),
+    CG + "sdxlturbo_example.png": ("ComfyUI", 0, 1, 1, (512, 512), "euler_ancestral",
+                                   "beautiful landscape scenery glass bottle with a galaxy inside cute fennec fox snow "
+                                   "HDR sunset", TW),
+    CG + "stable_cascade__text_to_image.png": ("ComfyUI", 314307448448003, 20, 4, SQ, "euler_ancestral",
+                                               "evening sunset scenery blue sky nature, glass bottle with a fizzy ice "
+                                               "cold freezing rainbow liquid in it", TW),
     # An SDXL image made first, then animated by SVD: the text-to-image pass is the one with a prompt.
     CG + "txt_to_image_to_video.webp": ("ComfyUI", 144698910769133, 15, 8, (1024, 576), UNI, "photograph beautiful "
                                         "scenery nature mountains alps river rapids snow sky cumulus clouds", TW),
-    CG + "z_image_turbo_example.png": ("ComfyUI", 47447417949230, 9, 1, SQ, "euler", "cute anime style girl with massive "
-                                       "fluffy fennec ears and a big fluffy tail…", "blurry ugly bad"),
+    CG + "z_image_turbo_example.png": ("ComfyUI", 47447417949230, 9, 1, SQ, "euler",
+                                       "cute anime style girl with massive fluffy fennec ears and a big fluffy tail…",
+                                       "blurry ugly bad"),
     # Cutoff splits the prompt into regions: no single prompt says it.
     "BlenderNeko-ComfyUI_Cutoff/ComfyUI_00671_.png": ("ComfyUI", 0, 35, 10, (512, 512), "dpmpp_2m", None,
                                                       "(low quality, worst quality:1.4)"),
-    "Haoming02-comfyui-diffusion-cg/on.png": ("ComfyUI", 1337, 32, 6, (512, 512), "dpmpp_2m", "high quality, a photo of a woman "
-                                              "in white dress, standing at the beach, facing away, wind, sunset, "
-                                              "twilight, sky, cloud, lens flare", "low quality, worst quality"),
-    "Haoming02-comfyui-resharpen/0.5.png": ("ComfyUI", 1337, 32, 6, (512, 512), "euler", "high quality, a photo of a man in "
-                                            "suit, standing in front of a brick wall, looking at viewer, smile",
-                                            "low quality, worst quality"),
+    "Haoming02-comfyui-diffusion-cg/on.png": ("ComfyUI", 1337, 32, 6, (512, 512), "dpmpp_2m",
+                                              "high quality, a photo of a woman in white dress, standing at the beach, "
+                                              "facing away, wind, sunset, twilight, sky, cloud, lens flare",
+                                              "low quality, worst quality"),
+    "Haoming02-comfyui-resharpen/0.5.png": ("ComfyUI", 1337, 32, 6, (512, 512), "euler",
+                                            "high quality, a photo of a man in suit, standing in front of a brick "
+                                            "wall, looking at viewer, smile", "low quality, worst quality"),
     # Workflow chunk only. Where "Anything Everywhere" nodes carry the prompts, the graph has no link to follow.
-    SIWM + "extra_metadata.png": ("ComfyUI (workflow)", 0, 20, 8, (832, 1216), "euler_ancestral", "1girl, hatsune miku, vocaloid, "
-                                  "aqua hair, aqua eyes, twintails, aqua necktie, cyan shirt, sleeveless, detached "
-                                  "sleeves, black sleeves, upper body, smile, looking at viewer, waving, masterpiece, "
-                                  "best quality, very aesthetic, absurdres", "lowres, (bad), text, error, fewer, extra, "
-                                  "missing, worst quality, jpeg artifacts, low quality, watermark, unfinished, "
-                                  "displeasing, oldest, early, chromatic aberration, signature, extra digits, artistic "
-                                  "error, username, scan, [abstract]"),
-    SIWM + "sd3.png": ("ComfyUI (workflow)", 0, 28, 4.5, SQ, "dpmpp_2m", "Chibi figure of a wizard girl with a big wand. She "
-                       "wears a wizard's hat and a blue robe. The wand is based on a clock. A magic circle is deployed "
-                       "on the underside.", None),
+    SIWM + "extra_metadata.png": ("ComfyUI (workflow)", 0, 20, 8, (832, 1216), "euler_ancestral",
+                                  "1girl, hatsune miku, vocaloid, aqua hair, aqua eyes, twintails, aqua necktie, cyan "
+                                  "shirt, sleeveless, detached sleeves, black sleeves, upper body, smile, looking at "
+                                  "viewer, waving, masterpiece, best quality, very aesthetic, absurdres",
+                                  "lowres, (bad), text, error, fewer, extra, missing, worst quality, jpeg artifacts, "
+                                  "low quality, watermark, unfinished, displeasing, oldest, early, chromatic "
+                                  "aberration, signature, extra digits, artistic error, username, scan, [abstract]"),
+    SIWM + "sd3.png": ("ComfyUI (workflow)", 0, 28, 4.5, SQ, "dpmpp_2m",
+                       "Chibi figure of a wizard girl with a big wand. She wears a wizard's hat and a blue robe. The "
+                       "wand is based on a clock. A magic circle is deployed on the underside.", None),
     SIWM + "filename_format.png": ("ComfyUI (workflow)", 123, 20, 8, (512, 768), "dpmpp_2m", None, None),
     SIWM + "lora_embedding_vae.png": ("ComfyUI (workflow)", 123, 20, 8, (512, 768), "dpmpp_2m", None, None),
-    SIWM + "everywhere_prompt_utilities.png": ("ComfyUI (workflow)", 12345, 20, 8, (832, 1216), "euler_ancestral", None, None),
+    SIWM + "everywhere_prompt_utilities.png": ("ComfyUI (workflow)", 12345, 20, 8, (832, 1216), "euler_ancestral", None,
+                                               None),
     SW + "auraflow-02.jpg": ("SwarmUI", 1, 20, 3.5, SQ, None, CAT, None),
     SW + "cascade.jpg": ("SwarmUI", 1, 20, 3.5, SQ, None, CAT, None),
     SW + "flux-dev.jpg": ("SwarmUI", 1, 20, 1, SQ, None, CAT, None),

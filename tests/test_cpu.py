@@ -142,7 +142,8 @@ def test_a_link_carries_the_instruction_set_and_vendor_and_an_old_link_still_ope
     decoded = original_from_link(link)
     assert decoded.environment.cpu_isa == "native:avx512" and decoded.environment.cpu_vendor == "Intel"
     old = json.loads((FIXTURES / "links_v1.json").read_text())["links"][0]["link"]
-    assert original_from_link(old).environment.cpu_isa is None and original_from_link(old).environment.cpu_vendor is None
+    assert (original_from_link(old).environment.cpu_isa is None
+            and original_from_link(old).environment.cpu_vendor is None)
 
 
 @pytest.mark.parametrize("tail, named", [("~avx2", "env must have 7 or 9 parts"), ("~<script>~AMD", "cpu_isa"),

@@ -56,15 +56,18 @@ def test_background_variations_keep_the_composition_and_seeds_change_it(pipe):
         for seed in (11, 12, 13) for background in backgrounds
     }
     assert sum(mask.sum() > 0 for mask in masks.values()) >= 6  # a small shape sometimes vanishes (README)
-    same = np.mean([iou(masks[s, a], masks[s, b]) for s in (11, 12, 13) for a in backgrounds for b in backgrounds if a < b])
-    other = np.mean([iou(masks[a, g], masks[b, g]) for a in (11, 12, 13) for b in (11, 12, 13) if a < b for g in backgrounds])
+    same = np.mean([iou(masks[s, a], masks[s, b])
+                    for s in (11, 12, 13) for a in backgrounds for b in backgrounds if a < b])
+    other = np.mean([iou(masks[a, g], masks[b, g])
+                     for a in (11, 12, 13) for b in (11, 12, 13) if a < b for g in backgrounds])
     assert same >= 0.6 and same > 2 * other, (same, other)
 
 
 def test_the_prompt_picks_the_kind(pipe):
     kinds = ["circle", "square", "triangle", "star"]
     readings = [
-        classify(generate(pipe, f"a large green {kind} on a white background", seed=seed, guidance=GUIDANCE, steps=STEPS)).kind
+        classify(generate(pipe, f"a large green {kind} on a white background", seed=seed, guidance=GUIDANCE,
+                          steps=STEPS)).kind
         for kind in kinds for seed in (21, 22)
     ]
     assert sum(r == k for r, k in zip(readings, [k for k in kinds for _ in (21, 22)])) >= 6, readings

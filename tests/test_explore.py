@@ -124,7 +124,7 @@ def test_nudges_are_the_anchor_with_fresh_variation_seeds_each_exact_and_linkabl
     (2.5, 0.2, "Nudges must be a whole number from 1 to 16, got '2.5'"),
     (2, 1.5, "Variation strength"),
 ])
-def test_bad_nudges_are_refused_naming_the_field(seedlab_app, count, strength, message):
+def test_bad_nudges_are_refused_naming_the_field(seedlab_app, count, strength, message):  # noqa: F811
     anchor = anchor_from_grid(seedlab_app)
     with pytest.raises(gr.Error, match=message):
         list(seedlab_app.nudge(anchor, count, strength, None, noop))

@@ -59,8 +59,9 @@ def recipe(folder, seed: int, **changes) -> Recipe:
 
 def test_grid_equals_plain_diffusers_cell_equals_solo_and_its_png_reproduces(family, tmp_path):
     name, folder = family
-    done = cli("grid", "--model", folder, "--prompt", SETTINGS["prompt"], "--seeds", "0-1", "--steps", SETTINGS["steps"],
-               "--guidance", SETTINGS["guidance"], "--width", 32, "--height", 32, "--out", tmp_path, "--json")
+    done = cli("grid", "--model", folder, "--prompt", SETTINGS["prompt"], "--seeds", "0-1",
+               "--steps", SETTINGS["steps"], "--guidance", SETTINGS["guidance"], "--width", 32, "--height", 32,
+               "--out", tmp_path, "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [line["seed"] for line in lines] == ["0", "1"]
@@ -71,8 +72,9 @@ def test_grid_equals_plain_diffusers_cell_equals_solo_and_its_png_reproduces(fam
     with torch_threads(1):  # the CLI's grid runs one thread per image
         for line in lines:
             seed = int(line["seed"])
-            image = plain(SETTINGS["prompt"], num_inference_steps=SETTINGS["steps"], guidance_scale=SETTINGS["guidance"],
-                          width=32, height=32, generator=torch.Generator("cpu").manual_seed(seed),
+            image = plain(SETTINGS["prompt"], num_inference_steps=SETTINGS["steps"],
+                          guidance_scale=SETTINGS["guidance"], width=32, height=32,
+                          generator=torch.Generator("cpu").manual_seed(seed),
                           **PLAIN_OPTIONS.get(name, {})).images[0]
             assert fingerprint(np.asarray(image.convert("RGB"))) == line["fingerprint"], (name, seed)
         solo = generate(model, recipe(folder, 1))  # the second cell, made alone
@@ -145,7 +147,8 @@ def test_a_turbo_folder_starts_at_its_steps_and_guidance_and_the_cli_uses_them(t
         loaded = load_model(str(folder), torch.device("cpu"))
         assert (loaded.default_steps, loaded.default_guidance) == expected, folder
         assert read_info(str(folder)) == loaded.info  # the same, from the config files alone
-    done = cli("grid", "--model", turbo, "--prompt", "a red circle", "--seeds", "3", "--out", tmp_path / "out", "--json")
+    done = cli("grid", "--model", turbo, "--prompt", "a red circle", "--seeds", "3", "--out", tmp_path / "out",
+               "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     line = json.loads(done.stdout)
     assert (line["recipe"]["num_inference_steps"], line["recipe"]["guidance_scale"]) == (1, 0.0)
@@ -186,7 +189,8 @@ def test_an_unconditional_folder_runs_without_a_prompt_and_its_png_reproduces(tm
     plain.set_progress_bar_config(disable=True)
     with torch_threads(1):
         for line in lines:
-            image = plain(num_inference_steps=2, generator=torch.Generator("cpu").manual_seed(int(line["seed"]))).images[0]
+            image = plain(num_inference_steps=2,
+                          generator=torch.Generator("cpu").manual_seed(int(line["seed"]))).images[0]
             assert fingerprint(image) == line["fingerprint"]
     assert lines[0]["recipe"]["prompt"] == "" and lines[0]["recipe"]["width"] == 32
     done = cli("reproduce", lines[1]["path"], "--model", folder, "--json")

@@ -132,7 +132,8 @@ def test_numpy_noise_with_a_scheduler_that_draws_is_refused(model):
 def test_variations_keep_the_anchor_seed_and_start_with_the_base_prompt(model):
     anchor = Recipe(prompt="a red circle", seed=99, scheduler="EulerAncestralDiscreteScheduler", num_inference_steps=4)
     results = seedlab.generate_variations(model, anchor, [", highly realistic", "artsy"])
-    assert [r.recipe.prompt for r in results] == ["a red circle", "a red circle, highly realistic", "a red circle, artsy"]
+    assert [r.recipe.prompt for r in results] == ["a red circle", "a red circle, highly realistic",
+                                                  "a red circle, artsy"]
     assert {r.recipe.seed for r in results} == {99}
     assert np.array_equal(pixels(results[0]), pixels(seedlab.generate(model, anchor)))
     direct = plain_diffusers(model, anchor.replace(prompt="a red circle, artsy"))
@@ -141,7 +142,7 @@ def test_variations_keep_the_anchor_seed_and_start_with_the_base_prompt(model):
 
 def test_global_rng_neither_used_nor_consulted(model):
     recipe = Recipe(prompt="a red circle", seed=5, scheduler="EulerAncestralDiscreteScheduler", num_inference_steps=4)
-    torch.manual_seed(1)  # noqa: the test itself may touch the global RNG to prove generation ignores it
+    torch.manual_seed(1)  # the test itself may touch the global RNG to prove generation ignores it
     state = torch.random.get_rng_state()
     first = seedlab.generate(model, recipe)
     assert torch.equal(torch.random.get_rng_state(), state), "generation consumed torch's global RNG"
@@ -163,7 +164,8 @@ def test_reusing_one_generator_is_the_pitfall_seedlab_avoids(model):
 
 def test_device_rng_on_cpu_is_the_cpu_rng(model):
     recipe = Recipe(prompt="a red circle", seed=11, num_inference_steps=3)
-    assert seedlab.generate(model, recipe.replace(rng="device")).fingerprint == seedlab.generate(model, recipe).fingerprint
+    assert (seedlab.generate(model, recipe.replace(rng="device")).fingerprint
+            == seedlab.generate(model, recipe).fingerprint)
 
 
 def test_full_determinism_is_scoped_and_recorded(model):
@@ -178,7 +180,8 @@ def test_full_determinism_is_scoped_and_recorded(model):
 
 def test_progress_counts_every_step_of_every_image(model):
     seen = []
-    seedlab.generate_grid(model, Recipe(prompt="x", num_inference_steps=3), [1, 2], progress=lambda d, t: seen.append((d, t)))
+    seedlab.generate_grid(model, Recipe(prompt="x", num_inference_steps=3), [1, 2],
+                          progress=lambda d, t: seen.append((d, t)))
     assert seen == [(i, 6) for i in range(1, 7)]
 
 

@@ -105,7 +105,8 @@ def test_after_a_restart_an_entry_shows_what_is_missing_and_regenerates_exactly(
 def test_export_then_import_keeps_recipes_fingerprints_and_lineage(app, reference_model, tmp_path):  # noqa: F811
     history, _, _ = explored(app)
     exported = app.history.show(history, None)["history_export"].value["path"]
-    data = json.loads(open(exported, encoding="utf-8").read())
+    with open(exported, encoding="utf-8") as file:
+        data = json.loads(file.read())
     assert data["format"] == FORMAT and all(cell["link"].startswith("http") for cell in data["entries"][0]["cells"])
     other = new_app(reference_model, tmp_path / "elsewhere")
     mine = other.history.remember("grid")(generated(other, "grid", {"prompt": "x", "seeds": "9"}, "grid"), [], None,

@@ -123,9 +123,10 @@ def test_huge_digit_strings_are_refused_without_pythons_int_limit_text():
 
 
 def test_a_comfyui_graph_with_cycles_and_dangling_links_ends():
-    graph = {"1": {"class_type": "KSampler", "inputs": {"seed": ["2", 0], "steps": 20, "cfg": 7, "sampler_name": "euler",
-                                                        "scheduler": "normal", "positive": ["3", 0],
-                                                        "negative": ["9", 0], "latent_image": ["1", 0]}},
+    graph = {"1": {"class_type": "KSampler", "inputs": {"seed": ["2", 0], "steps": 20, "cfg": 7,
+                                                        "sampler_name": "euler", "scheduler": "normal",
+                                                        "positive": ["3", 0], "negative": ["9", 0],
+                                                        "latent_image": ["1", 0]}},
              "2": {"class_type": "Reroute", "inputs": {"x": ["2", 0]}},
              "3": {"class_type": "ConditioningCombine", "inputs": {"conditioning_1": ["3", 0]}}}
     _, fields, _ = read_comfyui(json.dumps(graph))

@@ -40,7 +40,8 @@ def test_each_limit_is_enforced_on_the_server_with_a_message_naming_it(client, a
 
 def test_a_request_over_the_compute_budget_is_refused_saying_what_to_reduce(client):
     """Independent caps allow 16 images x 50 steps at 1024x1024: about a day on a CPU. The budget refuses it."""
-    with pytest.raises(AppError, match=r"would take about .* \(SEEDLAB_MAX_REQUEST_SECONDS\): ask for fewer images, fewer steps"):
+    with pytest.raises(AppError, match=r"would take about .* \(SEEDLAB_MAX_REQUEST_SECONDS\): "
+                                       r"ask for fewer images, fewer steps"):
         client.predict(prompt=PROMPT, seeds="0-15", num_inference_steps=50, width=1024, height=1024, api_name="/grid")
 
 

@@ -90,7 +90,8 @@ def test_old_names_carry_their_schedule(setup, old, new, schedule):
      {"schedule": "Karras", "sigma_min": 0.1, "sigma_max": 10.0, "rho": 5.0}),
     # DPM fast and adaptive take eta (A1111's default 1: ancestral noise, ENSD's generator); DPM fast takes s_noise,
     # DPM adaptive and Restart ignore it; the schedule only scales their first noise (sigmas[0]).
-    ("DPM fast", {"eta": 0.5, "s_noise": 0.9, "eta_noise_seed_delta": 31337}, {"eta": 0.5, "s_noise": 0.9, "ensd": 31337}),
+    ("DPM fast", {"eta": 0.5, "s_noise": 0.9, "eta_noise_seed_delta": 31337},
+     {"eta": 0.5, "s_noise": 0.9, "ensd": 31337}),
     ("DPM fast", {"eta": 0.0, "schedule": "Align Your Steps"}, {"eta": 0.0, "schedule": "Align Your Steps"}),
     ("DPM adaptive", {"eta": 0.0}, {"eta": 0.0}),
     ("DPM adaptive", {"s_noise": 0.5, "eta_noise_seed_delta": 1}, {"s_noise": 0.5, "ensd": 1}),
@@ -155,8 +156,8 @@ def test_restart_twice_matches_a1111s_restart_sampler(steps):
     rng.next()  # the first noise, drawn before sampling
     with a1111._hijacked(a1111.load_k_diffusion()[0], rng):
         want = a1111._restart_sampler(lambda x, sigma: calls.append(1) or model(x, sigma), start, sigmas)
-    step_noise = ksampling.StepNoise(Recipe(prompt="a", seed=3, eta_noise_seed_delta=7), torch.Generator(), (1, 4, 8, 8),
-                                     start)
+    step_noise = ksampling.StepNoise(Recipe(prompt="a", seed=3, eta_noise_seed_delta=7), torch.Generator(),
+                                     (1, 4, 8, 8), start)
     assert torch.equal(restart(model, start, sigmas, step_noise), want)
     assert len(calls) == 2 * steps - 1 <= model_calls("Restart", steps)
 

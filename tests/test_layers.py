@@ -113,7 +113,8 @@ def test_every_engine_room_is_known_with_a_docstring():
     assert rooms == set(ENGINE_ROOMS) - {"core"}
     for room in rooms:
         docstring = ast.get_docstring(ast.parse((PACKAGE / "engine" / room / "__init__.py").read_text()))
-        assert docstring and "import" in docstring.lower(), f"seedlab/engine/{room} must say what it owns and what it may import"
+        assert docstring and "import" in docstring.lower(), (
+            f"seedlab/engine/{room} must say what it owns and what it may import")
 
 
 @pytest.mark.parametrize("name", sorted(name for name in modules() if engine_room(name)))

@@ -33,7 +33,8 @@ recipes = st.builds(
     rng=st.sampled_from(["cpu", "device", "numpy-pcg64", "cuda-philox"]),
     variation_seed=st.integers(0, MAX_SEED),
     variation_strength=st.floats(0, 1, allow_nan=False),
-    seed_resize_from=st.none() | st.tuples(st.integers(4, 512).map(lambda n: 8 * n), st.integers(4, 512).map(lambda n: 8 * n)),
+    seed_resize_from=st.none() | st.tuples(st.integers(4, 512).map(lambda n: 8 * n),
+                                           st.integers(4, 512).map(lambda n: 8 * n)),
     deterministic=st.booleans(),
     dtype=st.sampled_from(["float32", "float16", "bfloat16"]),
 )
@@ -175,7 +176,8 @@ def test_a_link_can_only_name_a_model_this_server_allows(model):
     store = ModelStore(["embedded", "/srv/models/allowed"], device=torch.device("cpu"))  # nothing is loaded
     recipe, _, _ = decode_link(query(model=model))
     assert recipe.model == model  # decoding returns the name as written ...
-    with pytest.raises(ValueError, match=r"model must be one of the models on this server \(embedded, /srv/models/allowed\)"):
+    with pytest.raises(ValueError,
+                       match=r"model must be one of the models on this server \(embedded, /srv/models/allowed\)"):
         store.check(recipe.model)  # ... and the server refuses anything it was not started with
     assert store.check(decode_link(query(model="/srv/models/allowed"))[0].model) == "/srv/models/allowed"
 

@@ -148,7 +148,8 @@ def test_a_real_a1111_png_restores_its_recipe_with_notes():
     assert (print_, environment) == (None, None)
     text = "\n".join(notes)
     assert "Model hash" not in text, text  # a recipe field: the checkpoint is found and checked by it
-    assert "add_detail" not in text and "easynegative" not in text  # the recipe's: applied (test_lora, test_text_inversion)
+    # the recipe's: applied (test_lora, test_text_inversion)
+    assert "add_detail" not in text and "easynegative" not in text
     assert "Karras" not in text and "hires" not in text.lower()  # both are run, not noted
 
 
@@ -247,7 +248,8 @@ def test_another_tools_value_out_of_range_is_named_and_the_rest_of_its_recipe_re
 
 def test_inline_lora_tags_are_kept_for_their_syntax_and_other_tags_named_in_a_note():
     prompt = "a castle <lora:add_detail:0.8>, <hypernet:anime_v2:1>\nat dusk <lora:add_detail:0.8> <lyco:film:0.4>"
-    text = f"{prompt}\nNegative prompt: <lora:bad_hands:1>\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 5, Size: 64x64"
+    text = (f"{prompt}\nNegative prompt: <lora:bad_hands:1>\n"
+            "Steps: 20, Sampler: Euler, CFG scale: 7, Seed: 5, Size: 64x64")
     recipe, _, notes = read_parameters(text)
     assert (recipe.prompt, recipe.negative_prompt) == (prompt, "<lora:bad_hands:1>")  # as written
     assert recipe.prompt_syntax == "a1111"  # A1111 applies the LoRA tags (test_lora.py): no note for them

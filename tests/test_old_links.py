@@ -62,7 +62,8 @@ def test_v1_png_regenerates_the_same_pixels(embedded):
 
 
 def _reproduce(source: str) -> subprocess.CompletedProcess:
-    """`python -m seedlab reproduce SOURCE --model embedded --json` as a user runs it: no other option, a plain shell."""
+    """`python -m seedlab reproduce SOURCE --model embedded --json` as a user runs it: no other option, a plain
+    shell."""
     env = {key: value for key, value in os.environ.items()
            if key not in (*cpu.SETTINGS, cpu.ENV_VAR, cpu.FOUND_VAR)}
     return subprocess.run([sys.executable, "-m", "seedlab", "reproduce", source, "--model", "embedded", "--json"],

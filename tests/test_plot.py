@@ -126,7 +126,8 @@ def test_bad_axes_name_the_option_the_axis_the_value_and_what_is_allowed(text, w
 
 def test_cells_are_full_recipes_in_x_y_z_order(admission, tiny_model_dir):
     plot = plot_recipes(admission, {"prompt": "a red circle", "num_inference_steps": 3},
-                        parse_axis("seed: 1, 2, 3"), parse_axis("Prompt S/R: red, blue"), parse_axis("size: 64x64, 32x48"))
+                        parse_axis("seed: 1, 2, 3"), parse_axis("Prompt S/R: red, blue"),
+                        parse_axis("size: 64x64, 32x48"))
     assert len(plot.cells) == 12
     assert [(c.x, c.y, c.z) for c in plot.cells[:4]] == [(0, 0, 0), (1, 0, 0), (2, 0, 0), (0, 1, 0)]
     last = plot.cells[-1].recipe
@@ -175,8 +176,8 @@ def test_the_count_limit_and_the_budget_count_every_cell(tiny_model_dir):
 
 
 def test_expensive_axes_change_least_often(admission):
-    plot = plot_recipes(admission, {"prompt": "x", "num_inference_steps": 2}, parse_axis("Sampler: Euler, DDIMScheduler"),
-                        parse_axis("seed: 1, 2, 3"))
+    plot = plot_recipes(admission, {"prompt": "x", "num_inference_steps": 2},
+                        parse_axis("Sampler: Euler, DDIMScheduler"), parse_axis("seed: 1, 2, 3"))
     order = plot.generation_order()
     schedulers = [plot.cells[number].recipe.scheduler for number in order]
     assert schedulers == ["Euler"] * 3 + ["DDIMScheduler"] * 3  # A1111's Euler, run as A1111 runs it

@@ -30,7 +30,8 @@ def test_traced_calls_equal_eager_ones_for_every_signature(model):
     unet = model.pipeline.unet
     traced = TracedUNet(unet)
     cases = [(2, 8, torch.tensor(999)), (2, 8, torch.tensor(17)), (1, 8, torch.tensor(500)),
-             (2, 16, torch.tensor(250.5)), (2, 16, torch.tensor(3.25)), (2, 12, torch.tensor(42.0, dtype=torch.float64))]
+             (2, 16, torch.tensor(250.5)), (2, 16, torch.tensor(3.25)),
+             (2, 12, torch.tensor(42.0, dtype=torch.float64))]
     with torch.inference_mode():
         for batch, side, timestep in cases:
             sample, timestep, context = inputs(unet, batch, side, timestep)

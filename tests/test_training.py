@@ -154,7 +154,8 @@ def test_code_folds_the_32px_layout_disk_like_pixel_unshuffle_and_holds_constant
 def test_layout_disk_spans_the_shape_box_and_ignores_kind_and_colours():
     mask = render(Shape("red", "square", "large", "blue", 40, 9, 13))[1]
     codes = [latent_code(Shape(colour, kind, "large", background, 40, 9, 13))
-             for colour, kind, background in [("red", "square", "blue"), ("green", "square", "black"), ("red", "circle", "white")]]
+             for colour, kind, background in [("red", "square", "blue"), ("green", "square", "black"),
+                                              ("red", "circle", "white")]]
     for code in codes[1:]:
         np.testing.assert_array_equal(code[:4], codes[0][:4])
         assert not np.array_equal(code[4:], codes[0][4:])
@@ -201,7 +202,8 @@ def test_vae_learns_to_decode_codes_on_a_fixed_batch():
     images = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 127.5 - 1
     codes = torch.from_numpy(np.stack(codes))
     losses = losses_on_a_fixed_batch(
-        lambda: vae_loss(vae, images, codes, torch.Generator().manual_seed(0), code_noise=0.3)[0], vae.parameters(), 3e-3, 20
+        lambda: vae_loss(vae, images, codes, torch.Generator().manual_seed(0), code_noise=0.3)[0], vae.parameters(),
+        3e-3, 20
     )
     assert np.mean(losses[-3:]) < 0.7 * np.mean(losses[:3])
 
@@ -215,7 +217,8 @@ def test_diffusion_loss_falls_on_a_fixed_batch(tmp_path):
     token_ids = CaptionTokens(tokenizer)(["a red circle", "a blue star on a white background"] * 4)
     schedule = noise_schedule(TrainConfig())
     losses = losses_on_a_fixed_batch(
-        lambda: diffusion_loss(unet, text_encoder, schedule, latents, token_ids, torch.Generator().manual_seed(0), 5.0, 0.25),
+        lambda: diffusion_loss(unet, text_encoder, schedule, latents, token_ids, torch.Generator().manual_seed(0),
+                               5.0, 0.25),
         [*unet.parameters(), *text_encoder.parameters()], 2e-3, 15,
     )
     assert np.mean(losses[-3:]) < 0.8 * np.mean(losses[:3])
@@ -224,7 +227,8 @@ def test_diffusion_loss_falls_on_a_fixed_batch(tmp_path):
 def test_tokenizer_keeps_vocabulary_words_whole(tmp_path):
     tokenizer = stage_tokenizer(tmp_path, TrainConfig(model=TINY_MODEL))
     tokens = tokenizer.tokenize("a small orange star, on a purple background")
-    assert tokens == ["a</w>", "small</w>", "orange</w>", "star</w>", ",</w>", "on</w>", "a</w>", "purple</w>", "background</w>"]
+    assert tokens == ["a</w>", "small</w>", "orange</w>", "star</w>", ",</w>", "on</w>", "a</w>", "purple</w>",
+                      "background</w>"]
     assert tokenizer.model_max_length == 32
 
 
@@ -232,8 +236,8 @@ def test_tiny_run_exports_a_loadable_pipeline(tmp_path):
     from diffusers import StableDiffusionPipeline
 
     config = TrainConfig(
-        model=TINY_MODEL, vae_steps=2, vae_batch=4, decoder_steps=2, unet_steps=3, batch=4, warmup_steps=1, checkpoint_every=2,
-        log_every=1,
+        model=TINY_MODEL, vae_steps=2, vae_batch=4, decoder_steps=2, unet_steps=3, batch=4, warmup_steps=1,
+        checkpoint_every=2, log_every=1,
     )
     run(tmp_path / "run", config, export_dir=None)
     folder = tmp_path / "run" / "pipeline"
@@ -296,10 +300,12 @@ def test_the_cli_maps_flags_onto_the_named_config(capsys):
     assert parse_args([])[1] == CONFIGS["default"]
     args, config = parse_args(["--config", "shipped", "--out", "somewhere", "--export", "there"])
     assert config == CONFIGS["shipped"] and str(args.out) == "somewhere" and str(args.export) == "there"
-    assert parse_args(["--config", "shipped", "--unet-steps", "3000"])[1] == dataclasses.replace(CONFIGS["shipped"], unet_steps=3000)
+    assert parse_args(["--config", "shipped", "--unet-steps", "3000"])[1] == dataclasses.replace(CONFIGS["shipped"],
+                                                                                              unet_steps=3000)
     assert parse_args(["--unet-steps", "2000"])[1] == TrainConfig(unet_steps=2000)  # the README's old second command
     assert parse_args(["--pilot"])[1] == CONFIGS["pilot"] and CONFIGS["pilot"].unet_steps < 100
-    for argv in (["--config", "shipped", "--unet-steps", "1000"], ["--pilot", "--config", "shipped"], ["--config", "nope"]):
+    for argv in (["--config", "shipped", "--unet-steps", "1000"], ["--pilot", "--config", "shipped"],
+                 ["--config", "nope"]):
         with pytest.raises(SystemExit) as exit_info:
             parse_args(argv)
         assert exit_info.value.code == 2

@@ -85,7 +85,7 @@ def travel_run(tiny_model_dir, tmp_path_factory):
 
 def test_cli_travel_frames_start_and_end_at_the_seeds_solo_images(travel_run, model):
     lines, _ = travel_run
-    frames, last = lines[:-1], lines[-1]
+    frames = lines[:-1]
     assert [line["frame"] for line in frames] == [0, 1, 2, 3, 4]
     assert [line["strength"] for line in frames] == [0.0, 0.25, 0.5, 0.75, 0.0]
     assert [line["seed"] for line in frames] == ["3", "3", "3", "3", "7"]

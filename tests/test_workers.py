@@ -47,7 +47,7 @@ def test_a_stopped_request_raises_cancelled_and_the_workers_carry_on(workers, lo
                     guidance_scale=local.default_guidance, width=local.native_size[0], height=local.native_size[1])
     cancel, started = threading.Event(), time.monotonic()
     with pytest.raises(seedlab.Cancelled):
-        for event in workers.stream([recipe.replace(seed=s) for s in range(4)], cancel=cancel):
+        for _event in workers.stream([recipe.replace(seed=s) for s in range(4)], cancel=cancel):
             cancel.set()
     assert time.monotonic() - started < 30
     after = [e for e in workers.stream([recipe.replace(seed=s, num_inference_steps=2) for s in (1, 2)])

@@ -91,7 +91,8 @@ def save_tiny_sd3(folder: str | Path, seed: int = 0) -> Path:
         sample_size=16, patch_size=1, in_channels=4, num_layers=1, attention_head_dim=8, num_attention_heads=4,
         caption_projection_dim=32, joint_attention_dim=32, pooled_projection_dim=32, out_channels=4)
     pipe = StableDiffusion3Pipeline(
-        transformer=transformer.eval(), vae=_vae(scaling_factor=1.5305, shift_factor=0.0609).eval(), scheduler=FlowMatchEulerDiscreteScheduler(),
+        transformer=transformer.eval(), vae=_vae(scaling_factor=1.5305, shift_factor=0.0609).eval(),
+        scheduler=FlowMatchEulerDiscreteScheduler(),
         text_encoder=CLIPTextModelWithProjection(_clip_config(tokenizer, 16, 16)).eval(), tokenizer=tokenizer,
         text_encoder_2=CLIPTextModelWithProjection(_clip_config(tokenizer_2, 16, 16)).eval(), tokenizer_2=tokenizer_2,
         text_encoder_3=t5.eval(), tokenizer_3=tokenizer_3)
@@ -135,7 +136,8 @@ def save_tiny_flux(folder: str | Path, seed: int = 0) -> Path:
 
 
 def save_tiny_pixart_sigma(folder: str | Path, seed: int = 0) -> Path:
-    """A tiny PixArt-Sigma pipeline (a T5 encoder with attention masks, a DiT that learns its variance): 32x32 images."""
+    """A tiny PixArt-Sigma pipeline (a T5 encoder with attention masks, a DiT that learns its variance): 32x32
+    images."""
     folder = Path(folder)
     torch.manual_seed(seed)
     tokenizer = write_clip_tokenizer(folder / "tokenizer_src", WORDS, max_length=32)

@@ -77,7 +77,8 @@ CONFIGS = {
     # The weights in seedlab/embedded_model: TrainConfig() to 1,200 UNet steps, then that run
     # resumed with --unet-steps 2000 (the cosine restarts from its 2,000-step value at 1,200).
     "shipped": TrainConfig(unet_steps=2000, unet_resumed_at=(1200,)),
-    "pilot": TrainConfig(vae_steps=20, decoder_steps=10, unet_steps=30, warmup_steps=5, log_every=5, checkpoint_every=10),
+    "pilot": TrainConfig(vae_steps=20, decoder_steps=10, unet_steps=30, warmup_steps=5, log_every=5,
+                         checkpoint_every=10),
 }
 
 

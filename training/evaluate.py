@@ -155,7 +155,8 @@ def save_samples(pipe, path: Path, guidance: float, steps: int) -> None:
     rows = []
     for colour, kind, background in held_out_triples()[::3]:
         prompt = f"a {colour} {kind} on a {background} background"
-        rows.append(np.concatenate([generate(pipe, prompt, FIRST_SEED + 9000 + s, guidance, steps) for s in range(8)], 1))
+        rows.append(np.concatenate([generate(pipe, prompt, FIRST_SEED + 9000 + s, guidance, steps)
+                                    for s in range(8)], 1))
     Image.fromarray(np.concatenate(rows, 0)).resize((1024, 768), Image.NEAREST).save(path)
 
 
@@ -164,7 +165,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="seedlab/embedded_model")
     parser.add_argument("--guidance", type=float, nargs="+", default=[EMBEDDED_GUIDANCE],
-                        help=f"guidance scales to evaluate (default: {EMBEDDED_GUIDANCE}, the embedded model's shipped default)")
+                        help=f"guidance scales to evaluate (default: {EMBEDDED_GUIDANCE}, "
+                             "the embedded model's shipped default)")
     parser.add_argument("--steps", type=int, nargs="+", default=[20])
     parser.add_argument("--seeds-per-triple", type=int, default=4)
     parser.add_argument("--composition-seeds", type=int, default=6)
@@ -197,7 +199,8 @@ def main() -> None:
         print(f"guidance {guidance} steps {steps}: {row} ({time.time() - start:.0f}s)", flush=True)
     print_table(rows)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"model": str(args.model), "held_out": held_out_triples(), "results": rows}, indent=2))
+    args.json.write_text(json.dumps({"model": str(args.model), "held_out": held_out_triples(), "results": rows},
+                                    indent=2))
     if args.samples is not None:
         save_samples(pipe, args.samples, args.guidance[0], args.steps[0])
 

@@ -39,7 +39,8 @@ def latent_code(shape: Shape) -> np.ndarray:
     coverage = layout_disk(shape).reshape(half, 2, half, 2).mean(axis=(1, 3))  # (32, 32) in {0, .25, .5, .75, 1}
     signed = 2.0 * coverage - 1.0
     # (y, dy, x, dx) -> (dy, dx, y, x): torch.nn.functional.pixel_unshuffle's channel order
-    folded = signed.reshape(LATENT_SIZE, 2, LATENT_SIZE, 2).transpose(1, 3, 0, 2).reshape(LAYOUT_CHANNELS, LATENT_SIZE, LATENT_SIZE)
+    folded = (signed.reshape(LATENT_SIZE, 2, LATENT_SIZE, 2).transpose(1, 3, 0, 2)
+              .reshape(LAYOUT_CHANNELS, LATENT_SIZE, LATENT_SIZE))
     kind = np.where(np.array(KINDS) == shape.kind, 1.0, -1.0)  # (4,)
     colours = np.array([*PALETTE[shape.colour], *PALETTE[shape.background]]) / 127.5 - 1.0  # (6,)
     constants = np.concatenate([kind, colours])[:, None, None]

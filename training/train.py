@@ -33,7 +33,7 @@ from diffusers import AutoencoderKL, DDPMScheduler, DPMSolverMultistepScheduler,
 from transformers import CLIPTokenizer
 
 from training.checkpoints import load_checkpoint, load_ema, save_checkpoint
-from training.config import CONFIGS, TrainConfig, cosine_lr, unet_lr_scale  # noqa: F401 - tests use them here
+from training.config import CONFIGS, TrainConfig, cosine_lr, unet_lr_scale  # tests use them here
 from training.latent import LAYOUT_CHANNELS, shape_code
 from training.models import build_text_encoder, build_unet, build_vae
 from training.shapes import VOCABULARY, Shape, caption, sample_shape, training_triples
@@ -210,12 +210,14 @@ class CaptionTokens:
         """(n,) strings -> (n, max_length) token ids, padded like StableDiffusionPipeline pads them."""
         for text in captions:
             if text not in self.cache:
-                ids = self.tokenizer(text, padding="max_length", truncation=True, max_length=self.tokenizer.model_max_length)
+                ids = self.tokenizer(text, padding="max_length", truncation=True,
+                                     max_length=self.tokenizer.model_max_length)
                 self.cache[text] = torch.tensor(ids.input_ids)
         return torch.stack([self.cache[text] for text in captions])
 
 
-def diffusion_loss(unet, text_encoder, scheduler, latents, token_ids, generator, min_snr_gamma, offset_noise=0.0) -> torch.Tensor:
+def diffusion_loss(unet, text_encoder, scheduler, latents, token_ids, generator, min_snr_gamma,
+                   offset_noise=0.0) -> torch.Tensor:
     """Epsilon-prediction loss with min-SNR weighting and offset noise; latents (b, c, 16, 16)."""
     batch, channels = latents.shape[:2]
     noise = torch.randn(latents.shape, generator=generator)
@@ -261,7 +263,8 @@ def stage_unet(out: Path, config: TrainConfig, tokenizer: CLIPTokenizer):
             group["lr"] = config.lr * unet_lr_scale(step, config)
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
         latents, token_ids = training_batch(config, step, tokens)
-        loss = diffusion_loss(unet, text_encoder, scheduler, latents, token_ids, generator, config.min_snr_gamma, config.offset_noise)
+        loss = diffusion_loss(unet, text_encoder, scheduler, latents, token_ids, generator, config.min_snr_gamma,
+                              config.offset_noise)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -274,7 +277,8 @@ def stage_unet(out: Path, config: TrainConfig, tokenizer: CLIPTokenizer):
         if done % config.log_every == 0:
             rate = (time.time() - start) / (done - start_step)
             log(out, f"unet step {done}/{config.unet_steps} loss {np.mean(running):.4f} "
-                f"lr {optimizer.param_groups[0]['lr']:.2e} {rate:.2f}s/step eta {rate * (config.unet_steps - done) / 60:.0f}min")
+                f"lr {optimizer.param_groups[0]['lr']:.2e} {rate:.2f}s/step "
+                f"eta {rate * (config.unet_steps - done) / 60:.0f}min")
             running = []
         if done % config.checkpoint_every == 0 or done == config.unet_steps:
             save_checkpoint(out / "checkpoint", params, ema, optimizer, done)
@@ -351,12 +355,16 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Train
     """The command line and the TrainConfig it names (a named config, then flags that override its fields)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("training/runs/main"))
-    parser.add_argument("--export", type=Path, default=None, help="also export the pipeline here, e.g. seedlab/embedded_model")
+    parser.add_argument("--export", type=Path, default=None,
+                        help="also export the pipeline here, e.g. seedlab/embedded_model")
     named = parser.add_mutually_exclusive_group()
     named.add_argument("--config", choices=list(CONFIGS), default="default",
-                       help="named TrainConfig: shipped = the embedded model's schedule (default: default, 1,200 UNet steps)")
-    named.add_argument("--pilot", action="store_true", help="same as --config pilot: a short end-to-end check of every stage")
-    parser.add_argument("--unet-steps", type=int, default=None, help="override the config's UNet step count (resume longer)")
+                       help="named TrainConfig: shipped = the embedded model's schedule "
+                            "(default: default, 1,200 UNet steps)")
+    named.add_argument("--pilot", action="store_true",
+                       help="same as --config pilot: a short end-to-end check of every stage")
+    parser.add_argument("--unet-steps", type=int, default=None,
+                        help="override the config's UNet step count (resume longer)")
     parser.add_argument("--snapshot", type=Path, default=None, help="only export the latest checkpoint here and exit")
     args = parser.parse_args(argv)
     name = "pilot" if args.pilot else args.config

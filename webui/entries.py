@@ -93,7 +93,8 @@ class Entry:
 
 
 def read_history(value) -> tuple[list[Entry], int]:
-    """The valid entries of an untrusted history (oldest first, ids unique, within the bounds), and how many were dropped.
+    """The valid entries of an untrusted history (oldest first, ids unique, within the bounds), and how many were
+    dropped.
 
     Read from the newest end and only as far as the bounds reach: a tampered store or file of any
     size costs at most 4 * MAX_ENTRIES items and MAX_ENTRY_CELLS cells each of checking.
@@ -229,7 +230,8 @@ def export_json(entries: list[Entry], base_url: str) -> dict:
     """The exported file: every entry with its cells' recipes, fingerprints, environments and links."""
     def cell(entry: Entry, index: int) -> dict:
         one = entry.cells[index]
-        return {**result_record(one.recipe, one.fingerprint, one.environment, base_url), "caption": caption(entry, index)}
+        return {**result_record(one.recipe, one.fingerprint, one.environment, base_url),
+                "caption": caption(entry, index)}
 
     return {"format": FORMAT, "version": VERSION, "exported_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "entries": [{**entry.to_json(), "cells": [cell(entry, i) for i in range(len(entry.cells))]}

@@ -149,7 +149,7 @@ class WebApp:
         return {**anchor_updates(record), **show_cell(record, self.record)}
 
     def nudge(self, anchor: dict | None, count, strength, request: gr.Request | None = None,
-              progress=gr.Progress()):
+              progress=gr.Progress()):  # noqa: B008 - Gradio's way to report progress
         """Nudges: the anchor's recipe with fresh random variation seeds at a strength; each cell exact and linkable."""
         if not anchor:
             raise gr.Error("Pick an anchor first: click a cell of the grid", print_exception=False)

@@ -200,7 +200,7 @@ class History:
                 "history_regenerate": gr.Button(interactive=not refused),
                 "history_note": gr.Textbox(value=" ".join(note), visible=True)}
 
-    def regenerate(self, restored, request: gr.Request, progress=gr.Progress()):
+    def regenerate(self, restored, request: gr.Request, progress=gr.Progress()):  # noqa: B008 - Gradio's way to report progress
         """"Regenerate this entry": its recipes made again, each compared with the fingerprint the history holds."""
         try:
             entry = Entry.from_json(restored)

@@ -42,7 +42,7 @@ body.cell-floating .gradio-container { padding-right: calc(min(400px, 30vw) + 32
 /* Fullscreen shows the image as large as the screen allows (its 64 px pixels crisp), not at 256 px. */
 #cell-image.fullscreen img, #reproduced.fullscreen img, #original.fullscreen img { width: min(100vw, 100vh) !important;
     height: min(100vw, 100vh) !important; max-width: none !important; }
-"""
+"""  # noqa: E501 - the stylesheet's text as the page gets it (three long lines, reflowing would change the text)
 # Ctrl+Enter (Cmd+Enter) in the prompt presses Generate, unless it is busy; plain Enter still adds a line.
 # Enter in the seeds box while a grid runs would be dropped without a word (Gradio ignores a trigger
 # whose event is still pending): it is stopped here and the page says why until Generate is ready.
@@ -97,7 +97,7 @@ SHOW_CELL_HERE = """() => {
     panel.classList.add('floating');
     document.body.classList.add('cell-floating');
     if (middle) scrollBy(0, middle.getBoundingClientRect().top - before);
-}""" % SHOW_CELL
+}""" % SHOW_CELL  # noqa: UP031 - JavaScript text: an f-string would double each of its braces
 # After "Make anchor": the anchor in view (the panel docked again), where the next step, the variations, starts.
 SHOW_ANCHOR = """() => {
     document.querySelector('#cell-panel')?.classList.remove('floating');
@@ -109,10 +109,10 @@ SHOW_SEEDS = "() => { document.querySelector('#seeds')?.scrollIntoView({block: '
 # and a page update): Generate and the vary button refuse clicks and say why, Stop works, the Stop note is cleared.
 BUSY_LABEL = "Generating…"
 BUSY = """() => [{__type__: 'update', value: %s, interactive: false}, {__type__: 'update', interactive: false},
-                {__type__: 'update', interactive: true}, '']""" % json.dumps(BUSY_LABEL)
+                {__type__: 'update', interactive: true}, '']""" % json.dumps(BUSY_LABEL)  # noqa: UP031 - JavaScript, as above
 # Ready again after a run, set in the browser as well (see ready()).
 READY = """() => [{__type__: 'update', value: %s, interactive: true}, {__type__: 'update', interactive: true},
-                 {__type__: 'update', interactive: false}]""" % json.dumps(GENERATE)
+                 {__type__: 'update', interactive: false}]""" % json.dumps(GENERATE)  # noqa: UP031 - JavaScript, as above
 
 
 def by_name(function, components: dict, outputs: list):

@@ -62,7 +62,8 @@ class Environment:
             raise ValueError(f"environment switches must have the keys {', '.join(SWITCH_NAMES)}")
         for name in ("seedlab", "diffusers", "torch", "device", "dtype"):
             if not isinstance(data[name], str) or len(data[name]) > 200:
-                raise ValueError(f"environment {name} must be text of at most 200 characters, got {str(data[name])[:60]!r}")
+                raise ValueError(f"environment {name} must be text of at most 200 characters, "
+                                 f"got {str(data[name])[:60]!r}")
         threads = data["threads"]
         if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 4096:
             raise ValueError(f"environment threads must be a whole number from 1 to 4096, got {str(threads)[:40]!r}")

@@ -136,7 +136,8 @@ def load_model(name: str = DEFAULT_MODEL, device: torch.device | None = None, dt
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if name == DEFAULT_MODEL and not (EMBEDDED_MODEL_DIR / "model_index.json").exists():
-        raise ValueError(f"the embedded model is missing from {EMBEDDED_MODEL_DIR}; train it (docs/models.md, The embedded model)")
+        raise ValueError(f"the embedded model is missing from {EMBEDDED_MODEL_DIR}; "
+                         "train it (docs/models.md, The embedded model)")
     source = model_source(name)
     checkpoint = find_checkpoint(name) if source == name and not looks_local(name) else None
     if looks_local(source) and not Path(source).expanduser().is_dir():

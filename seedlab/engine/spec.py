@@ -65,7 +65,8 @@ class Spec:
         if self.kind == "bool":
             return "true or false"
         if self.kind == "size":
-            return f"WIDTHxHEIGHT with each from {MIN_SIZE} to {MAX_SIZE} and a multiple of {SIZE_MULTIPLE} (or empty: off)"
+            return (f"WIDTHxHEIGHT with each from {MIN_SIZE} to {MAX_SIZE} and a multiple of {SIZE_MULTIPLE} "
+                    "(or empty: off)")
         if self.kind == "text":
             return f"text of at most {int(self.high)} characters"
         return f"a non-empty name of at most {int(self.high)} characters"

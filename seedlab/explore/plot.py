@@ -111,7 +111,7 @@ def plot_recipes(admission: Admission, values: Mapping[str, Any], x: Axis, y: Ax
         if axis.name == "prompt_sr" and axis.values[0] not in prompt:
             raise ValueError(f"{option}: Prompt S/R looks for {axis.values[0]!r} in the prompt, and the prompt "
                              f"{prompt[:80]!r} does not contain it")
-        for index, text in enumerate(axis.texts):
+        for index, _text in enumerate(axis.texts):
             _cell_recipe(admission, values, [(option, axis, index)], prompt)
 
     # 3. Every cell (combinations can still be refused: a scheduler another model lacks).

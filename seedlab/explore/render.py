@@ -67,8 +67,7 @@ def _make(store: ModelStore, model: str, recipes: list[Recipe], numbers: list[in
     """One model's images, each as a solo generation: (number, Result or the error's line)."""
     if workers.count is None and workers.ray is None:
         loaded = store.get(model)
-        for number, result in zip(numbers, generation.iter_generate(loaded, recipes)):
-            yield number, result
+        yield from zip(numbers, generation.iter_generate(loaded, recipes))
         return
     from ..scale.pool import Done, Pool
 

@@ -115,7 +115,8 @@ def _hires(by_key: dict[str, Any], fields: dict[str, Any], notes: list[str]) -> 
     prompt_keys = (("Hires prompt", "prompt"), ("Hires negative prompt", "negative_prompt"))
     for key, field in prompt_keys:
         if str(by_key.get(key, "")).strip() not in ("", str(fields.get(field, "")).strip()):
-            notes.append(f"{key} {_short(by_key[key])} is not supported: the second pass uses the {field.replace('_', ' ')}")
+            notes.append(f"{key} {_short(by_key[key])} is not supported: "
+                         f"the second pass uses the {field.replace('_', ' ')}")
     same = {"Hires CFG Scale": str(by_key.get("CFG scale", "")).strip(), "Hires checkpoint": "Use same checkpoint",
             "Hires Module 1": "Use same choices"}
     for key, value in same.items():

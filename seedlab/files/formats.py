@@ -143,7 +143,8 @@ def _leftover(source: str, data: dict[str, Any], used: set[str], notes: list[str
     """One note naming every key of `data` that was not mapped and holds something."""
     rest = [key for key, value in data.items() if key not in used and value not in (None, "", [], {}, False)]
     if rest:
-        shown = ", ".join(str(key)[:40] for key in rest[:12]) + (f" and {len(rest) - 12} more" if len(rest) > 12 else "")
+        shown = (", ".join(str(key)[:40] for key in rest[:12])
+                 + (f" and {len(rest) - 12} more" if len(rest) > 12 else ""))
         notes.append(f"{source}: {shown} have no SeedLab equivalent and are ignored")
 
 

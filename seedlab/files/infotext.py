@@ -115,7 +115,8 @@ def read_infotext(text: str) -> tuple[dict[str, Any], list[str], str | None]:
     fingerprint = _map_pairs(pairs or [], fields, notes)
     for line in extra:  # Template: ..., Negative Template: ..., Used embeddings: ... (extensions' lines)
         if line.strip():
-            notes.append(f"{_short(line.strip())} (a line after the parameters) has no SeedLab equivalent and is ignored")
+            notes.append(f"{_short(line.strip())} (a line after the parameters) has no SeedLab equivalent "
+                         "and is ignored")
     if pairs is not None:
         _default_rng(dict(pairs), fields, notes)
     return fields, notes, fingerprint
@@ -211,10 +212,11 @@ def _map_pairs(pairs: list[tuple[str, Any]], fields: dict[str, Any], notes: list
     by_key = {_SPELLINGS.get(key.lower(), key): value for key, value in pairs}
     fingerprint = None
     a1111_sampler = SEEDLAB_SCHEDULER_KEY not in by_key and read_sampling(by_key, fields, notes)
-    hires = [f"{key}: {_short(value)}" for key, value in pairs if key.startswith("Hires") or key == "Denoising strength"]
+    hires = [f"{key}: {_short(value)}" for key, value in pairs
+             if key.startswith("Hires") or key == "Denoising strength"]
     if hires and not a1111_sampler:
-        notes.append(f"hires fix ({', '.join(hires)}) needs one of A1111's samplers; {_short(by_key.get('Sampler'))} is "
-                     "not one: only the first pass is regenerated")
+        notes.append(f"hires fix ({', '.join(hires)}) needs one of A1111's samplers; "
+                     f"{_short(by_key.get('Sampler'))} is not one: only the first pass is regenerated")
     for raw_key, value in pairs:
         try:
             fingerprint = _map_pair(raw_key, value, by_key, fields, notes, a1111_sampler) or fingerprint
@@ -309,7 +311,8 @@ def _default_rng(by_key: dict[str, Any], fields: dict[str, Any], notes: list[str
         return
     if word is None:
         if str(by_key.get("Version", "")).startswith("ComfyUI") or is_comfy_sampler(fields.get("scheduler", "")):
-            return  # ComfyUI (its savers, the tools built on it) draws its noise with torch's CPU generator, the default
+            # ComfyUI (its savers, the tools built on it) draws its noise with torch's CPU generator, the default
+            return
         fields["rng"] = "cuda-philox"
         notes.append("the file does not say where its noise came from (no RNG field): A1111 draws it on the GPU by "
                      "default, so rng cuda-philox (that noise, computed on any machine) is used; choose rng cpu "

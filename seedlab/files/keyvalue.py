@@ -55,7 +55,7 @@ def _segments(text: str) -> list[tuple[str, str]]:
         if found[1] in FIELD_OF or not in_prompt:
             starts.append((begin, *found))
     pieces = [("", text[:starts[0][0]] if starts else text)]
-    for index, (begin, value_start, key) in enumerate(starts):
+    for index, (_begin, value_start, key) in enumerate(starts):
         end = starts[index + 1][0] if index + 1 < len(starts) else len(text)
         pieces.append((key, text[value_start:end].strip().rstrip(",;|").strip()))
     return pieces

@@ -10,9 +10,9 @@ default is left out. `fp` is the full sha256 of the RGB pixels (64 hex digits, n
 `env` is seedlab~diffusers~torch~device~dtype~threads~switches[~cpu_isa~cpu_vendor], where switches
 are six 0/1 digits in the order of `environment.Switches` fields (CUBLAS_WORKSPACE_CONFIG is left out:
 it is set at start-up) and the CPU parts (`avx2~AMD`, see cpu.py) are there when the image was made on a
-CPU by a SeedLab that records them; older links have seven parts and still open. Links are untrusted input: every key is checked (unknown, missing and repeated keys are
-errors naming the key) and the recipe validates itself. The model
-name is returned as written: the caller checks it against the models it allows (ModelStore.check).
+CPU by a SeedLab that records them; older links have seven parts and still open. Links are untrusted input: every
+key is checked (unknown, missing and repeated keys are errors naming the key) and the recipe validates itself. The
+model name is returned as written: the caller checks it against the models it allows (ModelStore.check).
 """
 
 from __future__ import annotations
@@ -191,7 +191,8 @@ def decode_environment(text: str) -> Environment:
     if isa is not None:
         cpu.check_record(isa, "link: env cpu_isa")
         if len(vendor) > 40 or not vendor.isprintable():
-            raise ValueError(f"link: env cpu_vendor must be printable text of at most 40 characters, got {vendor[:40]!r}")
+            raise ValueError(f"link: env cpu_vendor must be printable text of at most 40 characters, "
+                             f"got {vendor[:40]!r}")
     for name in ("seedlab", "diffusers", "torch"):
         if not _VERSION.match(values[name]):
             raise ValueError(f"link: env {name} must be a version such as 2.13.0, got {values[name][:60]!r}")

@@ -43,7 +43,8 @@ LOWER_SAMPLERS = {
     "dpm_2": "KDPM2DiscreteScheduler", "dpm_2_a": "KDPM2AncestralDiscreteScheduler",
     "dpm_2_ancestral": "KDPM2AncestralDiscreteScheduler", "lms": "LMSDiscreteScheduler",
     "dpmpp_2m": "DPMSolverMultistepScheduler", "ddim": "DDIMScheduler", "plms": "PNDMScheduler",
-    "pndm": "PNDMScheduler", "uni_pc": "UniPCMultistepScheduler", "uni_pc_bh2": "UniPCMultistepScheduler", "unipc": "UniPCMultistepScheduler",
+    "pndm": "PNDMScheduler", "uni_pc": "UniPCMultistepScheduler", "uni_pc_bh2": "UniPCMultistepScheduler",
+    "unipc": "UniPCMultistepScheduler",
     "lcm": "LCMScheduler", "ddpm": "DDPMScheduler", "deis": "DEISMultistepScheduler",
 }
 _LOWER_SCHEDULES = ("karras", "exponential", "sgm_uniform", "simple", "normal", "beta", "k")

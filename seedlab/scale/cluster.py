@@ -108,7 +108,7 @@ class RayPool:
                 answers = self._ray.get([actor.info.remote() for actor in self._actors])
             except self._ray.exceptions.RayError as error:
                 raise ValueError(f"the Ray workers could not load model {self.model!r}: {_cause(error)}") from None
-            for info, theirs in answers:
+            for _info, theirs in answers:
                 if theirs != ours:
                     differ = ", ".join(f"{k} {theirs.get(k)} there, {ours.get(k)} here" for k in {**ours, **theirs}
                                        if theirs.get(k) != ours.get(k))

@@ -91,7 +91,7 @@ class Manifest:
                  "link": encode_link(done.recipe, done.fingerprint, done.environment, base_url),
                  "recipe": done.recipe.to_dict(), "environment": done.environment.to_dict()}
         if self._file is None:
-            self._file = open(self._path, "a" if self._header is None else "w", encoding="utf-8")
+            self._file = open(self._path, "a" if self._header is None else "w", encoding="utf-8")  # noqa: SIM115 - open across calls until close()
             if self._header is not None:
                 self._file.write(self._header + "\n")
         self._file.write(json.dumps(entry) + "\n")

@@ -17,6 +17,7 @@ worker takes its place, and every other result arrives intact.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import signal
 import threading
@@ -117,7 +118,7 @@ def _work(conn: Connection, cancel, model_name: str, device: str, dtype: str, th
         if task is None:
             return
         index, recipe, task_threads, report_steps = task
-        progress = (lambda done, total: conn.send(("step", index))) if report_steps else None
+        progress = (lambda done, total, index=index: conn.send(("step", index))) if report_steps else None
         conn.send(run_task(model, index, recipe, task_threads, progress=progress, cancel=cancel))
 
 
@@ -238,10 +239,8 @@ class Pool:
         """Stop the workers (each finishes or abandons its image) and free their memory."""
         self.cancel()
         for worker in self._workers:
-            try:
+            with contextlib.suppress(OSError):
                 worker.conn.send(None)
-            except OSError:
-                pass
         for worker in self._workers:
             worker.process.join(STOP_TIMEOUT_S)
             if worker.process.is_alive():
@@ -261,10 +260,9 @@ class Pool:
         if recipe.model != self.model:
             raise ValueError(f"model {recipe.model!r} was asked for, but this pool serves {self.model!r}")
         worker.task = task
-        try:
+        # an OSError: it died since its last message: _receive sees the death and fails this task
+        with contextlib.suppress(OSError):
             worker.conn.send((index, recipe, threads, report_steps))
-        except OSError:  # it died since its last message: _receive sees the death and fails this task
-            pass
 
     def _receive(self) -> Iterator[Done | Failed | str]:
         """Wait for workers to speak; yield results and "step", replace dead workers."""

@@ -79,7 +79,8 @@ class Limits:
         errors = []
         if recipe.num_inference_steps > self.max_steps:
             errors.append(FieldError("num_inference_steps", f"must be at most {self.max_steps} on this server "
-                                                            f"({self.setting('max_steps')}), got {recipe.num_inference_steps}"))
+                                                            f"({self.setting('max_steps')}), "
+                                                            f"got {recipe.num_inference_steps}"))
         # Not seed_resize_from: only the starting noise is drawn at that size (4 MB at the recipe's own 4096
         # ceiling), so an image too large for this server can be made smaller with its composition kept.
         sizes = {"width": recipe.width, "height": recipe.height}
@@ -90,9 +91,9 @@ class Limits:
         if recipe.hires_scale:  # hires fix's second pass is made at its own size and steps
             hires = recipe.hires_size
             if max(hires) > self.max_size:
-                errors.append(FieldError("hires_scale", f"makes a {hires[0]}x{hires[1]} image, more than {self.max_size} "
-                                                        f"pixels a side ({self.setting('max_size')}); got "
-                                                        f"{recipe.hires_scale:g}"))
+                errors.append(FieldError("hires_scale", f"makes a {hires[0]}x{hires[1]} image, more than "
+                                                        f"{self.max_size} pixels a side ({self.setting('max_size')}); "
+                                                        f"got {recipe.hires_scale:g}"))
             if recipe.hires_steps > self.max_steps:
                 errors.append(FieldError("hires_steps", f"must be at most {self.max_steps} on this server "
                                                         f"({self.setting('max_steps')}), got {recipe.hires_steps}"))

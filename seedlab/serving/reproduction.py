@@ -81,7 +81,8 @@ class Verdict:
         if self.original_fingerprint is None and self.max_difference is None:
             return "Regenerated, but there is no original fingerprint or image to compare it with."
         if self.max_difference is not None:
-            how = f"max difference {self.max_difference} levels, {self.pixels_differing} pixels differ{self._closeness()}"
+            how = (f"max difference {self.max_difference} levels, "
+                   f"{self.pixels_differing} pixels differ{self._closeness()}")
         elif any(note.startswith("size differs") for note in self.notes):
             how = "the image size differs"
         else:

@@ -49,6 +49,8 @@ def carry_other(data: bytes) -> bytes:
 
 
 if __name__ == "__main__":
-    original = open(sys.argv[1], "rb").read()
+    with open(sys.argv[1], "rb") as file:
+        original = file.read()
     carried = carry_png(original) if original.startswith(PNG) else carry_other(original)
-    open(sys.argv[2], "wb").write(carried)
+    with open(sys.argv[2], "wb") as file:
+        file.write(carried)

@@ -133,9 +133,9 @@ class Embeddings:
         return self._cache[key]
 
     def _a1111_sdxl(self, recipe: Recipe, guided: bool, same_length: bool) -> dict:
-        """A1111's SDXL conditioning (engine/prompts/sdxl.py): both encoders' hidden states and G's pooled output, for the
-        prompt and the negative prompt (zeros when empty), encoded once per request; clip skip is not applied (A1111
-        1.10 applies it on SDXL only with its setting sdxl_clip_l_skip, off by default)."""
+        """A1111's SDXL conditioning (engine/prompts/sdxl.py): both encoders' hidden states and G's pooled output, for
+        the prompt and the negative prompt (zeros when empty), encoded once per request; clip skip is not applied
+        (A1111 1.10 applies it on SDXL only with its setting sdxl_clip_l_skip, off by default)."""
         pipe = self.model.pipeline
         prompts_sdxl.check_encoders(pipe)
         key = ("a1111-sdxl", recipe.prompt, recipe.negative_prompt, guided, same_length, recipe.emphasis)

@@ -247,7 +247,8 @@ def missing_notes(ti_hashes: str) -> list[str]:
 
 
 def with_ti_hashes(model, recipe, memo: dict | None = None):
-    """An A1111-syntax recipe with the hashes of the textual-inversion embeddings its prompts use (A1111's TI hashes)."""
+    """An A1111-syntax recipe with the hashes of the textual-inversion embeddings its prompts use (A1111's TI
+    hashes)."""
     if recipe.prompt_syntax != "a1111" or not model.info.a1111_prompts:
         return recipe
     memo = {} if memo is None else memo

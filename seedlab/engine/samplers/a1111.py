@@ -32,7 +32,7 @@ from ..weights.model_info import runs_a1111
 from . import kdiffusion
 from . import names as sampler_names
 from . import sigmas as schedules
-from .names import (  # noqa: F401  (is_ksampler and KSampler: part of this module's API)
+from .names import (  # is_ksampler and KSampler: part of this module's API
     A1111_SAMPLERS,
     COMFY_SCHEDULES,
     DEFAULT_RHO,

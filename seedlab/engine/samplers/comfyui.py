@@ -217,7 +217,8 @@ def _run_sampler(name: str, model, x: torch.Tensor, sigmas: torch.Tensor, seed: 
         function = comfyui_samplers.euler_ancestral if base == "euler_ancestral" else kdiffusion.SAMPLER_FUNCTIONS[base]
         return function(model, x, sigmas, _seeded_noise(x, seed))
     if base in ("lms", "dpmpp_2m"):
-        return comfyui_samplers.lms(model, x, sigmas) if base == "lms" else kdiffusion.dpmpp_2m(model, x, sigmas, _no_draw)
+        return (comfyui_samplers.lms(model, x, sigmas) if base == "lms"
+                else kdiffusion.dpmpp_2m(model, x, sigmas, _no_draw))
     if len(sigmas) <= 1:
         return x
     if base in ("dpm_fast", "dpm_adaptive"):  # ksampler(): from sigmas[0] to the last sigma above 0, at eta 0

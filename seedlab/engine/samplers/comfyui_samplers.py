@@ -1,4 +1,5 @@
-"""ComfyUI's own copies of k-diffusion's samplers where they differ from k-diffusion 0.1.1 (kdiffusion.py has the others).
+"""ComfyUI's own copies of k-diffusion's samplers where they differ from k-diffusion 0.1.1 (kdiffusion.py has the
+others).
 
 comfy/k_diffusion/sampling.py: the last step of euler_ancestral, lms and the DPM++ SDE samplers is the denoised
 latents; DPM++ SDE runs in half-log-SNR with alpha factors, and the multistep SDE samplers scale by alpha_t and
@@ -96,7 +97,8 @@ def dpmpp_multistep_sde(model, x, sigmas, noise: kdiffusion.NoiseFn, order: int 
                 x = x + (alpha_t * phi_2) * ((denoised - denoised_1) / (h_1 / h))
             elif order == 2 and denoised_1 is not None:
                 if heun:  # 2M SDE, r = h_1 / h
-                    x = x + alpha_t * ((-h_eta).expm1().neg() / (-h_eta) + 1) * (1 / (h_1 / h)) * (denoised - denoised_1)
+                    x = x + alpha_t * ((-h_eta).expm1().neg() / (-h_eta) + 1) * (1 / (h_1 / h)) \
+                        * (denoised - denoised_1)
                 else:
                     x = x + 0.5 * alpha_t * (-h_eta).expm1().neg() * (1 / (h_1 / h)) * (denoised - denoised_1)
             if eta > 0 and s_noise > 0:

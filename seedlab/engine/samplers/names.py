@@ -44,8 +44,8 @@ A1111_SAMPLERS = {sampler.label: sampler for sampler in (
     KSampler("DPM2", "dpm_2", ("k_dpm_2",), "Karras", discard_penultimate=True, second_order=True),
     KSampler("DPM2 a", "dpm_2_ancestral", ("k_dpm_2_a",), "Karras", discard_penultimate=True, uses_ensd=True,
              second_order=True),
-    # From sigma_max to sigma_min in `steps` model calls / in as many as it needs (engine/samplers/kdiffusion_extra.py); the
-    # schedule only sets the first noise's scale (sigmas[0]).
+    # From sigma_max to sigma_min in `steps` model calls / in as many as it needs (engine/samplers/kdiffusion_extra.py);
+    # the schedule only sets the first noise's scale (sigmas[0]).
     KSampler("DPM fast", "dpm_fast", ("k_dpm_fast",), uses_ensd=True),
     KSampler("DPM adaptive", "dpm_adaptive", ("k_dpm_ad",), uses_ensd=True),
     KSampler("Restart", "restart", ("restart",), "Karras", second_order=True),  # modules/sd_samplers_extra.py
@@ -80,8 +80,8 @@ def split_sampler(name: str) -> tuple[KSampler, str] | None:
     return None
 
 
-# ComfyUI's KSampler sampler names that SeedLab runs as ComfyUI runs them (engine/samplers/comfyui.py): two calls a step,
-# noise drawn while stepping (dpm_adaptive: as many calls as it needs, bounded as A1111's DPM adaptive).
+# ComfyUI's KSampler sampler names that SeedLab runs as ComfyUI runs them (engine/samplers/comfyui.py): two calls a
+# step, noise drawn while stepping (dpm_adaptive: as many calls as it needs, bounded as A1111's DPM adaptive).
 COMFY_SAMPLERS = {
     "euler": (False, False), "euler_ancestral": (False, True), "heun": (True, False), "dpm_2": (True, False),
     "dpm_2_ancestral": (True, True), "lms": (False, False), "dpm_fast": (False, False), "dpm_adaptive": (False, False),
@@ -150,9 +150,9 @@ def sampling_errors(recipe) -> list:
     if not is_ksampler(recipe.scheduler):
         for field, used in (("schedule", recipe.schedule != "Automatic"), ("hires_scale", recipe.hires_scale > 0)):
             if used:
-                errors.append(FieldError(field, f"needs an A1111 sampler ({', '.join(A1111_SAMPLERS)}); the diffusers "
-                                                f"scheduler {recipe.scheduler} runs its own sigmas, so leave {field} at "
-                                                "its default"))
+                errors.append(FieldError(
+                    field, f"needs an A1111 sampler ({', '.join(A1111_SAMPLERS)}); the diffusers scheduler "
+                    f"{recipe.scheduler} runs its own sigmas, so leave {field} at its default"))
     if recipe.hires_sampler and not is_ksampler(recipe.hires_sampler):
         errors.append(FieldError("hires_sampler", f"must be empty (the same) or one of {', '.join(A1111_SAMPLERS)}, "
                                                   f"got {recipe.hires_sampler[:60]!r}"))

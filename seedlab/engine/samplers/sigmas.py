@@ -52,7 +52,8 @@ class ModelSigmas:
         elif kind == "linear":
             betas = np.linspace(start, end, count, dtype=np.float64)
         else:
-            raise ValueError(f"the beta schedule {kind!r:.40} has no A1111/ComfyUI sigmas: choose a diffusers scheduler")
+            raise ValueError(f"the beta schedule {kind!r:.40} has no A1111/ComfyUI sigmas: "
+                             "choose a diffusers scheduler")
         return cls(torch.tensor(np.cumprod(1.0 - betas, axis=0), dtype=torch.float32), quantize=quantize)
 
     @property
@@ -148,7 +149,8 @@ def align_your_steps(n: int, table: tuple[float, ...]) -> torch.Tensor:
     return torch.FloatTensor(np.append(interpolated, [0.0]))
 
 
-def beta(n: int, sigma_min: float, sigma_max: float, alpha: float = BETA_ALPHA, beta_: float = BETA_BETA) -> torch.Tensor:
+def beta(n: int, sigma_min: float, sigma_max: float, alpha: float = BETA_ALPHA,
+         beta_: float = BETA_BETA) -> torch.Tensor:
     """A1111's Beta schedule (Lee et al., 2024): sigmas at the quantiles of a Beta distribution."""
     from scipy import stats  # imported when used: scipy is heavy
 

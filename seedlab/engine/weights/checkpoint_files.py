@@ -67,7 +67,8 @@ def read_header(path: Path) -> dict[str, dict]:
     name = path.name
     size = path.stat().st_size
     if size > MAX_BYTES:
-        raise CheckpointError(f"checkpoint {name} is {size / 2**30:.1f} GiB, over the {MAX_BYTES / 2**30:.0f} GiB limit")
+        raise CheckpointError(f"checkpoint {name} is {size / 2**30:.1f} GiB, "
+                              f"over the {MAX_BYTES / 2**30:.0f} GiB limit")
     with open(path, "rb") as file:
         length = int.from_bytes(file.read(8), "little")
         if size < 8 or length > min(MAX_HEADER, size - 8):
@@ -175,7 +176,8 @@ def _yaml_prediction(path: Path) -> str | None:
         loaded = yaml.safe_load(config.read_text(encoding="utf-8")[:1 << 20])
         params = loaded["model"]["params"]
     except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError):
-        raise CheckpointError(f"{config.name} beside checkpoint {path.name} is not an LDM config (model.params)") from None
+        raise CheckpointError(f"{config.name} beside checkpoint {path.name} is not an LDM config "
+                              "(model.params)") from None
     return "v_prediction" if isinstance(params, dict) and params.get("parameterization") == "v" else "epsilon"
 
 

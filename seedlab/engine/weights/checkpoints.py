@@ -1,4 +1,5 @@
-"""Load a single-file checkpoint (A1111's and ComfyUI's `.safetensors` of SD 1.x, SD 2.x, SDXL) as a diffusers pipeline, offline.
+"""Load a single-file checkpoint (A1111's and ComfyUI's `.safetensors` of SD 1.x, SD 2.x, SDXL) as a diffusers
+pipeline, offline.
 
 diffusers' `from_single_file` converts the LDM key layout; left to itself it fetches the diffusers configs
 of the detected model type from the Hugging Face Hub, even with `local_files_only=True` (it retries online
@@ -135,7 +136,8 @@ def _decide_sd2(steps: Plan, dtype: torch.dtype, device: torch.device) -> tuple[
 
 @torch.no_grad()
 def predicts_v(unet) -> bool:
-    """A1111's test: at t=999 on a constant latent, a v-predicting SD 2.x UNet's mean output minus the input is below -1."""
+    """A1111's test: at t=999 on a constant latent, a v-predicting SD 2.x UNet's mean output minus the input is
+    below -1."""
     parameter = next(unet.parameters())
     latent = torch.full((1, 4, 8, 8), 0.5, dtype=parameter.dtype, device=parameter.device)
     context = torch.full((1, 2, unet.config.cross_attention_dim), 0.5, dtype=parameter.dtype, device=parameter.device)

@@ -45,14 +45,15 @@ class ModelInfo:
     default_steps: int = EXPLORING_STEPS
     unconditional: bool = False  # a pipeline without a prompt (DDIM, DDPM): it makes its native size only
     a1111: bool = False  # runs A1111's samplers (engine/samplers/a1111.py): a Stable Diffusion 1.x / 2.x UNet pipeline
-    a1111_prompts: bool = False  # reads A1111's prompt syntax: where its samplers run, and SDXL (engine/prompts/sdxl.py)
+    # reads A1111's prompt syntax: where its samplers run, and SDXL (engine/prompts/sdxl.py)
+    a1111_prompts: bool = False
     _made: dict = field(default_factory=dict, repr=False, compare=False)  # name -> an untouched instance
 
     def make_scheduler(self, name: str):
         """A fresh scheduler instance (no state shared between runs) from the checkpoint's config."""
         if is_ksampler(name):
-            raise FieldError("scheduler", f"{name[:80]!r} is one of A1111's samplers, run by engine/samplers/a1111.py, not a "
-                                          "diffusers scheduler")
+            raise FieldError("scheduler", f"{name[:80]!r} is one of A1111's samplers, run by engine/samplers/a1111.py, "
+                                          "not a diffusers scheduler")
         if name == DEFAULT_SCHEDULER:
             name = self.default_scheduler
         if name not in self.schedulers:
@@ -79,7 +80,8 @@ class ModelInfo:
         if is_ksampler(name):
             if not self.a1111:
                 raise FieldError("scheduler", f"must be one of {', '.join(self.offered())} for model {self.name} "
-                                              f"(A1111's samplers run on Stable Diffusion 1.x and 2.x), got {name[:80]!r}")
+                                              "(A1111's samplers run on Stable Diffusion 1.x and 2.x), "
+                                              f"got {name[:80]!r}")
             return name
         return type(self.make_scheduler(name)).__name__
 
@@ -99,7 +101,8 @@ def reads_a1111_prompts(pipeline_class: type | None, denoiser: str, scheduler_co
         pipeline_class is not None and pipeline_class.__name__ == "StableDiffusionXLPipeline" and denoiser == "unet")
 
 
-def model_defaults(name: str, pipeline_class: type | None, scheduler_name: str, scheduler_config: dict) -> tuple[int, float]:
+def model_defaults(name: str, pipeline_class: type | None, scheduler_name: str,
+                   scheduler_config: dict) -> tuple[int, float]:
     """(steps, guidance) a recipe for this model starts from, read from what the checkpoint says of itself.
 
     - the embedded model: 20 steps at its measured best guidance (2.5);
@@ -119,7 +122,8 @@ def model_defaults(name: str, pipeline_class: type | None, scheduler_name: str, 
     if "num_inference_steps" in call and isinstance(call["num_inference_steps"].default, int):
         steps = max(1, min(steps, call["num_inference_steps"].default))
     base = name.lower().replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]  # a hub id's name, or a folder's
-    trailing = scheduler_config.get("timestep_spacing") == "trailing" and not scheduler_config.get("rescale_betas_zero_snr")
+    trailing = (scheduler_config.get("timestep_spacing") == "trailing"
+                and not scheduler_config.get("rescale_betas_zero_snr"))
     if scheduler_name in FEW_STEP_SCHEDULERS or any(word in base for word in FEW_STEP_WORDS) or trailing:
         steps = 1 if "turbo" in base else min(steps, 4)
         guidance = guidance if "negative_prompt" not in call else 0.0  # LCM's pipeline embeds its guidance
@@ -133,7 +137,8 @@ def read_info(name: str) -> ModelInfo:
     """
     source, overrides = _checkpoint_source(name) or (model_source(name), {})
     if looks_local(source) and not Path(source).expanduser().is_dir():
-        raise FieldError("model", f"{name[:200]!r} is not a folder on this machine (a local model is a diffusers folder)")
+        raise FieldError("model", f"{name[:200]!r} is not a folder on this machine "
+                                  "(a local model is a diffusers folder)")
     try:
         index = DiffusionPipeline.load_config(source)
         scheduler_class = getattr(diffusers, index["scheduler"][1])
@@ -177,7 +182,8 @@ def takes_prompt(pipeline_class: type) -> bool:
     return "prompt" in inspect.signature(pipeline_class.__call__).parameters
 
 
-def check_unconditional(info: ModelInfo, prompt: str, negative_prompt: str, width: int, height: int) -> list[FieldError]:
+def check_unconditional(info: ModelInfo, prompt: str, negative_prompt: str, width: int,
+                        height: int) -> list[FieldError]:
     """What an unconditional pipeline cannot take: a prompt, a negative prompt, a size other than its own."""
     if not info.unconditional:
         return []

@@ -22,7 +22,8 @@ def lora_loaders(graph: dict[str, Any], value: Any, link: Callable[[Any], str | 
         inputs = node["inputs"]
         if "lora_name" in inputs:
             name = inputs["lora_name"]
-            stem = name.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".safetensors") if isinstance(name, str) else ""
+            stem = (name.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".safetensors") if isinstance(name, str)
+                    else "")
             weights = inputs.get("strength_clip", 1.0 if "clip" in inputs else 0.0), inputs.get("strength_model", 1.0)
             if not re.fullmatch(r"[^<>:\n]{1,200}", stem) or not all(
                     isinstance(weight, (int, float)) and not isinstance(weight, bool)

@@ -84,7 +84,8 @@ def _scale(node: dict[str, Any], fields: dict[str, Any]) -> tuple[float | None, 
         targets = [max(64, wide) // 8 * 8, max(64, high) // 8 * 8]
         scale = targets[0] / width
     if not 1 <= scale <= MAX_HIRES_SCALE or [int(width * scale), int(height * scale)] != targets:
-        return None, f"no one factor from 1 to {MAX_HIRES_SCALE:g} turns {width}x{height} into {targets[0]}x{targets[1]}"
+        return None, (f"no one factor from 1 to {MAX_HIRES_SCALE:g} turns {width}x{height} "
+                      f"into {targets[0]}x{targets[1]}")
     return float(scale), ""
 
 
