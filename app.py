@@ -1,12 +1,11 @@
 """SeedLab web UI: a thin Gradio shell over the `seedlab` backend (handlers in webui/).
 
-Run `python app.py` (honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT), or with `--model`,
-`--device`, `--threads`, `--lanes`, `--dtype` (also SEEDLAB_MODEL, SEEDLAB_DEVICE, SEEDLAB_THREADS,
-SEEDLAB_LANES, SEEDLAB_DTYPE). SEEDLAB_MODELS (comma-separated) allows more models beside the default one;
-SEEDLAB_BASE_URL sets where image links point when the address the browser used is not the public
-one. Per-request limits, the compute budget and queue settings come from SEEDLAB_MAX_* and friends
-(see seedlab/limits.py). On a ZeroGPU Space (the `spaces` package is importable) the generation runs
-inside `spaces.GPU`; elsewhere nothing changes.
+Run `python app.py` (honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT), or with `--model`, `--device`, `--threads`,
+`--lanes`, `--dtype` (also SEEDLAB_MODEL, SEEDLAB_DEVICE, SEEDLAB_THREADS, SEEDLAB_LANES, SEEDLAB_DTYPE).
+SEEDLAB_MODELS (comma-separated) allows more models beside the default one; SEEDLAB_BASE_URL sets where image links
+point when the address the browser used is not the public one. Per-request limits, the compute budget and queue
+settings come from SEEDLAB_MAX_* and friends (see seedlab/limits.py). On a ZeroGPU Space (the `spaces` package is
+importable) the generation runs inside `spaces.GPU`; elsewhere nothing changes.
 """
 
 import argparse
@@ -42,6 +41,7 @@ from webui.matrix import matrix_panel
 from webui.queue_cap import cap_queued
 from webui.reproduction_panel import reproduction_panel, wire_reproduction
 from webui.uploads import LinkGuard, PeerStamp, UploadGuard
+from webui.visitors import proxy_hops
 from webui.wiring import CSS, GENERATE, PRIVATE, SHORTCUTS, SHOW_ANCHOR, SHOW_SEEDS, Wiring, by_name, ready
 
 MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at the default size limit
@@ -85,7 +85,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     # No min/max on the widget: the handler refuses a bad count with a message naming the field.
                     ui["dice_count"] = gr.Number(label="Random seeds to draw", value=4, precision=0, min_width=80,
                                                  scale=1, elem_id="dice-count")
-                    ui["dice"] = gr.Button("Random", min_width=90, scale=0, elem_id="dice")  # text: no emoji font needed
+                    ui["dice"] = gr.Button("Random", min_width=90, scale=0, elem_id="dice")  # text: needs no emoji font
                 with gr.Row():  # right under the seeds: in view with the grid on a laptop screen
                     ui["generate"] = gr.Button(GENERATE, variant="primary", elem_id="generate")
                     ui["stop"] = gr.Button("Stop", variant="stop", interactive=False, elem_id="stop")
@@ -95,7 +95,8 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 with gr.Accordion("Hires fix (A1111 and ComfyUI samplers)", open=False, elem_id="hires-fix"):
                     for name in HIRES:
                         add(name)
-                with gr.Accordion("Sampler settings (A1111 and ComfyUI samplers)", open=False, elem_id="sampler-settings"):
+                with gr.Accordion("Sampler settings (A1111 and ComfyUI samplers)", open=False,
+                                  elem_id="sampler-settings"):
                     for name in SAMPLING:
                         add(name)
                 with gr.Accordion("LoRA, embeddings and VAE", open=False, elem_id="lora-group"):
@@ -148,7 +149,6 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     ui["vary_results"] = gr.JSON(label="Variation results")
         ui["anchor"] = gr.State(None)  # the anchor's recipe (JSON), as the user clicked it
         ui["pending"] = gr.State(None)  # the original a link or a dropped PNG names, until it is regenerated
-
         wire(demo, app, ui)
     return demo, app
 
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        limits = Limits.from_env()
+        limits, _ = Limits.from_env(), proxy_hops()  # a bad SEEDLAB_PROXY_HOPS stops the app here, named
         device = resolve_device(args.device)
         # On a CPU, images run side by side at one thread each: a grid keeps every core busy, and a link
         # made here reproduces on any machine that pins one thread, whatever its core count.
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> None:
             raise ValueError(f"lanes must be a positive integer and workers 0 or more (0 on a GPU), "
                              f"got {lanes} and {workers}")
         extra = [name.strip() for name in os.environ.get("SEEDLAB_MODELS", "").split(",") if name.strip()]
-        extra += checkpoint_files.checkpoint_names() if library.models_dir() is not None else []  # the models folder's checkpoints
+        extra += checkpoint_files.checkpoint_names() if library.models_dir() is not None else []
         store = ModelStore([args.model, *extra], device=device, dtype=args.dtype, lanes=lanes)
         admission = Admission(store, limits, measure_speed(store.get(store.default)))
     except ValueError as error:

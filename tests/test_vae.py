@@ -195,7 +195,7 @@ def test_a_missing_vae_is_a_note_for_another_tools_file_and_refused_in_a_link(fo
 
     gone = dropped(vae="kl-f8-anime2.ckpt", vae_hash="df3c506e51")
     assert (gone.recipe.vae, gone.recipe.vae_hash) == ("", "")
-    assert gone.notes == (f"VAE 'kl-f8-anime2.ckpt' (hash df3c506e51) is not found in the models folder {folders}: "
+    assert gone.notes == ("VAE 'kl-f8-anime2.ckpt' (hash df3c506e51) is not found in the models folder: "
                           "the checkpoint's own VAE decodes the image, so its colours differ",)
     renamed = dropped(vae="vae-ft-mse.safetensors", vae_hash=short)
     assert renamed.recipe.vae == "here.safetensors"
@@ -204,7 +204,7 @@ def test_a_missing_vae_is_a_note_for_another_tools_file_and_refused_in_a_link(fo
     assert changed.recipe.vae_hash == short and "another file, so the colours may differ" in changed.notes[0]
     with pytest.raises(RecipeError) as error:
         admission.recipe({**BASE.to_dict(), "vae": "gone.safetensors"})
-    assert str(error.value) == f"vae VAE 'gone.safetensors' is not found in the models folder {folders}"
+    assert str(error.value) == "vae VAE 'gone.safetensors' is not found in the models folder"  # not where it is
     with pytest.raises(RecipeError, match="vae_hash 0123456789 is not the hash of VAE here.safetensors"):
         admission.recipe({**BASE.to_dict(), "vae": "here", "vae_hash": "0123456789"})
     assert admission.recipe({**BASE.to_dict(), "vae": "here", "vae_hash": short}).vae == "here"

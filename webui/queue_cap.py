@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from webui.uploads import client_address, stamped_peer
+from webui.uploads import stamped_peer
+from webui.visitors import client_address
 
 
 def request_visitor(request: Any) -> str:

@@ -9,7 +9,8 @@ import gradio as gr
 
 from seedlab.files.links import DEFAULT_BASE_URL, encode_query
 from seedlab.files.links import KEYS as LINK_KEYS
-from webui.uploads import client_address, stamped_peer
+from webui.uploads import stamped_peer
+from webui.visitors import client_address
 
 
 def base_url(request: gr.Request | None) -> str:

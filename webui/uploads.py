@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
 import time
 from collections.abc import Callable
@@ -16,19 +15,7 @@ from html import escape
 
 from seedlab.files.links import MAX_QUERY_CHARS
 from seedlab.serving.budget import WINDOW_SECONDS, Window
-
-
-def client_address(headers: dict[str, str], peer: str | None) -> str | None:
-    """Who a request comes from: the peer's address, or behind a Space's proxy the address it saw.
-
-    A client can write any X-Forwarded-For itself; only the last entry, appended by the proxy in
-    front of a Hugging Face Space (SPACE_ID is set there), is the proxy's own observation.
-    """
-    forwarded = headers.get("x-forwarded-for", "")
-    if os.environ.get("SPACE_ID") and forwarded.strip():
-        return forwarded.split(",")[-1].strip()
-    return peer
-
+from webui.visitors import client_address  # as before: who a request comes from
 
 PEER_HEADER = "x-seedlab-peer"  # "ADDRESS;SIGNATURE": who called /gradio_api/mcp, stamped by PeerStamp
 _SECRET = secrets.token_bytes(32)  # per process: a stamp cannot be forged or carried to another server
@@ -133,7 +120,7 @@ class UploadGuard:
 
     def admit(self, visitor: str, size: int) -> str | None:
         """None when this upload is within the visitor's share, else the refusal's text."""
-        fits = lambda count, used: count < self.max_uploads and used + size <= self.max_bytes  # noqa: E731
+        fits = lambda count, used: count < self.max_uploads and used + size <= self.max_bytes
         if self.window.take(visitor, size, fits) is None:
             return None
         return (f"too many uploads: each visitor may upload {self.max_uploads} files and "

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import memory
 from .determinism import current_environment, full_determinism
 from .image import Result, fingerprint
 from .models import Model
@@ -114,20 +115,24 @@ def iter_generate(
     chunk: list[Recipe] = []
     chunk_model = model
     resolved: dict[tuple, tuple[Model, str]] = {}  # the folder is looked up once per LoRA set
-    for recipe in recipes:
-        merged, recipe = lora.with_loras(model, recipe, resolved)
-        merged, recipe = vae.with_vae(merged, recipe, resolved)  # a VAE of the models folder: on the LoRAs' copy
-        recipe = text_inversion.with_ti_hashes(merged, recipe, resolved)
-        if chunk and (len(chunk) == max(1, model.lanes) or recipe.deterministic != chunk[0].deterministic
-                      or merged is not chunk_model):
+    try:
+        for recipe in recipes:
+            merged, recipe = lora.with_loras(model, recipe, resolved)
+            merged, recipe = vae.with_vae(merged, recipe, resolved)  # a VAE of the models folder: on the LoRAs' copy
+            recipe = text_inversion.with_ti_hashes(merged, recipe, resolved)
+            if chunk and (len(chunk) == max(1, model.lanes) or recipe.deterministic != chunk[0].deterministic
+                          or merged is not chunk_model):
+                yield from _generate_chunk(chunk_model, chunk, encoders[id(chunk_model)], steps, cancel)
+                chunk = []
+            chunk_model = merged
+            if id(merged) not in encoders:  # built once per model, not once per recipe
+                encoders[id(merged)] = Embeddings(merged)
+            chunk.append(recipe)
+        if chunk:
             yield from _generate_chunk(chunk_model, chunk, encoders[id(chunk_model)], steps, cancel)
-            chunk = []
-        chunk_model = merged
-        if id(merged) not in encoders:  # built once per model, not once per recipe
-            encoders[id(merged)] = Embeddings(merged)
-        chunk.append(recipe)
-    if chunk:
-        yield from _generate_chunk(chunk_model, chunk, encoders[id(chunk_model)], steps, cancel)
+    finally:  # a request's buffers, freed: back to the system, or the process grows with every new size
+        del chunk, encoders, resolved
+        memory.give_back()
 
 
 class _Steps:
@@ -206,7 +211,8 @@ def stream(
 
     def work() -> None:
         try:
-            for result in iter_generate(model, recipes, progress=lambda d, t: events.put(Progress(d, t)), cancel=cancel):
+            for result in iter_generate(model, recipes, progress=lambda d, t: events.put(Progress(d, t)),
+                                        cancel=cancel):
                 events.put(result)
         except BaseException as error:  # noqa: BLE001 - handed to the consumer's thread
             events.put(error)

@@ -17,17 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .spec import (  # noqa: F401  (part of this module's API)
-    MAX_SAFE_JS_INT,
-    MAX_SIZE,
-    MIN_SIZE,
-    SIZE_MULTIPLE,
-    FieldError,
-    RecipeError,
-    Spec,
-    _check_text,
-    _show,
-)
+# FieldError, RecipeError, Spec and the size limits are part of this module's API too.
+from .spec import MAX_SAFE_JS_INT, MAX_SIZE, MIN_SIZE, SIZE_MULTIPLE, FieldError, RecipeError, Spec, _check_text, _show  # noqa: F401
 from .weights import lora_names
 
 MAX_SEED = 2**64 - 1  # what torch's manual_seed accepts; ComfyUI and Fooocus seeds reach 2**63
@@ -49,6 +40,7 @@ LATENT_UPSCALERS = {"Latent": ("bilinear", False), "Latent (antialiased)": ("bil
                     "nearest-exact": ("nearest-exact", False), "bilinear": ("bilinear", False),
                     "area": ("area", False), "bicubic": ("bicubic", False), "bislerp": ("bislerp", False)}
 MAX_HIRES_SCALE = 4.0
+MAX_HIRES_SCHEDULE = 10_000  # hires steps / denoising strength: 150 steps at 0.015
 # ComfyUI's KSampler schedulers, for ComfyUI's sampler names ("dpmpp_2m" + "karras").
 COMFY_SCHEDULES = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta",
                    "linear_quadratic", "kl_optimal")
@@ -105,8 +97,8 @@ class Recipe:
     deterministic: bool = _spec(False, kind="bool", label="Full determinism", link="det", cli="--deterministic",
                                 a1111="Full determinism",
                                 help="deterministic kernels for this generation (slower on a GPU)")
-    dtype: str = _spec("float32", kind="choice", choices=DTYPES, label="dtype", link="dtype", cli="--dtype", a1111="Dtype",
-                       help="the weights' precision")
+    dtype: str = _spec("float32", kind="choice", choices=DTYPES, label="dtype", link="dtype", cli="--dtype",
+                       a1111="Dtype", help="the weights' precision")
     # How the prompts are read: as the text they are (plain, every earlier recipe), or as A1111, ComfyUI or NovelAI do.
     prompt_syntax: str = _spec("plain", kind="choice", choices=PROMPT_SYNTAXES, label="Prompt syntax", link="syntax",
                                cli="--prompt-syntax", a1111="Prompt syntax", a1111_when="prompt_syntax",
@@ -127,8 +119,8 @@ class Recipe:
                                "ComfyUI sampler (its scheduler: normal, karras, ...)")
     eta: float = _spec(1.0, kind="float", high=1.0, label="Eta", link="eta", cli="--eta", a1111="Eta", a1111_when="eta",
                        help="how much noise ancestral and SDE samplers add back at each step (A1111's default 1)")
-    eta_noise_seed_delta: int = _spec(0, kind="int", high=2**32 - 1, label="ENSD", link="ensd", cli="--ensd", a1111="ENSD",
-                                      a1111_when="eta_noise_seed_delta",
+    eta_noise_seed_delta: int = _spec(0, kind="int", high=2**32 - 1, label="ENSD", link="ensd", cli="--ensd",
+                                      a1111="ENSD", a1111_when="eta_noise_seed_delta",
                                       help="A1111's eta noise seed delta: ancestral noise comes from seed + ENSD "
                                            "(31337 in NovelAI-style setups; 0: off)")
     s_churn: float = _spec(0.0, kind="float", high=100.0, label="Sigma churn", link="churn", cli="--s-churn",
@@ -136,7 +128,8 @@ class Recipe:
     s_tmin: float = _spec(0.0, kind="float", high=1000.0, label="Sigma tmin", link="tmin", cli="--s-tmin",
                           a1111="Sigma tmin", a1111_when="s_tmin", help="churn only at sigmas from this level")
     s_tmax: float = _spec(0.0, kind="float", high=1000.0, label="Sigma tmax", link="tmax", cli="--s-tmax",
-                          a1111="Sigma tmax", a1111_when="s_tmax", help="churn only at sigmas up to this level (0: any)")
+                          a1111="Sigma tmax", a1111_when="s_tmax",
+                          help="churn only at sigmas up to this level (0: any)")
     s_noise: float = _spec(1.0, kind="float", high=2.0, label="Sigma noise", link="snoise", cli="--s-noise",
                            a1111="Sigma noise", a1111_when="s_noise", help="the churn noise's scale")
     schedule_sigma_min: float = _spec(0.0, kind="float", high=1000.0, label="Schedule min sigma", link="smin",
@@ -201,8 +194,9 @@ class Recipe:
     # The checkpoint file's A1111 hash (models folder): which file made the image, whatever its name here.
     model_hash: str = _spec("", kind="text", high=64, label="Model hash", link="mhash", cli="--model-hash",
                             a1111="Model hash", a1111_when="model_hash",
-                            help="the A1111 hash of the checkpoint file (AutoV2: 10 hex digits; the old AutoV1: 8): the "
-                                 "models folder's file with this hash is used (filled in when a checkpoint is used)")
+                            help="the A1111 hash of the checkpoint file (AutoV2: 10 hex digits; the old AutoV1: 8): "
+                                 "the models folder's file with this hash is used "
+                                 "(filled in when a checkpoint is used)")
     # A separate VAE of the models folder (A1111's VAE setting, ComfyUI's VAELoader): the image is decoded with it.
     vae: str = _spec("", kind="text", high=300, label="VAE", link="vae", cli="--vae", a1111="VAE", a1111_when="vae",
                      help="a VAE of the models folder (VAE/ or vae/) by its file name, NAME.safetensors, that decodes "
@@ -261,6 +255,11 @@ class Recipe:
         return self.seed if self.hires_seed < 0 else self.hires_seed
 
     @property
+    def hires_sigma_count(self) -> int:
+        """Noise levels the second pass computes to take its steps from: steps / strength (A1111, ComfyUI)."""
+        return int((self.hires_steps or self.num_inference_steps) / self.denoising_strength) if self.hires_scale else 0
+
+    @property
     def total_steps(self) -> int:
         """The denoising steps asked for, both passes of hires fix counted."""
         return self.num_inference_steps + ((self.hires_steps or self.num_inference_steps) if self.hires_scale else 0)
@@ -293,11 +292,16 @@ def _check_hires(recipe: Recipe) -> None:
     errors = []
     sizes = recipe.hires_size
     if recipe.hires_scale < 1 or any(side > MAX_SIZE or side % SIZE_MULTIPLE for side in sizes):
-        errors.append(FieldError("hires_scale", f"must be 0 (off) or from 1 to {MAX_HIRES_SCALE:g} with width and height "
-                                                f"times it whole multiples of {SIZE_MULTIPLE} up to {MAX_SIZE}, got "
-                                                f"{recipe.hires_scale:g} ({sizes[0]}x{sizes[1]})"))
+        errors.append(FieldError("hires_scale", f"must be 0 (off) or from 1 to {MAX_HIRES_SCALE:g} with width "
+                                                f"and height times it whole multiples of {SIZE_MULTIPLE} up to "
+                                                f"{MAX_SIZE}, got {recipe.hires_scale:g} ({sizes[0]}x{sizes[1]})"))
+    steps = recipe.hires_steps or recipe.num_inference_steps
     if recipe.denoising_strength == 0:
         errors.append(FieldError("denoising_strength", "must be above 0 with hires fix on (Hires upscale), got 0"))
+    elif recipe.hires_sigma_count > MAX_HIRES_SCHEDULE:  # 1e-6 asked for 15 GB and minutes of CPU before a step
+        errors.append(FieldError("denoising_strength", f"must be at least {steps / MAX_HIRES_SCHEDULE:.4g} with "
+                                 f"{steps} hires steps (steps / strength noise levels, at most {MAX_HIRES_SCHEDULE}), "
+                                 f"got {recipe.denoising_strength:g}"))
     if errors:
         raise RecipeError(errors)
 

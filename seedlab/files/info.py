@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..engine.recipe import SPECS
 from .metadata import partial_recipe, read_metadata
 
 
@@ -22,13 +23,26 @@ def describe(source: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ValueError(f"FILE must be an image file; {str(source)[:80]!r} is not a file here")
     reading = read_metadata(path)
-    notes = list(reading.notes)
+    notes, fields = list(reading.notes), dict(reading.fields)
     try:
-        notes += partial_recipe(reading)[1]
+        usable, dropped = partial_recipe(reading)
+        notes += dropped
+        # A value the notes call unusable is not listed as if it were restored (1e308 steps, 309 digits long).
+        fields = {name: value for name, value in fields.items() if _restored(usable, name, value)}
     except ValueError as error:
         notes.append(f"this SeedLab cannot run the recipe as it is: {error}")
-    recipe = {name: _plain(value) for name, value in reading.fields.items()}
+    recipe = {name: _plain(value) for name, value in fields.items()}
     return {"format": reading.format, "recipe": recipe, "notes": notes}
+
+
+def _restored(recipe: Any, name: str, value: Any) -> bool:
+    """Whether the recipe holds the file's value of `name` (a field the notes name as unusable is at its default)."""
+    if name not in SPECS:
+        return True
+    try:
+        return SPECS[name].coerce(value) == getattr(recipe, name)
+    except (TypeError, ValueError):
+        return False
 
 
 def run_info(source: str, as_json: bool) -> int:

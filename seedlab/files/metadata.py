@@ -232,9 +232,8 @@ def partial_recipe(reading: Reading) -> tuple[Recipe, list[str]]:
     def drop(name: str, problem: str) -> None:
         if name == "prompt" or name not in fields:
             raise ValueError(f"{_label(reading)}: {name} {problem[:200]}")
-        value = fields.pop(name)
-        notes.append(f"{SPECS[name].label} {str(value)[:60]!r} from the file cannot be used here ({problem[:160]}): "
-                     "it is left at its default, so the image differs")
+        notes.append(f"{SPECS[name].label} {_shown(fields.pop(name))} from the file cannot be used here "
+                     f"({problem[:160]}): it is left at its default, so the image differs")
 
     for _ in range(len(SPECS)):
         values = {}
@@ -251,6 +250,13 @@ def partial_recipe(reading: Reading) -> tuple[Recipe, list[str]]:
         except (TypeError, ValueError) as error:
             raise ValueError(f"{_label(reading)}: {str(error)[:200]}") from None
     raise ValueError(f"{_label(reading)}: no usable recipe")
+
+
+def _shown(value: Any) -> str:
+    """A value a file holds, quoted for a note: a huge number by its size (1e308 read as an int has 309 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+        return f"(a {len(str(abs(value)))}-digit number)"
+    return repr(str(value)[:60])
 
 
 def _label(reading: Reading) -> str:
@@ -297,7 +303,8 @@ def _scheduled(fields: dict[str, Any]) -> list[str]:
     if fields.get("prompt_syntax") != "a1111" or not any(isinstance(text, str) and _EDITING.search(text)
                                                           for text in texts):
         return []
-    found = next(match.group(0) for text in texts if isinstance(text, str) for match in [_EDITING.search(text)] if match)
+    found = next(match.group(0) for text in texts if isinstance(text, str)
+                 for match in [_EDITING.search(text)] if match)
     return [f"{found[:60]} in the prompt: A1111's prompt editing, alternation or AND (the prompt changing while it "
             "samples) is not run here; the text is read as written, so the image differs"]
 
@@ -327,4 +334,5 @@ def _extra_networks(fields: dict[str, Any]) -> list[str]:
     if not tags:
         return []
     return [f"{', '.join(tags)[:200]} in the prompt: A1111 extra networks (LoRA, hypernetworks) are not loaded for "
-            "this prompt syntax, and the tags stay in the prompt as written, where the text encoder reads them as words"]
+            "this prompt syntax, and the tags stay in the prompt as written, where the text encoder reads them "
+            "as words"]

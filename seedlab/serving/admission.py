@@ -85,9 +85,9 @@ class Admission:
         model = values.get("model") or self.store.default
         try:
             model = self.store.check(model)
-        except FieldError as error:
+        except FieldError as error:  # named once: the recipe goes on with the default model
             errors.append(error)
-            model = self.store.default
+            model, values = self.store.default, {**values, "model": None}
         fields = self.defaults(model)
         for name, value in values.items():
             if value is None or (value == "" and SPECS[name].kind not in ("text", "size")):
@@ -196,7 +196,7 @@ class Admission:
         """Price a request on this hardware and charge it to `visitor`; ValueError saying what to reduce."""
         if self.speed is None:
             return 0.0
-        seconds = sum(self.speed.seconds(recipe) for recipe in recipes)
+        seconds = self.speed.request_seconds(recipes)
         self.ledger.charge(visitor, seconds)
         return seconds
 

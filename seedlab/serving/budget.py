@@ -4,12 +4,15 @@ Independent caps (images, steps, size) allow requests of a day on a CPU: 16 imag
 1024x1024. So every request is also priced: seconds per model call, measured on the loaded model at two
 sizes and fitted as `a * pixels + b * pixels**2` (convolutions grow with the pixels, attention with
 their square), growing with the square beyond the sizes measured, times the calls (steps, twice for a
-second-order scheduler, plus an image's own encoding and decoding) and images, plus the noise drawn. A request over `max_request_seconds` is refused, and so is one
-that would take a visitor over `visitor_seconds` in any ten minutes; the message says what to reduce.
+second-order scheduler, plus an image's own encoding and decoding) and images, plus the noise drawn. A request
+over `max_request_seconds` is refused, and so is one that would take a visitor over `visitor_seconds` in any ten
+minutes; the message says what to reduce.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import threading
 import time
 from collections import OrderedDict, deque
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 
 from ..engine.recipe import Recipe
 from ..engine.samplers.names import model_calls as sampler_calls
+from ..engine.weights.lora_names import uses_of
 from .limits import Limits
 
 WINDOW_SECONDS = 600  # the per-visitor window
@@ -29,6 +33,17 @@ IMAGE_CALLS = 2
 # Seconds per latent value drawn, by noise source: measured on the 2-core development machine under load
 # (12, 34 and 424 ns for 1M values), with room to spare.
 NOISE_SECONDS = {"cpu": 20e-9, "device": 20e-9, "numpy-pcg64": 60e-9, "cuda-philox": 700e-9}
+# Seconds per noise level of hires fix's schedule (steps / denoising strength of them, before a step is taken):
+# ComfyUI's beta and normal schedules took 29 and 21 us each over 20,000 levels on the 2-core machine.
+SCHEDULE_SECONDS = 50e-6
+# A prompt's chunks of 75 tokens (long prompts and BREAK in A1111's and ComfyUI's syntaxes) each lengthen the
+# UNet's cross-attention context: 32 chunks made a step 2.5x as long at 64 px and 1.9x at 128 px (embedded model).
+CHUNK_STEP_SHARE = 0.06  # of a step, per chunk past the first
+_BREAK = re.compile(r"\bBREAK\b")
+_TOKENS = re.compile(r"[^\W\d_]+|\d|[^\w\s]")  # words, digits and signs: CLIP gives each a token at least
+# A new set of LoRAs: each file read and merged into a copy of the weights it touches (0.4 to 0.8 s measured on
+# the embedded model, kept ~24 MB), priced once per set in a request whether or not a copy is kept.
+LORA_SET_SECONDS = 1.0
 MAX_VISITORS = 4096  # visitors remembered at once; the least recently seen are forgotten first
 
 
@@ -62,17 +77,36 @@ class Speed:
     def seconds(self, recipe: Recipe) -> float:
         """Estimated seconds for one image of `recipe`: its model calls, what each image costs besides, its noise.
 
-        Hires fix adds its second pass: its own steps at its own size, and its own noise.
+        Hires fix adds its second pass: its own steps at its own size, its own noise and its schedule.
         """
+        widen = 1 + CHUNK_STEP_SHARE * (prompt_chunks(recipe) - 1)
         calls = model_calls(recipe.scheduler, recipe.num_inference_steps) + IMAGE_CALLS
-        seconds = calls * self.step_seconds(recipe.width * recipe.height) + noise_seconds(recipe)
+        seconds = calls * widen * self.step_seconds(recipe.width * recipe.height) + noise_seconds(recipe)
         if recipe.hires_scale:
             width, height = recipe.hires_size
             steps = recipe.hires_steps or recipe.num_inference_steps
             calls = model_calls(recipe.hires_sampler or recipe.scheduler, steps) + IMAGE_CALLS
-            seconds += calls * self.step_seconds(width * height) + noise_seconds(recipe.replace(
-                width=width, height=height, hires_scale=0.0))
+            seconds += calls * widen * self.step_seconds(width * height) + noise_seconds(recipe.replace(
+                width=width, height=height, hires_scale=0.0)) + recipe.hires_sigma_count * SCHEDULE_SECONDS
         return seconds
+
+
+    def request_seconds(self, recipes: list[Recipe]) -> float:
+        """Estimated seconds for a request: its images, and each set of LoRAs it merges once."""
+        lora_sets = {tuple(uses_of(recipe)) for recipe in recipes} - {()}
+        return sum(self.seconds(recipe) for recipe in recipes) + len(lora_sets) * LORA_SET_SECONDS
+
+
+def prompt_chunks(recipe: Recipe) -> int:
+    """The chunks of 75 tokens the longer of the two prompts takes, estimated without a tokenizer (never fewer):
+    one for plain syntax (diffusers truncates), else one per BREAK-separated part and 75 tokens."""
+    if recipe.prompt_syntax == "plain":
+        return 1
+
+    def chunks(text: str) -> int:
+        return sum(max(1, math.ceil(len(_TOKENS.findall(part)) / 75)) for part in _BREAK.split(text))
+
+    return max(chunks(recipe.prompt), chunks(recipe.negative_prompt))
 
 
 def model_calls(scheduler: str, steps: int) -> int:

@@ -38,6 +38,8 @@ from . import novelai as prompts_novelai
 
 MAX_CHUNKS = 32  # a prompt of at most 2,000 characters has at most ~10 chunks of 75 tokens
 COMMA_BACKTRACK = 20  # A1111's comma_padding_backtrack default
+# An attention weight's magnitude: A1111 takes any number, and past this the image is noise or NaN.
+MAX_WEIGHT = 100
 _ATTENTION = re.compile(r"\\\(|\\\)|\\\[|\\]|\\\\|\\|\(|\[|:\s*([+-]?[.\d]+)\s*\)|\)|]|[^\\()\[\]:]+|:")
 _BREAK = re.compile(r"\s*\bBREAK\b\s*", re.DOTALL)
 _BREAK_MARK = ("BREAK", -1.0)
@@ -126,11 +128,16 @@ def match(names: Lookup, tokens: list[int], position: int) -> tuple[str | None, 
     return None, 0
 
 
-def pieces(tokenizer, text: str, emphasis: str = "Original", syntax: str = "a1111") -> list[tuple[list[int], str, float]]:
+def pieces(tokenizer, text: str, emphasis: str = "Original",
+           syntax: str = "a1111") -> list[tuple[list[int], str, float]]:
     """The prompt's attention pieces (BREAK included) with their token ids, as tokenize_line tokenizes them; the
     brackets are A1111's or, with `syntax` "novelai", NovelAI's."""
     parse = prompts_novelai.parse if syntax == "novelai" else parse_attention
     parsed = parse(text) if emphasis != "None" else [[text, 1.0]]
+    for piece, weight in parsed:  # (x:1e308) or a thousand brackets: an image of NaN, with nothing said
+        if (piece, weight) != _BREAK_MARK and not abs(weight) <= MAX_WEIGHT:
+            raise FieldError("prompt", f"gives {piece.strip()[:40]!r} the weight {weight:.4g}: attention weights must "
+                                       f"be from -{MAX_WEIGHT} to {MAX_WEIGHT}")
     tokenized = tokenizer([piece for piece, _ in parsed], truncation=False, add_special_tokens=False)["input_ids"]
     return [(tokens, piece, weight) for tokens, (piece, weight) in zip(tokenized, parsed)]
 
@@ -285,7 +292,8 @@ def fixed(text_encoder, fixes: list[tuple[int, str]], embeddings: Mapping[str, t
 
 def check_encoder(pipe, syntax: str = "a1111") -> None:
     """A1111's, NovelAI's and ComfyUI's syntaxes need one CLIP text encoder and its tokenizer (SD 1.x / 2.x); refused
-    by name elsewhere. (A1111's on SDXL's pair of encoders is engine/prompts/sdxl.py's, which embeddings.py calls instead.)"""
+    by name elsewhere. (A1111's on SDXL's pair of encoders is engine/prompts/sdxl.py's, which embeddings.py calls
+    instead.)"""
     tokenizer, encoder = getattr(pipe, "tokenizer", None), getattr(pipe, "text_encoder", None)
     if tokenizer is None or encoder is None or hasattr(pipe, "text_encoder_2") \
             or type(encoder).__name__ != "CLIPTextModel" or not hasattr(encoder, "final_layer_norm"):

@@ -30,7 +30,6 @@ naming the field (ComfyUI would give NaN conditioning, skip the file with a warn
 
 from __future__ import annotations
 
-import math
 import re
 import threading
 from collections.abc import Callable
@@ -42,7 +41,7 @@ import torch
 from ..spec import FieldError
 from ..weights import library
 from . import text_inversion
-from .a1111 import MAX_CHUNKS, token_embedding
+from .a1111 import MAX_CHUNKS, MAX_WEIGHT, token_embedding
 
 IDENTIFIER = "embedding:"
 LONG_PIECE = 8  # ComfyUI's max_word_length: a piece this long is cut at a batch's end, a shorter one moved whole
@@ -110,8 +109,9 @@ def _number(text: str, field: str) -> float | None:
         value = float(text)
     except ValueError:  # not a number: the ":" and what follows stay text, the group weighs 1.1
         return None
-    if not math.isfinite(value):
-        raise FieldError(field, f"gives the weight {text.strip()[:20]!r}: a weight must be a finite number")
+    if not abs(value) <= MAX_WEIGHT:  # NaN and inf too; 1e308 made an image of NaN with nothing said
+        raise FieldError(field, f"gives the weight {text.strip()[:20]!r}: a weight must be a number from "
+                                f"-{MAX_WEIGHT} to {MAX_WEIGHT}")
     return value
 
 
@@ -119,6 +119,9 @@ def tokenize(tokenizer, text: str, find: Finder | None = None, field: str = "pro
     """ComfyUI's tokenize_with_weights: batches of (token, weight), each [start] + 75 tokens or padding + [end]."""
     groups: list[list[tuple]] = []
     for piece, weight in weighted_pieces(text, field):
+        if not abs(weight) <= MAX_WEIGHT:  # two hundred brackets deep: 1.1 ** 200
+            raise FieldError(field, f"gives {piece.strip()[:40]!r} the weight {weight:.4g}: a weight must be a number "
+                                    f"from -{MAX_WEIGHT} to {MAX_WEIGHT}")
         parts = _SPLIT.split(piece)
         for word in filter(None, [parts[0], *(IDENTIFIER + rest for rest in parts[1:])]):
             if word.startswith(IDENTIFIER):

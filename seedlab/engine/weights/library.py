@@ -129,7 +129,10 @@ def find(kind: str, name: str, hash_: str = "") -> Found:
     hash_ = hash_.strip().lower()
 
     def matches(path: Path) -> bool:
-        mine = short_hash(kind, path)
+        try:
+            mine = short_hash(kind, path)
+        except (OSError, ValueError):  # a malformed file is no match: it must not fail the lookup of any other
+            return False
         return mine.startswith(hash_) or hash_.startswith(mine)
 
     if hash_:  # the file of that name first, then any other
@@ -147,8 +150,8 @@ def find(kind: str, name: str, hash_: str = "") -> Found:
 def not_found(kind: str, name: str, hash_: str = "") -> NotFound:
     """The NotFound for a file of `kind` named `name` (and `hash_`), saying where it was looked for."""
     root = models_dir()
-    where = f" in the models folder {root}" if root is not None else \
-        f": no models folder is set (--models-dir or {ENV})"
+    # Where on the server's disk the folder is stays the host's business: a visitor sees "the models folder".
+    where = " in the models folder" if root is not None else f": no models folder is set (--models-dir or {ENV})"
     what = (f"{name!r}" + (f" (hash {hash_})" if hash_ else "")) if name else f"with hash {hash_}"
     return NotFound(f"{LABELS[kind]} {what} is not found{where}")
 

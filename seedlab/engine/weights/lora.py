@@ -102,11 +102,14 @@ def _layers(tensors, keys: list[str]) -> dict[str, Layer]:
                 continue
             base = key[:-len(up_suffix)]
             up, down = tensors.get_tensor(key), tensors.get_tensor(base + down_suffix)
-            if up.dim() not in (2, 4) or down.dim() != up.dim() or up.shape[1] != down.shape[0]:
+            if up.dim() not in (2, 4) or down.dim() != up.dim() or up.shape[1] != down.shape[0] or not down.shape[0]:
                 raise ValueError(f"LoRA layer {base[:80]} has mismatched shapes {tuple(up.shape)}, {tuple(down.shape)}")
             rank = down.shape[0]
             alpha = tensors.get_tensor(base + ".alpha").item() if base + ".alpha" in present else None
-            layers[base] = Layer(up, down, alpha / rank if alpha is not None else 1.0)
+            scale = alpha / rank if alpha is not None else 1.0
+            if not (math.isfinite(scale) and torch.isfinite(up).all() and torch.isfinite(down).all()):
+                raise ValueError(f"LoRA layer {base[:80]} holds NaN or infinite weights: the image would be noise")
+            layers[base] = Layer(up, down, scale)
     return layers
 
 
@@ -158,7 +161,8 @@ def deltas(pipeline, resolved: list[Resolved]) -> tuple[dict[tuple[str, str], to
             weight = merged.get(target, module.weight.detach())
             if layer.up.shape[0] != weight.shape[0] or math.prod(layer.down.shape[1:]) != math.prod(weight.shape[1:]):
                 raise ValueError(f"LoRA {item.found.name} does not fit this model: layer {name} is "
-                                 f"{tuple(weight.shape)}, the LoRA's is {layer.up.shape[0]}x{tuple(layer.down.shape[1:])}")
+                                 f"{tuple(weight.shape)}, the LoRA's is "
+                                 f"{layer.up.shape[0]}x{tuple(layer.down.shape[1:])}")
             matched += 1
             if multiplier == 0:
                 merged.setdefault(target, weight)
@@ -206,7 +210,8 @@ def merged(model, resolved: list[Resolved]):
                     if owner == component:
                         patched.get_submodule(name).weight = torch.nn.Parameter(weight, requires_grad=False)
                 object.__setattr__(copy_, component, patched)
-        variant = dataclasses.replace(model, pipeline=copy_, _lane_copies=[], _traced_unet=None)
+        # No traces for a merged copy: its weights are its own, and a trace is never freed (tracing.py).
+        variant = dataclasses.replace(model, pipeline=copy_, _lane_copies=[], _traced_unet=None, traced=False)
         variant.lanes = model.lanes
         for note in notes:  # a LoRA partly for another model: said in the log, the rest applied
             _LOG.warning(note)
