@@ -18,6 +18,15 @@ APP_THREADS = 1  # the thread count changes low bits of CPU results: reference r
 START_TIMEOUT_S = 180  # importing torch, diffusers and gradio on a busy 2-core machine is slow
 
 
+@pytest.fixture(autouse=True)
+def fresh_trace_allowance(monkeypatch):
+    """Each test may trace as a fresh process does: a process makes at most tracing.MAX_TRACES traces (never freed),
+    and a whole test run in one process would otherwise spend them in its first tests."""
+    from seedlab.engine import tracing
+
+    monkeypatch.setattr(tracing, "_made", 0)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A diffusers folder with a tiny random-weight SD pipeline, loadable with `--model DIR`."""

@@ -255,7 +255,8 @@ def test_every_step_hands_control_back_so_a_closed_tab_stops_the_work(seedlab_ap
     finally:
         hook.remove()
     assert len(unet_calls) <= at_close + 2, f"{len(unet_calls) - at_close} steps ran after the close"
-    assert len(unet_calls) < 50, f"{len(unet_calls)} of 200 steps ran"
+    assert len(unet_calls) < 100, f"{len(unet_calls)} of 200 steps ran"  # closed well before the end, even on a busy
+    # machine (two progress ticks, 2 s apart, can take 50 steps there)
 
 
 @contextmanager

@@ -152,17 +152,17 @@ def test_a_comfyui_weight_past_its_range_is_refused_naming_the_prompt(tiny_model
         comfyui_prompts.tokenize(tiny_model.pipeline.tokenizer, prompt)
 
 
-def test_seedlab_info_lists_no_value_its_notes_call_unusable(tmp_path):
+def test_seedlab_info_shows_a_huge_number_by_its_size(tmp_path):
     """A Fooocus file saying 1e308 steps printed a 309-digit step count as if it were restored."""
     info_chunk = PngInfo()
     info_chunk.add_text("parameters", json.dumps({"prompt": "a cat", "steps": 1e308, "guidance_scale": 7,
                                                   "resolution": "(64, 64)", "version": "Fooocus v2.5"}))
     path = tmp_path / "fooocus.png"
     Image.new("RGB", (8, 8)).save(path, pnginfo=info_chunk)
-    described = info(path)
-    assert "num_inference_steps" not in described["recipe"] and described["recipe"]["prompt"] == "a cat"
+    described = info(path)  # the recipe as read, with what cannot be used named in the notes
+    assert described["recipe"]["num_inference_steps"] == "(a 309-digit number)"
     text = json.dumps(described)
-    assert "0" * 40 not in text and "(a 309-digit number)" in text
+    assert "0" * 40 not in text and "Steps (a 309-digit number) from the file cannot be used here" in text
 
 
 def test_an_unknown_model_is_named_once():

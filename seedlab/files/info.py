@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..engine.recipe import SPECS
 from .metadata import partial_recipe, read_metadata
 
 
@@ -23,26 +22,13 @@ def describe(source: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ValueError(f"FILE must be an image file; {str(source)[:80]!r} is not a file here")
     reading = read_metadata(path)
-    notes, fields = list(reading.notes), dict(reading.fields)
+    notes = list(reading.notes)
     try:
-        usable, dropped = partial_recipe(reading)
-        notes += dropped
-        # A value the notes call unusable is not listed as if it were restored (1e308 steps, 309 digits long).
-        fields = {name: value for name, value in fields.items() if _restored(usable, name, value)}
+        notes += partial_recipe(reading)[1]
     except ValueError as error:
         notes.append(f"this SeedLab cannot run the recipe as it is: {error}")
-    recipe = {name: _plain(value) for name, value in fields.items()}
+    recipe = {name: _plain(value) for name, value in reading.fields.items()}
     return {"format": reading.format, "recipe": recipe, "notes": notes}
-
-
-def _restored(recipe: Any, name: str, value: Any) -> bool:
-    """Whether the recipe holds the file's value of `name` (a field the notes name as unusable is at its default)."""
-    if name not in SPECS:
-        return True
-    try:
-        return SPECS[name].coerce(value) == getattr(recipe, name)
-    except (TypeError, ValueError):
-        return False
 
 
 def run_info(source: str, as_json: bool) -> int:
@@ -85,6 +71,8 @@ def main(argv: list[str]) -> int:
 
 def _plain(value: Any) -> Any:
     """A value as JSON can show it (tuples as lists; anything else unusual as text)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+        return f"(a {len(str(abs(value)))}-digit number)"  # 1e308 steps read as an int: 309 digits, not printed
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, (list, tuple)):
