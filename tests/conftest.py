@@ -10,12 +10,33 @@ from pathlib import Path
 
 import pytest
 
+# Under pytest-xdist (README: -n 2) two workers share the machine's cores: each computes on one thread, as the app's
+# lanes do. Two workers of two OpenMP threads each on two cores spin-wait for one another (the suite took as long on
+# two workers as on one). A test that needs another thread count sets it (tests/helpers.py: torch_threads).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import seedlab  # noqa: F401  (its CPU baseline must be in place before any test computes with torch)
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_MAX_STEPS = 150
 APP_THREADS = 1  # the thread count changes low bits of CPU results: reference runs in tests use the same
 START_TIMEOUT_S = 180  # importing torch, diffusers and gradio on a busy 2-core machine is slow
+
+
+# The quick subset (README: `-m "not slow"`): what needs a server, a browser or another process is slow.
+SLOW_FIXTURES = {"app_server", "app_url", "browser", "own_server", "strict_server", "seedlab_app", "lora_server",
+                 "sdxl_server", "ddim_server", "client", "app", "reference_model"}
+SLOW_FILES = {"test_sweep.py", "test_workers.py", "test_pool.py", "test_cpu.py", "test_training.py", "test_cli.py",
+              "test_plot.py", "test_travel.py", "test_viewer.py", "test_families.py", "test_embedded_model.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the slow tests (a server, a browser, subprocesses, every family): `-m "not slow"` is the quick subset."""
+    for item in items:
+        path = item.path.name
+        if path.startswith("test_browser") or path in SLOW_FILES or SLOW_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
