@@ -59,7 +59,8 @@ DEFAULT_API = {
 EXPECTED = {"seed": 156680208700286, "num_inference_steps": 20, "guidance_scale": 8,
             "scheduler": "euler", "schedule": "normal", "prompt": POSITIVE, "negative_prompt": "text, watermark",
             "width": 512, "height": 768, "model": "v1-5-pruned-emaonly",
-            "prompt_syntax": "comfyui"}  # CLIPTextEncode reads the prompts as ComfyUI weighs them
+            "prompt_syntax": "comfyui",  # CLIPTextEncode reads the prompts as ComfyUI weighs them
+            "to_8bit": "truncate"}  # and SaveImage truncates to 8 bits
 
 
 def png_with(size=(8, 8), **chunks) -> bytes:
@@ -116,7 +117,7 @@ def test_advanced_sampler_primitive_seed_reroutes_and_notes():
     assert fields == {"seed": 987654321, "num_inference_steps": 30, "guidance_scale": 6.5,
                       "scheduler": "dpmpp_2m", "schedule": "karras", "prompt": "a lighthouse",
                       "negative_prompt": "blurry", "width": 1024, "height": 1024, "model": "sdxl/juggernaut",
-                      "prompt_syntax": "comfyui"}
+                      "prompt_syntax": "comfyui", "to_8bit": "truncate"}
     assert not any("karras" in note for note in notes)  # ComfyUI's sampler and scheduler, run as ComfyUI runs them
     assert not any("Note" in note or "Reroute" in note for note in notes)
 

@@ -48,7 +48,8 @@ def test_spelling_variants_and_minimal_lines():
     fields = fields_of("a beautiful landscape\nSteps: 20, Size: 512x768")
     assert fields == {"prompt": "a beautiful landscape", "negative_prompt": "", "num_inference_steps": 20,
                       "width": 512, "height": 768, "rng": "cuda-philox",  # A1111's default GPU noise
-                      "prompt_syntax": "a1111"}  # and A1111's reading of prompts
+                      "prompt_syntax": "a1111",  # and A1111's reading of prompts
+                      "to_8bit": "truncate"}  # and its 8-bit step, astype(np.uint8)
     reading = read_chunks({"parameters": "a beautiful landscape\nSteps: 20, Size: 512x768"})
     assert (recipe_from_reading(reading).width, recipe_from_reading(reading).height) == (512, 768)
 

@@ -29,8 +29,9 @@ ENGINE_ROOMS = {
     "prompts": {"core", "weights"},
 }
 PIPELINE = {"seedlab.engine.generation", "seedlab.engine.models"}
-# Torch-free names that any room may read (the recipe validates LoRA tags and sampler names with them).
-SHARED_NAMES = {"seedlab.engine.samplers.names", "seedlab.engine.weights.library", "seedlab.engine.weights.lora_names"}
+# Torch-free names that any room may read (the recipe validates LoRA tags, VAE names and sampler names with them).
+SHARED_NAMES = {"seedlab.engine.samplers.names", "seedlab.engine.weights.library", "seedlab.engine.weights.lora_names",
+                "seedlab.engine.weights.vae_names"}
 MAX_MODULE_LINES = 350
 MAX_FUNCTION_LINES = 60  # longer only with a comment "# Long: why" right above the def
 SHELL = [ROOT / "app.py", *sorted((ROOT / "webui").glob("*.py"))]

@@ -108,7 +108,8 @@ def test_a1111_texts_restore_prompt_seed_steps_cfg_size_and_sampler(recipe, samp
     expected = recipe.replace(scheduler=sampler.removesuffix(" Karras"), schedule=schedule, rng="cuda-philox",
                               prompt_syntax="a1111",  # A1111's text: its prompt read with its syntax
                               lora_hashes="add_detail: 7c6bad76eb54, more_details: 3b8aa1d351ef",
-                              model_hash="6ce0161689")  # the checkpoint file, found and checked by it
+                              model_hash="6ce0161689",  # the checkpoint file, found and checked by it
+                              to_8bit="truncate")  # A1111's 8-bit step: astype(np.uint8)
     assert restored == expected  # no RNG: A1111's GPU noise
     assert print_ is None
     assert not any("Model hash" in note for note in notes)  # a recipe field: the checkpoint file is found by it
@@ -143,7 +144,7 @@ def test_a_real_a1111_png_restores_its_recipe_with_notes():
         guidance_scale=6.5, width=512, height=768, scheduler="DPM++ 2M", schedule="Karras",
         model="v1-5-pruned-emaonly", rng="cuda-philox", hires_scale=2.0, hires_steps=10, denoising_strength=0.45,
         hires_upscaler="Latent", prompt_syntax="a1111", clip_skip=2, lora_hashes="add_detail: 7c6bad76eb54",
-        ti_hashes="easynegative: c74b4e810b03", model_hash="6ce0161689",
+        ti_hashes="easynegative: c74b4e810b03", model_hash="6ce0161689", to_8bit="truncate",
     )
     assert (print_, environment) == (None, None)
     text = "\n".join(notes)

@@ -261,3 +261,21 @@ def test_the_manifest_is_written_with_its_first_image_and_an_empty_one_counts_as
         assert header == {"seedlab_sweep": 1, "parameters": {"p": 1}} and [line["seed"] for line in lines] == [4]
         assert Manifest(tmp_path, plan, {"p": 1}).done == {0}
         (tmp_path / "manifest.jsonl").unlink()
+
+
+def test_a_header_written_before_a_recipe_field_existed_resumes_at_that_fields_default(tmp_path):
+    """A folder swept before to_8bit existed (its header does not name it) made its images at the default, round."""
+    from seedlab.scale.manifest import Manifest
+
+    plan = Plan.make(parse_sweep_seeds("4-5"), "x", [])
+    recipe = seedlab.Recipe(prompt="x").to_json()
+    del recipe["seed"]
+    parameters = {**recipe, "seeds": "4-5", "variations": [], "threads": 1, "cpu_isa": "avx2"}
+    before = {key: value for key, value in parameters.items() if key != "to_8bit"}
+    (tmp_path / plan.path(0)).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / plan.path(0)).write_bytes(b"an image")
+    header, line = {"seedlab_sweep": 1, "parameters": before}, {"seed": 4, "variation": 0, "path": plan.path(0)}
+    (tmp_path / "manifest.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(line) + "\n")
+    assert Manifest(tmp_path, plan, parameters).done == {0}
+    with pytest.raises(ValueError, match="to_8bit: None there, 'truncate' now"):  # not the default: another sweep
+        Manifest(tmp_path, plan, {**parameters, "to_8bit": "truncate"})

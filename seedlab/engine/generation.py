@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import memory
+from . import memory, pixels
 from .determinism import current_environment, full_determinism
 from .image import Result, fingerprint
 from .models import Model
@@ -143,9 +143,8 @@ class _Steps:
         self._lock = threading.Lock()
 
     def advance(self) -> None:
-        # Reported under the lock: lanes finish steps at once, and a count reported after a later one
-        # would send the progress bar backwards. Second-order schedulers (KDPM2) call back more often
-        # than steps were asked for, hence the cap.
+        # Reported under the lock: lanes finish steps at once, and a count reported after a later one would send
+        # the progress bar backwards. Second-order schedulers (KDPM2) call back more often than steps: the cap.
         with self._lock:
             self.done = min(self.done + 1, self.total)
             if self.progress is not None:
@@ -258,7 +257,7 @@ def _prepare(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Reci
         "guidance_scale": recipe.guidance_scale,
         "width": recipe.width,
         "height": recipe.height,
-        "output_type": "pil",
+        "output_type": pixels.OUTPUT_TYPE[recipe.to_8bit],
     }
     if "use_resolution_binning" in model.call_parameters:
         # PixArt and Sana would make the image at the nearest trained aspect ratio and resize it to the size
@@ -309,9 +308,11 @@ def _run_k(model: Model, pipe, recipe: Recipe, arguments: dict, switches, steps:
             latents = a1111.sample(pipe, a1111.model_sigmas(pipe), recipe, arguments["cond"],
                                        arguments["uncond"], on_step)
         decoded = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
-        image = pipe.image_processor.postprocess(decoded, output_type="pil", do_denormalize=[True])[0]
+        decoded = decoded if recipe.to_8bit == "round" else decoded.float()  # A1111, ComfyUI: float32 before (x+1)/2
+        image = pipe.image_processor.postprocess(decoded, output_type=pixels.OUTPUT_TYPE[recipe.to_8bit],
+                                                 do_denormalize=[True])[0]
     environment = current_environment(model.device, pipe.dtype, switches)
-    image = image.convert("RGB")
+    image = pixels.to_rgb(image, recipe.to_8bit)
     return Result(recipe=recipe, image=image, fingerprint=fingerprint(image), environment=environment)
 
 
@@ -341,10 +342,9 @@ def _run(model: Model, pipe, recipe: Recipe, scheduler, arguments: dict, switche
 
         scheduler.step = counted_step  # this run's own scheduler instance: nothing else sees it
     pipe.scheduler = scheduler
-    # inference_mode: no autograd bookkeeping at all (the pipeline's own no_grad still keeps some); the
-    # kernels and so the pixels are the same, and a small model's Python-bound steps run ~4% faster.
+    # inference_mode: no autograd bookkeeping (no_grad keeps some); the same kernels and pixels, ~4% faster steps
     with torch.inference_mode():
         image = pipe(**_noise_arguments(model, recipe), **arguments).images[0]
     environment = current_environment(model.device, pipe.dtype, switches)
-    image = image.convert("RGB")  # fingerprinted as it will be saved
+    image = pixels.to_rgb(image, recipe.to_8bit)  # fingerprinted as it will be saved
     return Result(recipe=recipe, image=image, fingerprint=fingerprint(image), environment=environment)

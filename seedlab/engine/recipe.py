@@ -3,7 +3,8 @@
 Every field is defined once, here, with its `Spec`: type, default, allowed range, UI label and
 help, link key, A1111 infotext key and CLI option. Validation, the UI controls, the API handlers'
 parameters, links, PNG text and the CLI options are all derived from these definitions, so adding a
-field is its definition here plus its meaning (where it acts: noise.py, generation.py).
+field is its definition here plus its meaning (where it acts: noise.py, generation.py). A new field goes last and
+its default keeps every earlier image's pixels: links, PNGs and sweep headers that lack it read it as the default.
 
 Field names follow diffusers' call arguments. A bad value raises `RecipeError` (a ValueError)
 listing every bad field with the value and the allowed range; each layer names the field its own
@@ -13,13 +14,12 @@ way (the UI by its label, a link by its key, the CLI by its option).
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Any
 
 # FieldError, RecipeError, Spec and the size limits are part of this module's API too.
-from .spec import MAX_SAFE_JS_INT, MAX_SIZE, MIN_SIZE, SIZE_MULTIPLE, FieldError, RecipeError, Spec, _check_text, _show  # noqa: F401
-from .weights import lora_names
+from .spec import A1111_HASH, MAX_SAFE_JS_INT, MAX_SIZE, MIN_SIZE, SIZE_MULTIPLE, FieldError, RecipeError, Spec  # noqa: F401
+from .weights import lora_names, vae_names
 
 MAX_SEED = 2**64 - 1  # what torch's manual_seed accepts; ComfyUI and Fooocus seeds reach 2**63
 DEFAULT_MODEL = "embedded"  # the checkpoint that ships in seedlab/embedded_model (see models.py)
@@ -46,7 +46,7 @@ COMFY_SCHEDULES = ("normal", "karras", "exponential", "sgm_uniform", "simple", "
                    "linear_quadratic", "kl_optimal")
 PROMPT_SYNTAXES = ("plain", "a1111", "comfyui", "novelai")
 MAX_LORA_CHARS = 1000
-_HASH = re.compile(r"[0-9a-fA-F]{8,64}")  # a checkpoint's A1111 hash: AutoV1 (8), AutoV2 (10), SHA-256 (64)
+EIGHT_BIT_STEPS = ("round", "truncate")  # the decoded image to 8 bits: diffusers rounds, A1111 and ComfyUI truncate
 EMPHASES = ("Original", "No norm", "None")  # A1111's emphasis modes (modules/sd_emphasis.py)
 
 
@@ -205,6 +205,10 @@ class Recipe:
                           a1111="VAE hash", a1111_when="vae_hash",
                           help="the A1111 hash of the VAE file (10 hex digits of its SHA-256): the VAE named must be "
                                "that file; alone, it finds the file (filled in when a VAE is used)")
+    to_8bit: str = _spec("round", kind="choice", choices=EIGHT_BIT_STEPS, label="8-bit step", link="q8",
+                         cli="--to-8bit", a1111="8-bit step", a1111_when="to_8bit",
+                         help="how the decoded image becomes 8-bit pixels: round (diffusers' numpy_to_pil) or "
+                              "truncate (A1111 and ComfyUI: 255 * x, astype(uint8)); they differ by 1 level at most")
 
     def __post_init__(self) -> None:
         values = check_fields({name: getattr(self, name) for name in SPECS_ORDER})
@@ -212,13 +216,13 @@ class Recipe:
             object.__setattr__(self, name, value)
         if self.hires_scale:
             _check_hires(self)
-        if self.model_hash and not _HASH.fullmatch(self.model_hash):
+        if self.model_hash and not A1111_HASH.fullmatch(self.model_hash):
             raise RecipeError([FieldError("model_hash", "must be empty or an A1111 checkpoint hash, 8 to 64 hex digits "
                                                         f"(AutoV2: 10), got {self.model_hash[:70]!r}")])
         if self.loras or self.lora_hashes or self.ti_hashes or (self.prompt_syntax == "a1111" and "<" in self.prompt):
             _check_loras(self)
         if self.vae or self.vae_hash:
-            _check_vae(self.vae, self.vae_hash)
+            vae_names.check(self.vae, self.vae_hash)
 
     def replace(self, **changes: Any) -> Recipe:
         """A copy with some fields changed (validated again)."""
@@ -323,19 +327,6 @@ def _check_loras(recipe: Recipe) -> None:
     if count > lora_names.MAX_LORAS:
         errors.append(FieldError("loras", f"at most {lora_names.MAX_LORAS} LoRAs at once (the field and the prompt's "
                                           f"tags together), got {count}"))
-    if errors:
-        raise RecipeError(errors)
-
-
-def _check_vae(name: str, hash_: str) -> None:
-    """A VAE's name is a file name (or a path inside the VAE folder, as ComfyUI names it), its hash A1111's."""
-    errors, parts = [], name.replace("\\", "/").split("/")
-    if name and (":" in name or any(part.strip() in ("", ".", "..") for part in parts)):
-        errors.append(FieldError("vae", "must be the file name of a VAE in the models folder (NAME.safetensors, or a "
-                                        f"path inside its VAE folder), got {_show(name)}"))
-    if hash_ and not _HASH.fullmatch(hash_):
-        errors.append(FieldError("vae_hash", "must be empty or an A1111 VAE hash, 8 to 64 hex digits (A1111's: 10), "
-                                             f"got {_show(hash_)}"))
     if errors:
         raise RecipeError(errors)
 

@@ -15,6 +15,7 @@ MAX_SAFE_JS_INT = 2**53 - 1  # beyond this a JavaScript number loses digits: see
 MIN_SIZE, MAX_SIZE, SIZE_MULTIPLE = 32, 4096, 8
 _SIZE_TEXT = re.compile(r"^\s*([0-9]{1,5})\s*[xX×]\s*([0-9]{1,5})\s*$")
 _INT_TEXT = re.compile(r"^\s*-?[0-9]{1,20}\s*$")  # a minus for the few fields that take -1 (hires_seed: "the same")
+A1111_HASH = re.compile(r"[0-9a-fA-F]{8,64}")  # a checkpoint's or VAE's A1111 hash: AutoV1 (8), AutoV2 (10), SHA-256
 
 
 class FieldError(ValueError):

@@ -6,7 +6,9 @@ scheme in MakerNote); FooocusPlus and Fooocus-MRE a `Comment` PNG chunk; RuinedF
 writes snake_case keys (prompt, guidance_scale, resolution "(1024, 1024)", seed as text), FooocusPlus the
 labels of its log (Prompt, Guidance Scale, Resolution, Seed), Fooocus-MRE cfg, width and height, RuinedFooocus
 Prompt, Negative, cfg, sampler_name. Keys are matched without case, spaces or underscores, so every spelling
-lands on one table. Their samplers are ComfyUI's. Its "a1111" scheme is A1111 text, read by infotext.py.
+lands on one table. Their samplers are ComfyUI's, and so is their last step: ComfyUI's VAE decode, then
+`np.clip(255. * y.cpu().numpy(), 0, 255).astype(np.uint8)` (Fooocus' modules/core.py `pytorch_to_numpy`, its forks'
+copies, RuinedFooocus' sdxl_pipeline.py): to_8bit truncate. Its "a1111" scheme is A1111 text, read by infotext.py.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def read_fooocus(data: dict[str, Any], chunks: dict[str, str]) -> tuple[str, dic
     """Every field the object states; one value that cannot be read is named in a note, the rest still read."""
     name = _name(data)
     by_key = {squeeze(key): value for key, value in data.items()}
-    fields: dict[str, Any] = {}
+    fields: dict[str, Any] = {"to_8bit": "truncate"}  # every fork truncates (see above)
     notes: list[str] = []
     for field, keys in KEYS.items():
         blank = () if field in ("prompt", "negative_prompt") else ("",)  # an empty negative prompt is stated

@@ -194,7 +194,7 @@ def read_invokeai(text: str) -> tuple[str, dict[str, Any], list[str]]:
 
 def read_swarmui(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
     params = data["sui_image_params"]
-    fields: dict[str, Any] = {}
+    fields: dict[str, Any] = {"to_8bit": "truncate"}  # ComfyUI's decode; SwarmSaveImageWS: (x * 255.0).astype(uint8)
     notes: list[str] = []
     used = {"swarm_version", "aspectratio", "automaticvae", "sampler", "scheduler"}
     _put(fields, params, used, {"prompt": "prompt", "negativeprompt": "negative_prompt", "seed": "seed",

@@ -226,6 +226,8 @@ def _map_pairs(pairs: list[tuple[str, Any]], fields: dict[str, Any], notes: list
                          "its default")
     if "Prompt syntax" not in by_key:
         fields["prompt_syntax"] = _syntax_of(by_key)
+    if A1111_KEYS["to_8bit"] not in by_key:  # A1111, Forge, SD.Next, ComfyUI's savers: astype(uint8) (pixels.py)
+        fields["to_8bit"] = "round" if _is_seedlab(by_key) else "truncate"
     return fingerprint
 
 
@@ -273,9 +275,14 @@ _SEEDLAB_ONLY = ("SeedLab", "Fingerprint", "Full determinism", "Dtype", SEEDLAB_
 def _syntax_of(by_key: dict[str, Any]) -> str:
     """How the program that wrote the text read its prompts: A1111's syntax, but for SeedLab's own (plain),
     SD.Next's (its own parsers, plain here) and ComfyUI's savers (ComfyUI's CLIPTextEncode)."""
-    if any(key in by_key for key in _SEEDLAB_ONLY) or str(by_key.get("App", "")).startswith("SD.Next"):
+    if _is_seedlab(by_key) or str(by_key.get("App", "")).startswith("SD.Next"):
         return "plain"
     return "comfyui" if str(by_key.get("Version", "")).startswith("ComfyUI") else "a1111"
+
+
+def _is_seedlab(by_key: dict[str, Any]) -> bool:
+    """SeedLab's own text: it writes keys no other tool does (SeedLab, Dtype, Full determinism, ...)."""
+    return any(key in by_key for key in _SEEDLAB_ONLY)
 
 
 _FIELD_OF = {key: name for name, key in A1111_KEYS.items() if key not in ("Size", "Sampler", "RNG", *READ_HERE)}

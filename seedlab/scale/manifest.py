@@ -3,7 +3,8 @@
 The order of writes makes it safe to stop at any moment: an image is saved under a temporary name,
 renamed into place, and only then listed (and flushed). On start the manifest is read back: a line
 cut short, a line whose file is gone or a repeated image is dropped (the file rewritten without
-them), and everything listed is skipped. A folder made by a sweep with other parameters is refused.
+them), and everything listed is skipped. A folder made by a sweep with other parameters is refused; a recipe field
+added since its header was written is read there as its default (its images were made that way).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import os
 import shutil
 from pathlib import Path
 
-from ..files.links import encode_link
+from ..engine.recipe import SPECS
+from ..files.links import DEFAULTS, encode_link
 from ..files.metadata import save_png
 from .plan import Plan
 from .pool import Done
@@ -47,8 +49,9 @@ class Manifest:
             header = _json(first)
             if not isinstance(header, dict) or header.get("seedlab_sweep") != FORMAT:
                 raise ValueError(f"--out: {path} is not a SeedLab sweep manifest; choose another folder")
-            if header.get("parameters") != parameters:
-                differences = _differences(header.get("parameters"), parameters)
+            theirs = _with_new_fields(header.get("parameters"), parameters)
+            if theirs != parameters:
+                differences = _differences(theirs, parameters)
                 raise ValueError(f"--out: {self.folder} holds another sweep ({differences}); "
                                  "repeat its command to continue it, or choose another folder")
             for line_number, line in enumerate(lines, start=1):
@@ -109,6 +112,16 @@ def _json(line: str):
         return json.loads(line)
     except ValueError:
         return None
+
+
+def _with_new_fields(theirs, ours: dict):
+    """An older header as this SeedLab writes it: a recipe field it does not name (added since) is that field's
+    default, the value its images were made with, where this sweep asks for the default too."""
+    if not isinstance(theirs, dict):
+        return theirs
+    added = {name: ours[name] for name in SPECS if name not in theirs and name in ours and name in DEFAULTS
+             and ours[name] == SPECS[name].to_json(DEFAULTS[name])}
+    return {**theirs, **added}
 
 
 def _differences(theirs, ours: dict) -> str:

@@ -12,7 +12,7 @@ image whose VAE is not here is made with the checkpoint's own VAE, with a note (
 
 from __future__ import annotations
 
-from ..spec import FieldError
+from ..spec import A1111_HASH, FieldError, RecipeError, _show
 from . import library
 
 KIND = "vae"
@@ -26,6 +26,20 @@ def stem(name: str) -> str:
         if base.lower().endswith(suffix):
             return base[:-len(suffix)]
     return base
+
+
+def check(name: str, hash_: str) -> None:
+    """A recipe's VAE fields well formed: the name a file name (or a path inside the VAE folder, as ComfyUI names it),
+    the hash A1111's; RecipeError naming vae and vae_hash. Whether the file is here is `errors`' question."""
+    errors, parts = [], name.replace("\\", "/").split("/")
+    if name and (":" in name or any(part.strip() in ("", ".", "..") for part in parts)):
+        errors.append(FieldError("vae", "must be the file name of a VAE in the models folder (NAME.safetensors, or a "
+                                        f"path inside its VAE folder), got {_show(name)}"))
+    if hash_ and not A1111_HASH.fullmatch(hash_):
+        errors.append(FieldError("vae_hash", "must be empty or an A1111 VAE hash, 8 to 64 hex digits (A1111's: 10), "
+                                             f"got {_show(hash_)}"))
+    if errors:
+        raise RecipeError(errors)
 
 
 def same_hash(mine: str, wanted: str) -> bool:

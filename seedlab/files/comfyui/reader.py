@@ -77,6 +77,7 @@ def _read_graph(graph: dict[str, Any], notes: list[str],
             break
     chosen = next((reading for reading in readings if size and _made_size(reading[0]) == tuple(size)), None)
     fields, notes = chosen or readings[0]
+    fields["to_8bit"] = "truncate"  # VAEDecode's floats, SaveImage's np.clip(255. * i, 0, 255).astype(np.uint8)
     if len(chains) > 1:
         which = (f"the one of this file's size ({size[0]}x{size[1]})" if chosen else "the first one saved" +
                  (f" (none is this file's size, {size[0]}x{size[1]})" if size else ""))
