@@ -69,7 +69,10 @@ def test_a_foreign_file_without_rng_says_a1111_draws_noise_on_the_gpu():
     assert fields["rng"] == "cpu" and not any("no RNG" in note for note in notes)
     for word in ("GPU", "NV"):
         fields, notes, _ = read_infotext(DUCK + f", RNG: {word}")
-        assert fields["rng"] == "cuda-philox" and fields["model_hash"] == "c0d1994c73" and notes == []
+        # Only the sampler is named: A1111's own UniPC is not what runs here (issue 42: no silent substitution).
+        assert fields["rng"] == "cuda-philox" and fields["model_hash"] == "c0d1994c73"
+        assert notes == ["Sampler UniPC ran as A1111's own code there; diffusers' UniPCMultistepScheduler runs here "
+                         "instead, so the image differs"]
     comfy = read_infotext(DUCK + ", Version: ComfyUI")  # ComfyUI draws on the CPU: SeedLab's default, no note
     assert "rng" not in comfy[0] and not any("RNG" in note for note in comfy[1])
 

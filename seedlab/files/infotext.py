@@ -5,10 +5,9 @@
     Steps: 20, Sampler: Euler, Schedule type: Uniform, CFG scale: 7.5, Seed: 42, Size: 64x64, ...
     Template: a {red|blue} circle                     <- extra lines after the parameter line
 
-Reading follows A1111's `parse_generation_parameters`: values are plain (up to the next comma), quoted
-JSON strings, or JSON objects and arrays (`Hashes: {...}`, `Civitai resources: [...]`); a key can stand
-alone. Every key that has no recipe field becomes a note. The scanner is a single pass over a text
-capped at MAX_TEXT characters, so hostile text costs linear time.
+Reading follows A1111's `parse_generation_parameters`: values are plain (up to the next comma), quoted JSON strings,
+or JSON objects and arrays (`Hashes: {...}`, `Civitai resources: [...]`); a key can stand alone. Every key that has
+no recipe field becomes a note. The scanner is a single pass over a text capped at MAX_TEXT, so it costs linear time.
 """
 
 from __future__ import annotations
@@ -23,8 +22,7 @@ from ..engine.samplers.names import is_comfy_sampler, is_ksampler
 from .a1111_sampling import READ_HERE, read_sampling
 from .formats import A1111_NAMES, MAX_TEXT, SAMPLERS, check_text, loads, number, sampler_scheduler, size
 
-# Recipe field -> the A1111 key it is written under, from each field's Spec (recipe.py). Sampler, Size,
-# RNG and Full determinism are spelled A1111's way below; every other field is its Spec's text.
+# Recipe field -> its A1111 key, from its Spec (recipe.py); Sampler, Size, RNG, Full determinism are A1111's below.
 A1111_KEYS = {name: spec.a1111 for name, spec in SPECS.items() if spec.a1111}
 A1111_ORDER = ("Steps", "Sampler", "CFG scale", "Seed", "Size", "Model")  # where A1111 puts them: first, in this order
 SEEDLAB_SCHEDULER_KEY = "Scheduler"  # the exact diffusers class, more precise than A1111's Sampler
@@ -248,6 +246,9 @@ def _map_pair(raw_key: str, value: Any, by_key: dict[str, Any], fields: dict[str
     elif key == "Sampler":
         if SEEDLAB_SCHEDULER_KEY not in by_key:
             fields["scheduler"] = sampler_scheduler(value, by_key.get("Schedule type"), notes)
+            if fields["scheduler"] != "default" and "SeedLab" not in by_key:  # A1111's own DDIM, PLMS, UniPC, LCM
+                notes.append(f"Sampler {_short(value)} ran as A1111's own code there; diffusers' "
+                             f"{fields['scheduler']} runs here instead, so the image differs")
     elif key in ("RNG", SEEDLAB_RNG_KEY):
         _rng(key, value, by_key, fields, notes)
     elif key == "Full determinism":

@@ -93,4 +93,8 @@ def tool_sampling(name: Any, schedule: Any, notes: list[str], runs: str) -> dict
         notes.append("NovelAI's own noise conventions are not published: its sampler runs as A1111 runs "
                      f"k-diffusion's ({found[0]}, {label})")
         return {"scheduler": found[0], "schedule": label}
-    return {"scheduler": sampler_scheduler(name, schedule, notes)}
+    scheduler = sampler_scheduler(name, schedule, notes)
+    if runs == "comfyui" and scheduler != "default":  # never silent: ComfyUI ran its own code for this name
+        notes.append(f"ComfyUI's sampler {text[:60]} is not one SeedLab runs as ComfyUI does: diffusers' {scheduler} "
+                     "runs instead, so the image differs (tens of levels or more)")
+    return {"scheduler": scheduler}

@@ -17,7 +17,7 @@ from ..engine.generation import generate, grid_recipes, variation_recipes
 from ..engine.models import Model, ModelStore
 from ..engine.noise import check_scheduler
 from ..engine.prompts import text_inversion
-from ..engine.recipe import DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
+from ..engine.recipe import COMFY_SCHEDULES, DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
 from ..engine.samplers.names import draws_each_step, is_comfy_sampler, is_ksampler, sampling_errors
 from ..engine.seeds import parse_seeds
 from ..engine.weights import checkpoint_files, lora_names, vae_names
@@ -57,6 +57,15 @@ def measure_speed(model: Model, repeats: int = 3) -> Speed:
     return measure(step_seconds, model.native_size)
 
 
+def comfy_schedule(scheduler: Any, schedule: Any) -> Any:
+    """A ComfyUI sampler's schedule in ComfyUI's spelling: "Karras" or "SGM Uniform" (A1111's words, the page's
+    menu) name ComfyUI's karras and sgm_uniform; any other schedule, or another sampler, is left as written."""
+    if not (isinstance(scheduler, str) and is_comfy_sampler(scheduler) and isinstance(schedule, str)):
+        return schedule
+    spelled = schedule.strip().lower().replace(" ", "_")
+    return spelled if spelled in COMFY_SCHEDULES else schedule
+
+
 class Admission:
     """The host's policy: allowed models (ModelStore), limits, the compute budget."""
 
@@ -93,6 +102,7 @@ class Admission:
             if value is None or (value == "" and SPECS[name].kind not in ("text", "size")):
                 continue
             fields[name] = SPECS[name].coerce(value)
+        fields["schedule"] = comfy_schedule(fields.get("scheduler"), fields.get("schedule"))
         try:
             recipe = Recipe(**fields)
         except RecipeError as error:

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...engine.samplers.names import COMFY_SCHEDULES, is_comfy_sampler
-from ..formats import loads, sampler_scheduler
+from ..formats import loads
+from ..tool_samplers import tool_sampling
 from .clip import clip_fields
 from .graph import Walks, follow, is_node, is_sampler, link, nearest, upstream
 from .loras import lora_loaders
@@ -161,8 +162,8 @@ def _sampler_fields(graph: dict[str, Any], key: str, notes: list[str]) -> dict[s
     schedule = follow(graph, value("scheduler"), ("scheduler", "value", "string"))
     if isinstance(sampler, str) and is_comfy_sampler(sampler) and schedule in (None, *COMFY_SCHEDULES):
         fields["scheduler"], fields["schedule"] = sampler, schedule or "normal"  # run as ComfyUI runs them
-    elif isinstance(sampler, str):
-        fields["scheduler"] = sampler_scheduler(sampler, schedule, notes)
+    elif isinstance(sampler, str):  # another diffusers class runs: tool_sampling names it in a note
+        fields.update(tool_sampling(sampler, schedule, notes, "comfyui"))
     # BasicGuider (Flux's usual graph) has no positive/negative, only the one conditioning it guides with
     # Searge's sampler names them base_positive/base_negative; a loader upstream may hold them as texts
     positive = value("positive", "base_positive", *ROLE_TEXT["positive"][1:],
