@@ -27,9 +27,19 @@ def cli(*args):
     return subprocess.run([sys.executable, "-m", "seedlab", *args], capture_output=True, text=True, timeout=300)
 
 
-def test_grid_writes_one_png_per_seed_matching_the_python_api(tiny_dir, tmp_path):
-    run = cli("grid", "--prompt", "a red circle", "--seeds", "3, 0-1", "--out", str(tmp_path),
-              "--model", str(tiny_dir), "--steps", "4", "--scheduler", "EulerAncestralDiscreteScheduler", "--json")
+def cli_here(capsys, *args) -> subprocess.CompletedProcess:
+    """The command line run in this process, as `cli` runs it in another (each import of torch and diffusers costs
+    a new process ~5 s of CPU): its exit status and what it printed. `reproduce`, which pins a baseline and a thread
+    count before torch computes, and the exit status of a real process are tested through `cli`."""
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["seedlab", *args], code, out, err)
+
+
+def test_grid_writes_one_png_per_seed_matching_the_python_api(tiny_dir, tmp_path, capsys):
+    run = cli_here(capsys, "grid", "--prompt", "a red circle", "--seeds", "3, 0-1", "--out", str(tmp_path),
+                   "--model", str(tiny_dir), "--steps", "4", "--scheduler", "EulerAncestralDiscreteScheduler", "--json")
     assert run.returncode == 0, run.stderr
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     assert [line["seed"] for line in lines] == ["3", "0", "1"]  # seeds are text in JSON: exact past 2**53
@@ -45,9 +55,9 @@ def test_grid_writes_one_png_per_seed_matching_the_python_api(tiny_dir, tmp_path
             assert seedlab.generate(model, recipe).fingerprint == line["fingerprint"]
 
 
-def test_vary_runs_base_and_every_variation_from_the_seed(tiny_dir, tmp_path):
-    run = cli("vary", "--prompt", "a red circle", "--seed", "7", "--variation", ", on a blue background",
-              "--variation", "large", "--out", str(tmp_path), "--model", str(tiny_dir), "--steps", "3", "--json")
+def test_vary_runs_base_and_every_variation_from_the_seed(tiny_dir, tmp_path, capsys):
+    run = cli_here(capsys, "vary", "--prompt", "a red circle", "--seed", "7", "--variation", ", on a blue background",
+                   "--variation", "large", "--out", str(tmp_path), "--model", str(tiny_dir), "--steps", "3", "--json")
     assert run.returncode == 0, run.stderr
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     assert [line["prompt"] for line in lines] == ["a red circle", "a red circle, on a blue background",
@@ -56,8 +66,9 @@ def test_vary_runs_base_and_every_variation_from_the_seed(tiny_dir, tmp_path):
     assert len({line["path"] for line in lines}) == 3 and len(list(tmp_path.glob("*.png"))) == 3
 
 
-def test_plain_output_without_json(tiny_dir, tmp_path):
-    run = cli("grid", "--prompt", "x", "--seeds", "5", "--out", str(tmp_path), "--model", str(tiny_dir), "--steps", "2")
+def test_plain_output_without_json(tiny_dir, tmp_path, capsys):
+    run = cli_here(capsys, "grid", "--prompt", "x", "--seeds", "5", "--out", str(tmp_path), "--model", str(tiny_dir),
+                   "--steps", "2")
     assert run.returncode == 0 and "seed 5" in run.stdout
 
 
@@ -179,14 +190,14 @@ def test_reproduce_loads_a_model_a_link_names_only_with_permission(grid_run, cap
     assert "pass --model" in capsys.readouterr().err
 
 
-def test_the_seed_fields_and_a_64_bit_seed_end_to_end(tiny_dir, tmp_path):
+def test_the_seed_fields_and_a_64_bit_seed_end_to_end(tiny_dir, tmp_path, capsys):
     """--variation-seed, --variation-strength, --seed-resize-from, --rng numpy-pcg64: the PNG, the link and
     `reproduce` all carry them, and the pixels match the Python API exactly."""
     seed = "6952411511246973023"
-    run = cli("vary", "--prompt", "a red circle", "--seed", seed, "--variation", "large", "--out", str(tmp_path),
-              "--model", str(tiny_dir), "--steps", "3", "--scheduler", "DDIMScheduler", "--rng", "numpy-pcg64",
-              "--variation-seed", "18446744073709551615", "--variation-strength", "0.25",
-              "--seed-resize-from", "48x80", "--json")
+    run = cli_here(capsys, "vary", "--prompt", "a red circle", "--seed", seed, "--variation", "large", "--out",
+                   str(tmp_path), "--model", str(tiny_dir), "--steps", "3", "--scheduler", "DDIMScheduler", "--rng",
+                   "numpy-pcg64", "--variation-seed", "18446744073709551615", "--variation-strength", "0.25",
+                   "--seed-resize-from", "48x80", "--json")
     assert run.returncode == 0, run.stderr
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     model = seedlab.load_model(str(tiny_dir), torch.device("cpu"))
@@ -202,12 +213,12 @@ def test_the_seed_fields_and_a_64_bit_seed_end_to_end(tiny_dir, tmp_path):
     assert json.loads(again.stdout)["exact"] is True
 
 
-def test_a_cuda_philox_grid_with_stealth_info_reproduces_exactly_even_stripped(tiny_dir, tmp_path):
+def test_a_cuda_philox_grid_with_stealth_info_reproduces_exactly_even_stripped(tiny_dir, tmp_path, capsys):
     """--rng cuda-philox (with a variation seed) and --stealth: the PNG reproduces with exit 0, and so does a copy
     whose text chunks a site stripped, from the A1111 text hidden in its alpha channel."""
-    run = cli("grid", "--prompt", "a red circle", "--seeds", "11", "--out", str(tmp_path), "--model", str(tiny_dir),
-              "--steps", "3", "--rng", "cuda-philox", "--variation-seed", "12", "--variation-strength", "0.3",
-              "--stealth", "--json")
+    run = cli_here(capsys, "grid", "--prompt", "a red circle", "--seeds", "11", "--out", str(tmp_path), "--model",
+                   str(tiny_dir), "--steps", "3", "--rng", "cuda-philox", "--variation-seed", "12",
+                   "--variation-strength", "0.3", "--stealth", "--json")
     assert run.returncode == 0, run.stderr
     (line,) = [json.loads(text) for text in run.stdout.splitlines()]
     recipe = seedlab.Recipe.from_dict(line["recipe"])
@@ -255,13 +266,13 @@ def test_reproduce_refuses_an_out_that_is_a_folder_before_generating(tiny_dir, t
     assert len(lines) == 1 and "--out must be a PNG file name" in lines[0], lines
 
 
-def test_a_failure_inside_a_pipeline_is_one_line_not_a_traceback(tiny_dir, tmp_path):
+def test_a_failure_inside_a_pipeline_is_one_line_not_a_traceback(tiny_dir, tmp_path, capsys):
     broken = tmp_path / "broken"
     shutil.copytree(tiny_dir, broken)
     config = json.loads((broken / "vae" / "config.json").read_text())
     (broken / "vae" / "config.json").write_text(json.dumps({**config, "scaling_factor": None}))  # decoding fails
-    done = cli("grid", "--model", str(broken), "--prompt", "a red circle", "--seeds", "1", "--steps", "1",
-                   "--out", str(tmp_path / "out"))
+    done = cli_here(capsys, "grid", "--model", str(broken), "--prompt", "a red circle", "--seeds", "1", "--steps", "1",
+                    "--out", str(tmp_path / "out"))
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-1500:]
     assert done.stderr.startswith("seedlab: error: the generation failed (TypeError:")
     assert done.stderr.count("\n") == 1

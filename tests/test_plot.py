@@ -10,6 +10,7 @@ import torch
 from PIL import Image
 
 import seedlab
+from seedlab.cli import main
 from seedlab.engine.models import ModelStore
 from seedlab.engine.seeds import random_seeds
 from seedlab.explore.axes import A1111_AXES, parse_axis
@@ -24,6 +25,15 @@ from tests.helpers import torch_threads
 
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "seedlab", *args], capture_output=True, text=True, timeout=300)
+
+
+def cli_here(capsys, *args) -> subprocess.CompletedProcess:
+    """The command line in this process (a bad argument is answered before anything is generated; tests/test_cli.py
+    checks the exit status of a real process): its exit status and what it printed."""
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["seedlab", *args], code, out, err)
 
 
 @pytest.fixture(scope="module")
@@ -287,8 +297,9 @@ def test_cli_prompt_sr_replaces_the_first_value(tiny_model_dir, tmp_path):
         (["--x", "seed: 1", "--workers", "0"], "--workers must be a positive integer"),
     ],
 )
-def test_cli_bad_axes_exit_2_with_one_line_naming_the_option(tiny_model_dir, tmp_path, args, words):
-    run = cli("plot", "--prompt", "a red circle", "--model", str(tiny_model_dir), "--out", str(tmp_path / "out"), *args)
+def test_cli_bad_axes_exit_2_with_one_line_naming_the_option(tiny_model_dir, tmp_path, capsys, args, words):
+    run = cli_here(capsys, "plot", "--prompt", "a red circle", "--model", str(tiny_model_dir), "--out",
+                   str(tmp_path / "out"), *args)
     assert run.returncode == 2
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("seedlab: error: ") and words in lines[0], lines

@@ -168,7 +168,8 @@ def test_interrupted_sweeps_resume_without_redoing_or_losing_an_image(tiny_model
     """A killed worker, then Ctrl+C, then the debris of a crash: the same command still finishes the job."""
     # Sixty images: Ctrl+C after three lands well before the last (with twenty, an idle machine made them all in the
     # ~3 s the interrupt took to end the sweep, which then ended 0 instead of 130)
-    args = sweep_args(tiny_model_dir, tmp_path, "0-59", "--steps", "12")
+    # One worker: each start of a worker process costs seconds of CPU, and one is enough to kill and replace.
+    args = sweep_args(tiny_model_dir, tmp_path, "0-59", "--steps", "12", "--workers", "1")
     # 1. Ctrl+C (SIGINT to the whole process group, workers included) after a few images.
     run = start(args)
     wait_for_lines(tmp_path, 3, run)

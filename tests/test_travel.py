@@ -9,6 +9,7 @@ import torch
 from PIL import Image
 
 import seedlab
+from seedlab.cli import main
 from seedlab.engine.models import ModelStore
 from seedlab.explore.travel import strengths, travel_recipes
 from seedlab.serving.admission import Admission
@@ -18,6 +19,15 @@ from tests.helpers import torch_threads
 
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "seedlab", *args], capture_output=True, text=True, timeout=300)
+
+
+def cli_here(capsys, *args) -> subprocess.CompletedProcess:
+    """The command line in this process (a bad argument is answered before anything is generated; tests/test_cli.py
+    checks the exit status of a real process): its exit status and what it printed."""
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["seedlab", *args], code, out, err)
 
 
 @pytest.fixture(scope="module")
@@ -139,8 +149,9 @@ def test_cli_travel_refuses_an_ancestral_scheduler_unless_allowed(tiny_model_dir
         (["--seeds", "3, 7", "--frames", "5", "--variation-seed", "4"], "travel sets variation_seed itself"),
     ],
 )
-def test_cli_bad_travels_exit_2_with_one_line(tiny_model_dir, tmp_path, args, words):
-    run = cli("travel", "--prompt", "x", "--model", str(tiny_model_dir), "--out", str(tmp_path / "out"), *args)
+def test_cli_bad_travels_exit_2_with_one_line(tiny_model_dir, tmp_path, capsys, args, words):
+    run = cli_here(capsys, "travel", "--prompt", "x", "--model", str(tiny_model_dir), "--out", str(tmp_path / "out"),
+                   *args)
     assert run.returncode == 2
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], lines
