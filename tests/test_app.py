@@ -137,7 +137,8 @@ def test_only_grid_vary_matrix_reproduce_and_reverify_are_public(client):
                      "s_churn", "s_tmin", "s_tmax", "s_noise", "schedule_sigma_min", "schedule_sigma_max",
                      "schedule_rho", "hires_scale", "hires_upscaler", "hires_steps", "denoising_strength",
                      "hires_sampler", "hires_schedule", "hires_cfg", "hires_seed", "loras", "lora_hashes",
-                     "ti_hashes", "start_step", "end_step", "model_hash", "vae", "vae_hash", "to_8bit"]
+                     "ti_hashes", "start_step", "end_step", "model_hash", "vae", "vae_hash", "to_8bit",
+                     "comfyui_noise"]
     grid = [p["parameter_name"] for p in info["named_endpoints"]["/grid"]["parameters"]]
     vary = [p["parameter_name"] for p in info["named_endpoints"]["/vary"]["parameters"]]
     assert grid == ["prompt", "seeds", *recipe_fields]

@@ -46,6 +46,8 @@ COMFY_SCHEDULES = ("normal", "karras", "exponential", "sgm_uniform", "simple", "
                    "linear_quadratic", "kl_optimal")
 PROMPT_SYNTAXES = ("plain", "a1111", "comfyui", "novelai")
 MAX_LORA_CHARS = 1000
+# ComfyUI's default_noise_sampler: a CPU generator seeded with seed + 1 since PR 11528, with the seed before it.
+COMFYUI_NOISE = ("seed+1", "seed")
 EIGHT_BIT_STEPS = ("round", "truncate")  # the decoded image to 8 bits: diffusers rounds, A1111 and ComfyUI truncate
 EMPHASES = ("Original", "No norm", "None")  # A1111's emphasis modes (modules/sd_emphasis.py)
 
@@ -209,6 +211,10 @@ class Recipe:
                          cli="--to-8bit", a1111="8-bit step", a1111_when="to_8bit",
                          help="how the decoded image becomes 8-bit pixels: round (diffusers' numpy_to_pil) or "
                               "truncate (A1111 and ComfyUI: 255 * x, astype(uint8)); they differ by 1 level at most")
+    comfyui_noise: str = _spec("seed+1", kind="choice", choices=COMFYUI_NOISE, label="ComfyUI noise",
+                               link="cnoise", cli="--comfyui-noise", a1111="ComfyUI noise",
+                               a1111_when="comfyui_noise", help="the generator ComfyUI's ancestral samplers draw "
+                               "from: seeded with seed + 1 (ComfyUI since PR 11528) or the seed (ComfyUI before it)")
 
     def __post_init__(self) -> None:
         values = check_fields({name: getattr(self, name) for name in SPECS_ORDER})

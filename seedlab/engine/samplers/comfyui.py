@@ -177,9 +177,10 @@ def _no_draw(sigma=None, sigma_next=None) -> float:  # without churn ComfyUI's e
     return 0.0
 
 
-def _seeded_noise(x: torch.Tensor, seed: int) -> kdiffusion.NoiseFn:
-    """default_noise_sampler(x, seed): a generator of the sampler's own, seeded with seed + 1 on the CPU."""
-    generator = torch.Generator(device=x.device).manual_seed(seed + 1 if x.device.type == "cpu" else seed)
+def _seeded_noise(x: torch.Tensor, seed: int, offset: int = 1) -> kdiffusion.NoiseFn:
+    """default_noise_sampler(x, seed): a generator of the sampler's own, seeded with seed + 1 on the CPU (ComfyUI
+    since PR 11528; `offset` 0: with the seed, as ComfyUI did before it)."""
+    generator = torch.Generator(device=x.device).manual_seed(seed + offset if x.device.type == "cpu" else seed)
     def draw(sigma=None, sigma_next=None) -> torch.Tensor:
         return torch.randn(x.size(), dtype=x.dtype, layout=x.layout, device=x.device, generator=generator)
     return draw
@@ -207,7 +208,7 @@ class ComfyBrownianNoise:
         return w[0] / (t1 - t0).abs().sqrt()
 
 
-def _run_sampler(name: str, model, x: torch.Tensor, sigmas: torch.Tensor, seed: int) -> torch.Tensor:
+def _run_sampler(name: str, model, x: torch.Tensor, sigmas: torch.Tensor, seed: int, offset: int = 1) -> torch.Tensor:
     """sampler_object(name) run on x (ComfyUI's "ddim" is its euler); `seed` seeds the sampler's own noise."""
     base = name.removesuffix("_gpu")
     if base in ("euler", "ddim", "heun", "dpm_2"):
@@ -215,7 +216,7 @@ def _run_sampler(name: str, model, x: torch.Tensor, sigmas: torch.Tensor, seed: 
         return function(model, x, sigmas, _no_draw, s_churn=0.0, s_tmin=0.0, s_tmax=math.inf, s_noise=1.0)
     if base in ("euler_ancestral", "dpm_2_ancestral", "dpmpp_2s_ancestral"):
         function = comfyui_samplers.euler_ancestral if base == "euler_ancestral" else kdiffusion.SAMPLER_FUNCTIONS[base]
-        return function(model, x, sigmas, _seeded_noise(x, seed))
+        return function(model, x, sigmas, _seeded_noise(x, seed, offset))
     if base in ("lms", "dpmpp_2m"):
         return (comfyui_samplers.lms(model, x, sigmas) if base == "lms"
                 else kdiffusion.dpmpp_2m(model, x, sigmas, _no_draw))
@@ -251,8 +252,9 @@ def sample_comfy(pipe, recipe, cond: torch.Tensor, uncond: torch.Tensor, on_step
     factor, channels = getattr(pipe, "vae_scale_factor", 8), pipe.unet.config.in_channels
     latent = torch.zeros((1, channels, recipe.height // factor, recipe.width // factor), dtype=torch.float32)
     schedule = "normal" if recipe.schedule == "Automatic" else recipe.schedule
+    offset = 1 if recipe.comfyui_noise == "seed+1" else 0
     x = _ksampler(pipe, ms, cond, uncond, on_step, latent, recipe.scheduler, schedule, recipe.num_inference_steps,
-                  recipe.guidance_scale, recipe.seed, 1.0, (recipe.start_step, recipe.end_step))
+                  recipe.guidance_scale, recipe.seed, 1.0, (recipe.start_step, recipe.end_step), offset)
     if not recipe.hires_scale:
         return x.to(pipe.unet.dtype)
     width, height = recipe.hires_size
@@ -260,7 +262,8 @@ def sample_comfy(pipe, recipe, cond: torch.Tensor, uncond: torch.Tensor, on_step
                                recipe.hires_upscaler)  # LatentUpscale on ComfyUI's LATENT
     x = _ksampler(pipe, ms, cond, uncond, on_step, upscaled * SD1_SCALE, recipe.hires_sampler or recipe.scheduler,
                   recipe.hires_schedule or schedule, recipe.hires_steps or recipe.num_inference_steps,
-                  recipe.hires_cfg or recipe.guidance_scale, recipe.hires_noise_seed, recipe.denoising_strength)
+                  recipe.hires_cfg or recipe.guidance_scale, recipe.hires_noise_seed, recipe.denoising_strength,
+                  offset=offset)
     return x.to(pipe.unet.dtype)
 
 
@@ -277,7 +280,7 @@ def part(sigmas: torch.Tensor, start: int, end: int) -> torch.Tensor:
 
 def _ksampler(pipe, ms: ComfyModelSigmas, cond, uncond, on_step: StepFn, latent: torch.Tensor, sampler: str,
               schedule: str, steps: int, cfg: float, seed: int, denoise: float,
-              steps_run: tuple[int, int] = (0, 0)) -> torch.Tensor:
+              steps_run: tuple[int, int] = (0, 0), offset: int = 1) -> torch.Tensor:
     """One KSampler node on a model-space latent (zeros: an empty latent), float32 on the UNet's device;
     `steps_run` is KSamplerAdvanced's (start_at_step, end_at_step), 0 for unset."""
     sigmas = part(_ksampler_sigmas(ms, sampler, schedule, steps, denoise), *steps_run)
@@ -291,4 +294,4 @@ def _ksampler(pipe, ms: ComfyModelSigmas, cond, uncond, on_step: StepFn, latent:
     x = noise.to(device) * (torch.sqrt(1.0 + sigma ** 2.0) if max_denoise else sigma)
     x += latent.to(device)
     model = ComfyGuided(pipe.unet, ms, cond, uncond, cfg, on_step)
-    return _run_sampler(sampler, model, x, sigmas.to(device), seed)
+    return _run_sampler(sampler, model, x, sigmas.to(device), seed, offset)
