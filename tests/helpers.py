@@ -39,3 +39,17 @@ def use_models_folder(tmp_path, monkeypatch, *subfolders: str):
     monkeypatch.setattr(library, "_configured", None)
     monkeypatch.setattr(library, "_HASHES", library._HashCache())
     return models
+
+
+def cli_here(capsys, *args):
+    """The command line run in this process, as a test would run `python -m seedlab` in another (a new process costs
+    ~5 s of CPU for its imports): a CompletedProcess with its exit status and what it printed. `reproduce`, which pins
+    a baseline and a thread count before torch computes, and a real process's exit status are tested in processes."""
+    import subprocess
+
+    from seedlab.cli import main
+
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["seedlab", *args], code, out, err)

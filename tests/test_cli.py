@@ -14,7 +14,7 @@ from PIL.PngImagePlugin import PngInfo
 
 import seedlab
 from seedlab.cli import main
-from tests.helpers import torch_threads
+from tests.helpers import cli_here, torch_threads
 from tests.tiny import save_tiny_pipeline
 
 
@@ -25,16 +25,6 @@ def tiny_dir(tmp_path_factory):
 
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "seedlab", *args], capture_output=True, text=True, timeout=300)
-
-
-def cli_here(capsys, *args) -> subprocess.CompletedProcess:
-    """The command line run in this process, as `cli` runs it in another (each import of torch and diffusers costs
-    a new process ~5 s of CPU): its exit status and what it printed. `reproduce`, which pins a baseline and a thread
-    count before torch computes, and the exit status of a real process are tested through `cli`."""
-    capsys.readouterr()
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(["seedlab", *args], code, out, err)
 
 
 def test_grid_writes_one_png_per_seed_matching_the_python_api(tiny_dir, tmp_path, capsys):

@@ -9,25 +9,15 @@ import torch
 from PIL import Image
 
 import seedlab
-from seedlab.cli import main
 from seedlab.engine.models import ModelStore
 from seedlab.explore.travel import strengths, travel_recipes
 from seedlab.serving.admission import Admission
 from seedlab.serving.limits import Limits
-from tests.helpers import torch_threads
+from tests.helpers import cli_here, torch_threads
 
 
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "seedlab", *args], capture_output=True, text=True, timeout=300)
-
-
-def cli_here(capsys, *args) -> subprocess.CompletedProcess:
-    """The command line in this process (a bad argument is answered before anything is generated; tests/test_cli.py
-    checks the exit status of a real process): its exit status and what it printed."""
-    capsys.readouterr()
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(["seedlab", *args], code, out, err)
 
 
 @pytest.fixture(scope="module")
