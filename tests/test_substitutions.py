@@ -86,3 +86,19 @@ def test_a_comfyui_sampler_takes_its_schedule_in_a1111s_spelling(admission, writ
     assert (recipe.scheduler, recipe.schedule) == ("dpmpp_2m", read)
     kept = admission.recipe({"prompt": "a cat", "scheduler": "DPM++ 2M", "schedule": "Karras"})
     assert kept.schedule == "Karras"  # an A1111 sampler keeps A1111's word
+
+
+def test_a_mangled_link_names_its_unknown_sampler_with_its_other_bad_keys():
+    """`sampler=Nope` was not named beside a link's bad seed, steps and fp (issue 47)."""
+    from seedlab.files.links import decode_link
+
+    with pytest.raises(ValueError) as error:
+        decode_link("v=1&prompt=a&sampler=Nope&steps=abc&seed=x&fp=123")
+    message = str(error.value)
+    for named in ("seed must be", "sampler (scheduler) must be a sampler a tool lists", "got 'Nope'", "steps (",
+                  "fp must be"):
+        assert named in message, message
+    close = str(pytest.raises(ValueError, decode_link, "v=1&prompt=a&sampler=dpmpp2m&fp=" + "0" * 64).value)
+    assert "(nearest: dpmpp_2m" in close
+    for name in ("Euler a", "DPM++ 2M Karras", "dpmpp_2m", "EulerDiscreteScheduler", "default"):
+        assert decode_link(f"v=1&prompt=a&sampler={name.replace('+', '%2B')}&fp=" + "0" * 64)[0].scheduler == name

@@ -18,6 +18,7 @@ model name is returned as written: the caller checks it against the models it al
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
@@ -25,6 +26,7 @@ from urllib.parse import quote_plus, unquote_plus
 from ..engine import cpu
 from ..engine.environment import SWITCH_NAMES, Environment, Switches
 from ..engine.recipe import DTYPES, SPECS, FieldError, Recipe, RecipeError
+from ..engine.samplers.names import A1111_SAMPLERS, COMFY_SAMPLERS, is_ksampler
 
 VERSIONS = (1,)  # link formats this server reads
 MAX_QUERY_CHARS = 40_000  # two 2000-character prompts of 4-byte characters, percent-encoded, fit
@@ -110,6 +112,8 @@ def decode_link(url_or_query: str) -> tuple[Recipe, str, Environment | None]:
         if key in params:
             try:
                 fields[field] = _parse(field, params[key])
+                if field == "scheduler":
+                    _check_sampler_name(fields[field])
             except FieldError as error:
                 errors.append(error)
     try:  # the ranges of the values that read (one that did not is checked at its default, never said twice)
@@ -239,3 +243,16 @@ def _parse(field: str, text: str) -> Any:
             raise FieldError(field, f"must be {spec.allowed()}, got {text[:40]!r}")
         return value
     return text
+
+
+def _check_sampler_name(name: str) -> None:
+    """A link's sampler is a name some tool lists: A1111's or ComfyUI's, a diffusers class, or default (which of them
+    this server runs is the server's to say); anything else is named with the link's other bad keys."""
+    if name == "default" or is_ksampler(name) or re.fullmatch(r"[A-Z][A-Za-z0-9]{0,60}Scheduler", name):
+        return
+    close = difflib.get_close_matches(name.lower(), [n.lower() for n in (*A1111_SAMPLERS, *COMFY_SAMPLERS)], n=3)
+    names = {n.lower(): n for n in (*A1111_SAMPLERS, *COMFY_SAMPLERS)}
+    hint = f" (nearest: {', '.join(names[n] for n in close)})" if close else ""
+    raise FieldError("scheduler", "must be a sampler a tool lists (A1111's such as Euler a, ComfyUI's such as "
+                                  "dpmpp_2m, a diffusers class such as EulerDiscreteScheduler), "
+                                  f"got {name[:60]!r}{hint}")
