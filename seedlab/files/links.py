@@ -18,7 +18,6 @@ model name is returned as written: the caller checks it against the models it al
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
@@ -26,7 +25,7 @@ from urllib.parse import quote_plus, unquote_plus
 from ..engine import cpu
 from ..engine.environment import SWITCH_NAMES, Environment, Switches
 from ..engine.recipe import DTYPES, SPECS, FieldError, Recipe, RecipeError
-from ..engine.samplers.names import A1111_SAMPLERS, COMFY_SAMPLERS, is_ksampler
+from ..engine.samplers.names import A1111_SAMPLERS, is_ksampler, nearest
 
 VERSIONS = (1,)  # link formats this server reads
 MAX_QUERY_CHARS = 40_000  # two 2000-character prompts of 4-byte characters, percent-encoded, fit
@@ -250,9 +249,7 @@ def _check_sampler_name(name: str) -> None:
     this server runs is the server's to say); anything else is named with the link's other bad keys."""
     if name == "default" or is_ksampler(name) or re.fullmatch(r"[A-Z][A-Za-z0-9]{0,60}Scheduler", name):
         return
-    close = difflib.get_close_matches(name.lower(), [n.lower() for n in (*A1111_SAMPLERS, *COMFY_SAMPLERS)], n=3)
-    names = {n.lower(): n for n in (*A1111_SAMPLERS, *COMFY_SAMPLERS)}
-    hint = f" (nearest: {', '.join(names[n] for n in close)})" if close else ""
+    hint = nearest(name, A1111_SAMPLERS)
     raise FieldError("scheduler", "must be a sampler a tool lists (A1111's such as Euler a, ComfyUI's such as "
                                   "dpmpp_2m, a diffusers class such as EulerDiscreteScheduler), "
                                   f"got {name[:60]!r}{hint}")

@@ -8,6 +8,8 @@ from here without importing torch.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..recipe import COMFY_SCHEDULES  # noqa: F401  (ComfyUI's scheduler names, beside its sampler names)
@@ -91,6 +93,13 @@ COMFY_SAMPLERS = {
     "dpmpp_2m_sde_heun_gpu": (False, True), "dpmpp_3m_sde": (False, True), "dpmpp_3m_sde_gpu": (False, True),
     "ddim": (False, False),
 }
+
+
+def nearest(word: str, names: Iterable[str] = ()) -> str:
+    """" (nearest: DPM++ 2M, dpmpp_2m)" for a word that is none of `names` nor ComfyUI's sampler names, or ""."""
+    candidates = {name.lower(): name for name in [*names, *COMFY_SAMPLERS]}
+    close = difflib.get_close_matches(str(word).lower()[:80], list(candidates), n=3, cutoff=0.5)
+    return f" (nearest: {', '.join(candidates[name] for name in close)})" if close else ""
 
 
 def is_comfy_sampler(name: str) -> bool:

@@ -8,7 +8,6 @@ never loads weights. `model_defaults` is where a recipe for a model starts (step
 from __future__ import annotations
 
 import copy
-import difflib
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ import diffusers
 from diffusers import DiffusionPipeline
 
 from ..recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, FieldError
-from ..samplers.names import A1111_SAMPLERS, COMFY_SAMPLERS, is_ksampler
+from ..samplers.names import A1111_SAMPLERS, is_ksampler, nearest
 from .checkpoint_files import CheckpointError, find_checkpoint, plan
 
 EMBEDDED_MODEL_DIR = Path(__file__).resolve().parents[2] / "embedded_model"  # seedlab/embedded_model
@@ -85,13 +84,6 @@ class ModelInfo:
                                               f"got {name[:80]!r}")
             return name
         return type(self.make_scheduler(name)).__name__
-
-
-def nearest(word: str, names: list[str]) -> str:
-    """" (nearest: DPM++ 2M, dpmpp_2m)" for a word that is none of `names` (ComfyUI's sampler names too), or ""."""
-    candidates = {name.lower(): name for name in [*names, *COMFY_SAMPLERS]}
-    close = difflib.get_close_matches(str(word).lower()[:80], list(candidates), n=3, cutoff=0.5)
-    return f" (nearest: {', '.join(candidates[name] for name in close)})" if close else ""
 
 
 def runs_a1111(pipeline_class: type | None, denoiser: str, scheduler_config: dict) -> bool:
