@@ -93,6 +93,7 @@ PUBLIC = {
     **dict.fromkeys(("Result", "fingerprint"), "engine.image"),
     **dict.fromkeys(("Model", "ModelStore", "describe", "load_model", "resolve_device"), "engine.models"),
     "randn": "engine.noise",
+    **dict.fromkeys(("composition", "finish", "preview"), "engine.previews"),
     **dict.fromkeys(("MAX_SEED", "Recipe", "join_prompt"), "engine.recipe"),
     **dict.fromkeys(("format_seeds", "parse_seeds", "random_seeds"), "engine.seeds"),
     **dict.fromkeys(("decode_link", "encode_link"), "files.links"),

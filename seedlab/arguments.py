@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     grid = commands.add_parser("grid", help="one image per seed")
     grid.add_argument("--seeds", required=True, help='"42", "0-7" or "3, 17, 99"')
+    grid.add_argument("--preview", action="store_true",
+                      help="previews: each seed in fewer steps (--preview-steps, default 5), to finish later")
     vary = commands.add_parser("vary", help="the base prompt and each variation, all from one seed")
     vary.add_argument(SPECS["seed"].cli, dest="seed", required=True, help=SPECS["seed"].help)
     vary.add_argument("--variation", action="append", required=True, help="appended to the prompt; repeatable")
@@ -74,6 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_models_dir_option(reproduce)
     reproduce.add_argument("--out", type=Path, default=None, help="also write the regenerated image to this PNG")
     reproduce.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
+    finish = commands.add_parser("finish", help="finish previews: each PNG's full image, bit for bit its full render")
+    finish.add_argument("sources", nargs="+", metavar="PNG", help="preview PNGs (grid --preview writes them)")
+    finish.add_argument("--out", required=True, type=Path, help="folder for the finished PNGs (same file names)")
+    finish.add_argument("--model", default=None,
+                        help="the model to use (also permits the one a preview names; default: embedded only)")
+    finish.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
+    finish.add_argument("--threads", type=int, default=None,
+                        help="torch's intra-op thread count (default: the preview's, when it is recorded; else 1)")
+    add_cpu_isa_option(finish, default_help="the preview's baseline, when it is recorded")
+    add_models_dir_option(finish)
+    finish.add_argument("--json", action="store_true", help="print one JSON object per image")
+    finish.add_argument("--base-url", default=DEFAULT_BASE_URL, help="where links point (the app's address)")
     info = commands.add_parser("info", help="print the recipe an image's metadata holds (PNG, JPEG, WebP); no model")
     info_command.add_arguments(info)
     return parser
@@ -108,6 +122,9 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     """The sweep's own options; the recipe options are the grid command's."""
     parser.add_argument("--seeds", required=True, help=f'"0-9999", "3, 17, 99" (at most {MAX_IMAGES} images)')
     parser.add_argument("--variation", action="append", default=[], help="appended to the prompt; repeatable")
+    parser.add_argument("--preview", action="store_true",
+                        help="previews (--preview-steps, default 5), then composition.json: one seed of each layout "
+                             "first")
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
     parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                         help="run on Ray: alone, a local instance; with an address, that cluster")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from .arguments import RECIPE_OPTIONS, UsageError, build_parser
 from .engine import cpu
+from .engine.previews import as_preview, finished
 from .engine.recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
 from .engine.weights import library
 from .files import info as info_command
@@ -65,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         return reproduce(args)
     if args.command == "info":  # metadata only: errors are ValueErrors, printed as one line with exit 2
         return info_command.run_info(args.source, args.json)
+    if args.command == "finish":
+        return finish(args)
     # 1. Validate everything before loading a model: bad input fails fast (config files only are read).
     if args.threads is not None and args.threads < 1:
         raise UsageError("--threads must be a positive integer")
@@ -94,9 +97,11 @@ def run(args: argparse.Namespace) -> int:
         return command.run(args, admission, values, threads)
     try:
         if args.command == "sweep":  # the sweep's own seed ranges and variations; the recipe as grid's
-            return sweep_command.run(args, admission.recipe({**values, "seed": 0}))
+            base = admission.recipe({**values, "seed": 0})
+            return sweep_command.run(args, as_preview(base) if args.preview else base)
         if args.command == "grid":
             recipes = admission.grid(values, args.seeds)
+            recipes = [as_preview(recipe) for recipe in recipes] if args.preview else recipes
         else:
             recipes = admission.variations({**values, "seed": args.seed}, args.variation)
     except (RecipeError, FieldError):
@@ -196,6 +201,53 @@ def reproduce(args: argparse.Namespace) -> int:
         for note in verdict.notes:
             print(f"note: {note}")
     return 0 if verdict.exact else 1
+
+
+# Long: read every preview first (a bad one fails before a model loads), then render each full image.
+def finish(args: argparse.Namespace) -> int:
+    """`finish PNG... --out DIR`: each preview's full image (its recipe with preview_steps 0), rendered from the start
+    with the preview's thread count and CPU baseline, written under the preview's file name."""
+    from .engine import determinism, generation, models
+    from .files.links import result_record
+    from .files.metadata import save_png
+
+    # 1. The previews and where their full images go, checked before any model loads.
+    originals = [_read_original(source) for source in args.sources]
+    targets = [args.out / Path(source).name for source in args.sources]
+    _make_folder(args.out)
+    for source, target in zip(args.sources, targets):
+        if target.resolve() == Path(source).resolve():
+            raise UsageError(f"--out: {target} is the preview itself; choose another folder")
+    if len(set(targets)) < len(targets):
+        raise UsageError("--out: two previews have the same file name; finish them into separate folders")
+    recipes = [finished(original.recipe) for original in originals]
+    for recipe in recipes:
+        if args.model is None and recipe.model != DEFAULT_MODEL:
+            raise UsageError(f"a preview names model {recipe.model!r}, which is only loaded with your permission: "
+                             f"pass --model {recipe.model!r}")
+    recipes = [recipe.replace(model=args.model) if args.model else recipe for recipe in recipes]
+    environment = originals[0].environment
+    threads = args.threads if args.threads is not None else environment.threads if environment else 1
+    if not isinstance(threads, int) or not 1 <= threads <= max(os.cpu_count() or 1, args.threads or 1):
+        threads = 1  # an untrusted file must not start thousands of threads
+    cpu_isa = args.cpu_isa or (cpu.level_for(environment.cpu_isa) if environment and environment.cpu_isa else None)
+
+    # 2. Render each full image from the start (nothing of the preview is reused: its pixels are the full render's).
+    determinism.configure_process(threads, cpu_isa)
+    store = models.ModelStore(sorted({recipe.model for recipe in recipes}), models.resolve_device(args.device),
+                              dtype=recipes[0].dtype, lanes=1)
+    for recipe, target in zip(recipes, targets):
+        try:
+            result = generation.generate(store.get(recipe.model), recipe)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        save_png(result, target)
+        if args.json:
+            print(json.dumps({**result_record(result.recipe, result.fingerprint, result.environment, args.base_url),
+                              "path": str(target)}), flush=True)
+        else:
+            print(f"{target}  seed {result.recipe.seed}  {result.fingerprint[:16]}", flush=True)
+    return 0
 
 
 def _read_original(source: str) -> Original:

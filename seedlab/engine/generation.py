@@ -33,7 +33,7 @@ import torch
 
 from . import memory, pixels
 from .determinism import current_environment, full_determinism
-from .image import Result, fingerprint
+from .image import Result, as_asked, fingerprint
 from .models import Model
 from .noise import UnsupportedPipeline, check_scheduler, make_noise
 from .prompts import text_inversion
@@ -157,7 +157,7 @@ def _generate_chunk(model: Model, chunk: list[Recipe], embeddings: Embeddings, s
     with _LOCK, full_determinism(chunk[0].deterministic) as switches:
         if cancel is not None and cancel.is_set():
             raise Cancelled("generation cancelled")
-        calls = [_prepare(model, recipe, embeddings) for recipe in chunk]  # the text encoder runs here, once
+        calls = [_prepare(model, recipe.rendered, embeddings) for recipe in chunk]  # a preview: its short render
         pipelines = model.lane_pipelines(len(chunk))
         if len(chunk) == 1:
             results = [_run(model, pipelines[0], *calls[0], switches, steps, cancel)]
@@ -168,7 +168,7 @@ def _generate_chunk(model: Model, chunk: list[Recipe], embeddings: Embeddings, s
                 results = [future.result() for future in futures]
     if cancel is not None and cancel.is_set():
         raise Cancelled("generation cancelled")
-    return results
+    return [as_asked(result, recipe) for result, recipe in zip(results, chunk)]
 
 
 def _noise_arguments(model: Model, recipe: Recipe) -> dict:

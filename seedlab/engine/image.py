@@ -6,6 +6,7 @@ the metadata readers never import it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 
@@ -32,3 +33,13 @@ def fingerprint(image: Image.Image | np.ndarray) -> str:
     if pixels.dtype != np.uint8 or pixels.ndim != 3 or pixels.shape[2] != 3:
         raise ValueError(f"fingerprint needs an RGB uint8 image, got {pixels.dtype} {pixels.shape}")
     return hashlib.sha256(pixels.tobytes()).hexdigest()
+
+
+def as_asked(result: Result, asked: Recipe) -> Result:
+    """A preview's short render (Recipe.rendered) under the recipe asked for: its own steps and hires fix, and the
+    preview_steps that mark it; any other result as it is."""
+    if not asked.preview_steps:
+        return result
+    recipe = result.recipe.replace(num_inference_steps=asked.num_inference_steps, hires_scale=asked.hires_scale,
+                                   preview_steps=asked.preview_steps)
+    return dataclasses.replace(result, recipe=recipe)

@@ -17,9 +17,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from .recipe_checks import MAX_HIRES_SCALE, MAX_HIRES_SCHEDULE, check_hires, check_loras, check_preview  # noqa: F401
+
 # FieldError, RecipeError, Spec and the size limits are part of this module's API too.
 from .spec import A1111_HASH, MAX_SAFE_JS_INT, MAX_SIZE, MIN_SIZE, SIZE_MULTIPLE, FieldError, RecipeError, Spec  # noqa: F401
-from .weights import lora_names, vae_names
+from .weights import vae_names
 
 MAX_SEED = 2**64 - 1  # what torch's manual_seed accepts; ComfyUI and Fooocus seeds reach 2**63
 DEFAULT_MODEL = "embedded"  # the checkpoint that ships in seedlab/embedded_model (see models.py)
@@ -39,8 +41,6 @@ LATENT_UPSCALERS = {"Latent": ("bilinear", False), "Latent (antialiased)": ("bil
                     # ComfyUI's LatentUpscale methods: the mode of the same name; bislerp is its own (upscale.py)
                     "nearest-exact": ("nearest-exact", False), "bilinear": ("bilinear", False),
                     "area": ("area", False), "bicubic": ("bicubic", False), "bislerp": ("bislerp", False)}
-MAX_HIRES_SCALE = 4.0
-MAX_HIRES_SCHEDULE = 10_000  # hires steps / denoising strength: 150 steps at 0.015
 # ComfyUI's KSampler schedulers, for ComfyUI's sampler names ("dpmpp_2m" + "karras").
 COMFY_SCHEDULES = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta",
                    "linear_quadratic", "kl_optimal")
@@ -215,20 +215,27 @@ class Recipe:
                                link="cnoise", cli="--comfyui-noise", a1111="ComfyUI noise",
                                a1111_when="comfyui_noise", help="the generator ComfyUI's ancestral samplers draw "
                                "from: seeded with seed + 1 (ComfyUI since PR 11528) or the seed (ComfyUI before it)")
+    # A preview (previews.py): the same recipe rendered in fewer steps, no hires pass; finished, it is the full image.
+    preview_steps: int = _spec(0, kind="int", high=MAX_STEPS, label="Preview steps", link="preview",
+                               cli="--preview-steps", a1111="Preview steps", a1111_when="preview_steps",
+                               help="a preview: this many steps from the same noise, to be finished later to the "
+                                    "full image's exact pixels (0: the full image)")
 
     def __post_init__(self) -> None:
         values = check_fields({name: getattr(self, name) for name in SPECS_ORDER})
         for name, value in values.items():
             object.__setattr__(self, name, value)
         if self.hires_scale:
-            _check_hires(self)
+            check_hires(self)
         if self.model_hash and not A1111_HASH.fullmatch(self.model_hash):
             raise RecipeError([FieldError("model_hash", "must be empty or an A1111 checkpoint hash, 8 to 64 hex digits "
                                                         f"(AutoV2: 10), got {self.model_hash[:70]!r}")])
         if self.loras or self.lora_hashes or self.ti_hashes or (self.prompt_syntax == "a1111" and "<" in self.prompt):
-            _check_loras(self)
+            check_loras(self)
         if self.vae or self.vae_hash:
             vae_names.check(self.vae, self.vae_hash)
+        if self.preview_steps:
+            check_preview(self)
 
     def replace(self, **changes: Any) -> Recipe:
         """A copy with some fields changed (validated again)."""
@@ -271,8 +278,17 @@ class Recipe:
 
     @property
     def total_steps(self) -> int:
-        """The denoising steps asked for, both passes of hires fix counted."""
+        """The denoising steps asked for, both passes of hires fix counted (a preview: its own steps)."""
+        if self.preview_steps:
+            return self.preview_steps
         return self.num_inference_steps + ((self.hires_steps or self.num_inference_steps) if self.hires_scale else 0)
+
+    @property
+    def rendered(self) -> Recipe:
+        """The recipe whose pixels are computed: a preview's short render (its steps, no hires pass), else itself."""
+        if not self.preview_steps:
+            return self
+        return self.replace(num_inference_steps=self.preview_steps, hires_scale=0.0, preview_steps=0)
 
     @property
     def noise_is_plain(self) -> bool:
@@ -295,46 +311,6 @@ def check_fields(values: dict[str, Any]) -> dict[str, Any]:
     if errors:
         raise RecipeError(errors)
     return checked
-
-
-def _check_hires(recipe: Recipe) -> None:
-    """Hires fix's fields together: a scale of at least 1 that gives a valid size, a strength above 0."""
-    errors = []
-    sizes = recipe.hires_size
-    if recipe.hires_scale < 1 or any(side > MAX_SIZE or side % SIZE_MULTIPLE for side in sizes):
-        errors.append(FieldError("hires_scale", f"must be 0 (off) or from 1 to {MAX_HIRES_SCALE:g} with width "
-                                                f"and height times it whole multiples of {SIZE_MULTIPLE} up to "
-                                                f"{MAX_SIZE}, got {recipe.hires_scale:g} ({sizes[0]}x{sizes[1]})"))
-    steps = recipe.hires_steps or recipe.num_inference_steps
-    if recipe.denoising_strength == 0:
-        errors.append(FieldError("denoising_strength", "must be above 0 with hires fix on (Hires upscale), got 0"))
-    elif recipe.hires_sigma_count > MAX_HIRES_SCHEDULE:  # 1e-6 asked for 15 GB and minutes of CPU before a step
-        errors.append(FieldError("denoising_strength", f"must be at least {steps / MAX_HIRES_SCHEDULE:.4g} with "
-                                 f"{steps} hires steps (steps / strength noise levels, at most {MAX_HIRES_SCHEDULE}), "
-                                 f"got {recipe.denoising_strength:g}"))
-    if errors:
-        raise RecipeError(errors)
-
-
-def _check_loras(recipe: Recipe) -> None:
-    """The LoRA tags of `loras` and of an A1111-syntax prompt, and the hashes: well formed and few enough."""
-    errors, count = [], 0
-    checks = [("loras", lambda: lora_names.parse_field(recipe.loras)),
-              ("lora_hashes", lambda: lora_names.parse_hashes(recipe.lora_hashes)),
-              ("ti_hashes", lambda: lora_names.parse_hashes(recipe.ti_hashes, "ti_hashes"))]
-    if recipe.prompt_syntax == "a1111":
-        checks.append(("prompt", lambda: lora_names.extract(recipe.prompt)[1]))
-    for name, check in checks:
-        try:
-            found = check()
-            count += len(found) if isinstance(found, list) else 0
-        except ValueError as error:
-            errors.append(FieldError(name, str(error).removeprefix(f"{name}: ").removeprefix(f"{name} ")))
-    if count > lora_names.MAX_LORAS:
-        errors.append(FieldError("loras", f"at most {lora_names.MAX_LORAS} LoRAs at once (the field and the prompt's "
-                                          f"tags together), got {count}"))
-    if errors:
-        raise RecipeError(errors)
 
 
 def join_prompt(base: str, variation: str) -> str:

@@ -25,6 +25,7 @@ from tqdm import tqdm
 from ..engine import cpu
 from ..engine.recipe import Recipe
 from ..files.sheets import contact_sheet
+from .compositions import write_composition
 from .manifest import PARTIAL, Manifest
 from .plan import Plan, parse_sweep_seeds
 from .pool import Failed, Pool, one_line
@@ -153,9 +154,11 @@ def run(args: argparse.Namespace, base: Recipe) -> int:
             pool.close()
         manifest.close()
 
-    # 3. Report.
+    # 3. Report; a finished preview sweep's images grouped by composition, the most different first.
     print(f"sweep: {summary.done} of {summary.total} images in {args.out} ({summary.made} made now), "
           f"{summary.sheets} contact sheets written", file=sys.stderr)
+    if base.preview_steps and summary.done == summary.total:
+        print(f"sweep: previews by composition in {write_composition(args.out, plan, SHEETS)}", file=sys.stderr)
     if summary.failed:
         first = summary.failed[0]
         print(f"sweep: {len(summary.failed)} images failed (seed {first.recipe.seed}: {first.error}); "

@@ -77,8 +77,10 @@ class Speed:
     def seconds(self, recipe: Recipe) -> float:
         """Estimated seconds for one image of `recipe`: its model calls, what each image costs besides, its noise.
 
-        Hires fix adds its second pass: its own steps at its own size, its own noise and its schedule.
+        Hires fix adds its second pass: its own steps at its own size, its own noise and its schedule. A preview
+        costs its short render (Recipe.rendered).
         """
+        recipe = recipe.rendered
         widen = 1 + CHUNK_STEP_SHARE * (prompt_chunks(recipe) - 1)
         calls = model_calls(recipe.scheduler, recipe.num_inference_steps) + IMAGE_CALLS
         seconds = calls * widen * self.step_seconds(recipe.width * recipe.height) + noise_seconds(recipe)
