@@ -38,6 +38,7 @@ from webui.fields import with_fields as with_server_fields
 from webui.handlers import NO_ANCHOR, WebApp, final_only
 from webui.history import history_panel
 from webui.matrix import matrix_panel
+from webui.previews import finish_controls, preview_controls, wire_previews
 from webui.queue_cap import cap_queued
 from webui.reproduction_panel import reproduction_panel, wire_reproduction
 from webui.uploads import LinkGuard, PeerStamp, UploadGuard
@@ -88,6 +89,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     ui["dice"] = gr.Button("Random", min_width=90, scale=0, elem_id="dice")  # text: needs no emoji font
                 with gr.Row():  # right under the seeds: in view with the grid on a laptop screen
                     ui["generate"] = gr.Button(GENERATE, variant="primary", elem_id="generate")
+                    preview_controls(ui, add)
                     ui["stop"] = gr.Button("Stop", variant="stop", interactive=False, elem_id="stop")
                 ui["busy_note"] = gr.HTML("", elem_id="busy-note")  # written and cleared by SHORTCUTS
                 for name in MAIN:  # a menu of models only where there is more than one
@@ -115,6 +117,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 ui["grid"] = gr.Gallery(label="Grid", columns=4, object_fit="contain", format="png", type="filepath",
                                         interactive=False, allow_preview=False, height="auto", elem_id="grid",
                                         elem_classes=["pixelated", "cells"])
+                finish_controls(ui)
                 cell_panel(ui)  # under the grid: a clicked cell shows where the eye is
                 with gr.Accordion("Anchor", open=True):
                     ui["anchor_text"] = gr.Textbox(value=NO_ANCHOR, label="Anchor", show_label=False, interactive=False,
@@ -129,21 +132,18 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                                               placeholder=", highly realistic\n, artsy", elem_id="variations-box")
                 ui["vary_button"] = gr.Button("Regenerate variations from anchor", variant="primary", elem_id="vary")
                 ui["vary_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="vary-note")
-                ui["vary_api"] = gr.Button(visible=False)  # the public /vary: a seed and the controls, no anchor
-                ui["grid_api"] = gr.Button(visible=False)  # the public /grid (the page's Generate streams its cells)
-                ui["matrix_api"] = gr.Button(visible=False)  # the public /matrix (its images at the end)
-                ui["plot_api"] = gr.Button(visible=False)  # the public /plot (its images at the end)
-                ui["travel_api"] = gr.Button(visible=False)  # the public /travel (its frames at the end)
+                # The public /vary (a seed and the controls, no anchor), /grid (the page's Generate streams its
+                # cells), /matrix, /plot and /travel (their images at the end).
+                for name in ("vary_api", "grid_api", "matrix_api", "plot_api", "travel_api"):
+                    ui[name] = gr.Button(visible=False)
                 ui["vary"] = gr.Gallery(label="Variations", columns=4, object_fit="contain", format="png",
                                         type="filepath", interactive=False, height="auto", elem_id="variations",
                                         elem_classes=["pixelated", "cells"])
                 ui["variation_link"] = gr.Textbox(label="Link to the selected variation", buttons=["copy"],
                                                   interactive=False, elem_id="variation-link")
                 nudge_panel(ui, strength=0.1)
-                matrix_panel(ui)
-                compare_panel(ui)
-                travel_panel(ui)
-                history_panel(ui)
+                for panel in (matrix_panel, compare_panel, travel_panel, history_panel):
+                    panel(ui)
                 with gr.Accordion("Results (JSON)", open=False):
                     ui["grid_results"] = gr.JSON(label="Grid results")
                     ui["vary_results"] = gr.JSON(label="Variation results")
@@ -243,7 +243,7 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     reproducing = wire_reproduction(wiring, demo, app.reproduction)
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
     generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, page_plot, plot_api, page_travel, travel_api,
-                  nudges, regenerate, *reproducing]
+                  nudges, regenerate, *reproducing, *wire_previews(wiring, app, ui, with_fields, fields, kept)]
     ui["stop"].click(app.stop, None, ui["busy_note"], cancels=generating, queue=False, **PRIVATE)
     wiring.settles(grid, vary, page_matrix, page_plot, page_travel, nudges, regenerate)
     stopped = ui["stop"].click(ready, None, wiring.buttons, queue=False, show_progress="hidden", **PRIVATE)
@@ -295,8 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "as models, and the LoRAs and embeddings prompts name are read from it "
                              f"(env {library.ENV})")
     parser.add_argument("--mcp", action="store_true", default=os.environ.get("SEEDLAB_MCP", "") in ("1", "true", "yes"),
-                        help="also serve the public endpoints (grid, vary, matrix, plot, travel, reproduce, reverify) "
-                             "as MCP tools at /gradio_api/mcp/ (env SEEDLAB_MCP=1; needs the mcp package)")
+                        help="also serve the public endpoints (grid, vary, matrix, plot, travel, reproduce, reverify, "
+                             "preview, finish) as MCP tools at /gradio_api/mcp/ (env SEEDLAB_MCP=1; needs mcp)")
     return parser
 
 

@@ -38,14 +38,14 @@ from tests.settle import TRACKER, settle  # noqa: E402
 CHROMIUM = "/usr/bin/chromium"
 
 
-def page_grid(page, seeds: str, count: int, steps: int) -> float:
-    """Seconds from the click on Generate to the last new cell shown (all `count` images decoded)."""
+def page_grid(page, seeds: str, count: int, steps: int, button: str = "#generate") -> float:
+    """Seconds from the click on Generate (or `button`) to the last new cell shown (all `count` images decoded)."""
     page.locator("#seeds textarea").fill(seeds)
     page.locator("#num-inference-steps input").fill(str(steps))
     settle(page)
     # The moment every new cell is shown is noted by the page itself (a mutation observer and the images' load
     # events), so that polling for it, every frame or so, costs the browser nothing while the grid runs.
-    page.evaluate("""count => {
+    page.evaluate("""([count, button]) => {
         const before = new Set([...document.querySelectorAll('#grid .thumbnail-item img')].map(img => img.src));
         window.__shown = null;
         const check = () => {
@@ -60,10 +60,10 @@ def page_grid(page, seeds: str, count: int, steps: int) -> float:
         const observer = new MutationObserver(check);
         observer.observe(document.querySelector('#grid'), {subtree: true, childList: true, attributes: true});
         document.addEventListener('load', check, true);  // an image decoded (load does not bubble: captured)
-        document.querySelector('#generate').addEventListener(
+        document.querySelector(button).addEventListener(
             'click', () => { window.__clicked = performance.now(); }, {once: true, capture: true});
-    }""", count)
-    page.locator("#generate").click()
+    }""", [count, button])
+    page.locator(button).click()
     done = page.wait_for_function("() => window.__shown", polling=100, timeout=600_000)
     seconds = done.json_value() / 1000
     settle(page)

@@ -17,6 +17,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 import webui.handlers
+import webui.streaming
 from seedlab import (
     ModelStore,
     Recipe,
@@ -128,7 +129,8 @@ def test_bad_input_is_a_clear_error_and_the_server_keeps_serving(client, api_nam
 
 def test_only_grid_vary_matrix_reproduce_and_reverify_are_public(client):
     info = client.view_api(return_format="dict", print_info=False)
-    assert set(info["named_endpoints"]) == {"/grid", "/vary", "/matrix", "/plot", "/travel", "/reproduce", "/reverify"}
+    assert set(info["named_endpoints"]) == {"/grid", "/vary", "/matrix", "/plot", "/travel", "/reproduce", "/reverify",
+                                            "/preview", "/finish"}
     assert not info["unnamed_endpoints"]
     # the recipe's own fields, in its order: new ones last, so positional calls hold
     recipe_fields = ["negative_prompt", "model", "scheduler", "num_inference_steps", "guidance_scale", "width",
@@ -138,7 +140,7 @@ def test_only_grid_vary_matrix_reproduce_and_reverify_are_public(client):
                      "schedule_rho", "hires_scale", "hires_upscaler", "hires_steps", "denoising_strength",
                      "hires_sampler", "hires_schedule", "hires_cfg", "hires_seed", "loras", "lora_hashes",
                      "ti_hashes", "start_step", "end_step", "model_hash", "vae", "vae_hash", "to_8bit",
-                     "comfyui_noise"]
+                     "comfyui_noise", "preview_steps"]
     grid = [p["parameter_name"] for p in info["named_endpoints"]["/grid"]["parameters"]]
     vary = [p["parameter_name"] for p in info["named_endpoints"]["/vary"]["parameters"]]
     assert grid == ["prompt", "seeds", *recipe_fields]
@@ -214,7 +216,7 @@ def last(updates):
 
 
 def test_stop_cancels_this_sessions_generation(seedlab_app, monkeypatch):
-    monkeypatch.setattr(webui.handlers, "IMAGES_INTERVAL_S", 0.0)  # every cell its own update, to stop between them
+    monkeypatch.setattr(webui.streaming, "IMAGES_INTERVAL_S", 0.0)  # every cell its own update, to stop between them
     request = SimpleNamespace(session_hash="session-a")
     other = SimpleNamespace(session_hash="session-b")
     steps = grid(seedlab_app, request, seeds="0-3", num_inference_steps=2)
@@ -238,7 +240,7 @@ def test_cells_that_finish_together_arrive_in_one_update_and_the_last_at_once(se
         assert [record["seed"] for record in updates[-1]["grid_results"]] == ["0", "1", "2", "3"]
         return [len(update["grid"]) for update in updates]
 
-    monkeypatch.setattr(webui.handlers, "IMAGES_INTERVAL_S", 3600.0)  # a cell waits for those beside it to the end
+    monkeypatch.setattr(webui.streaming, "IMAGES_INTERVAL_S", 3600.0)  # a cell waits for those beside it to the end
     monkeypatch.setattr(seedlab_app.default, "lanes", 2)
     assert sizes() == [4]  # side by side: every cell waits for the next, and the last goes at once
     monkeypatch.setattr(seedlab_app.default, "lanes", 1)
@@ -318,12 +320,13 @@ def test_stop_is_wired_to_cancel_every_generating_event(seedlab_app):
     (canceller,) = [fn for fn in demo.fns.values() if fn.is_cancel_function and fn.targets == stop.targets]
     generating = {index for index, name in named.items()
                   if name in ("grid", "page_grid", "vary", "vary_anchor", "matrix", "matrix_page", "plot", "travel",
-                              "nudge",
-                              "reproduce", "reverify", "reproduce_pending", "reproduce_linked", "regenerate")}
+                              "nudge", "reproduce", "reverify", "reproduce_pending", "reproduce_linked", "regenerate",
+                              "page_preview", "preview", "finish", "finish_cell", "finish_all")}
     # the page's grid, /grid, /vary, the vary button, /matrix, the page's matrix, /plot and the page's plot,
     # /travel and the page's travel, the nudges, /reproduce, /reverify, a link's and a PNG's regeneration, a
-    # history entry's regeneration, and a dropped SeedLab PNG's regeneration (reproduce_pending too)
-    assert len(generating) == 17
+    # history entry's regeneration, a dropped SeedLab PNG's regeneration (reproduce_pending too), the page's Preview,
+    # /preview, /finish, Finish and Finish all
+    assert len(generating) == 22
     assert set(canceller.cancels) == generating
 
 

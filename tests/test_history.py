@@ -10,6 +10,7 @@ import torch
 from PIL import Image
 
 import webui.handlers
+import webui.streaming
 from seedlab import ModelStore, fingerprint, join_prompt
 from seedlab.serving.admission import Admission
 from seedlab.serving.limits import Limits
@@ -75,7 +76,7 @@ def test_entries_say_where_they_came_from(app):
 
 def test_a_timeline_click_restores_the_entry_from_the_record_without_regenerating(app, monkeypatch):
     history, grid, vary = explored(app)
-    monkeypatch.setattr(webui.handlers, "stream_on_gpu", lambda *a, **k: pytest.fail("regenerated"))
+    monkeypatch.setattr(webui.streaming, "stream_on_gpu", lambda *a, **k: pytest.fail("regenerated"))
     update = app.history.restore(history, "2", None)
     assert shown_pixels(update["history_view"]) == [record["fingerprint"] for record in vary]
     assert captions(update["history_view"]) == ["base prompt", ", red", ", blue", "at night"]

@@ -16,7 +16,8 @@ def mcp_server(app_model, tmp_path_factory):
 
 def test_the_mcp_schema_lists_the_public_endpoints_with_every_parameter_described(mcp_server):
     tools = {tool["name"]: tool for tool in httpx.get(f"{mcp_server.url}/gradio_api/mcp/schema", timeout=60).json()}
-    assert set(tools) == {"grid", "vary", "matrix", "plot", "travel", "reproduce", "reverify"}  # as --mcp's help says
+    assert set(tools) == {"grid", "vary", "matrix", "plot", "travel", "reproduce", "reverify", "preview",
+                          "finish"}  # as --mcp's help says
     assert not {name for name in tools if name.startswith("page_")}  # the page's own events stay private
     grid = tools["grid"]["inputSchema"]["properties"]
     for name in ("prompt", "seeds", "num_inference_steps", "guidance_scale", "scheduler", "variation_seed",

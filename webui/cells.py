@@ -19,7 +19,7 @@ from webui.files import ResultRecord
 # The components a chosen anchor and a selected cell update, named once (every event that sets them uses these).
 ANCHOR = ("anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint", "grid_link")
 CELL = ("cell", "cell_panel", "cell_image", "cell_title", "cell_link", "cell_params", "cell_recipe", "cell_download",
-        "make_anchor", "reuse_seed")
+        "make_anchor", "reuse_seed", "finish_cell")
 NO_CELL = "Click an image of the grid or the variations to see it here, large, with its actions."
 
 
@@ -38,6 +38,7 @@ def cell_panel(ui: dict) -> None:
                     ui["cell_download"] = gr.DownloadButton("Download PNG", interactive=False, elem_id="cell-download")
                     ui["make_anchor"] = gr.Button("Make anchor", interactive=False, elem_id="make-anchor")
                     ui["reuse_seed"] = gr.Button("Reuse seed", interactive=False, elem_id="reuse-seed")
+                    ui["finish_cell"] = gr.Button("Finish", interactive=False, elem_id="finish")  # a preview's
         with gr.Row():
             ui["cell_params"] = gr.Textbox(label="Parameters (AUTOMATIC1111 format)", buttons=["copy"],
                                            interactive=False, lines=3, elem_id="cell-params")
@@ -98,13 +99,15 @@ def show_cell(record: dict, record_store: ResultRecord) -> dict:
     axes = f" · {record['axes']}" if record.get("axes") else ""  # a plot cell's axis values
     return {
         "cell": record, "cell_panel": gr.Accordion(open=True), "cell_image": path,
-        "cell_title": f"Seed {record['seed']}{axes}{nudge_text(recipe)} · prompt {record['prompt']!r} · "
+        "cell_title": f"Seed {record['seed']}{axes}{nudge_text(recipe)}{preview_text(recipe)} · prompt "
+                      f"{record['prompt']!r} · "
                       f"fingerprint {print_[:16]}…"
                       + ("" if path else " (this server no longer keeps its PNG: the link regenerates it)"),
         "cell_link": record.get("link", ""), "cell_params": parameters_text(recipe, print_ or None),
         "cell_recipe": record["recipe"],
         "cell_download": gr.DownloadButton(value=path, interactive=path is not None),
         "make_anchor": gr.Button(interactive=True), "reuse_seed": gr.Button(interactive=True),
+        "finish_cell": gr.Button(interactive=bool(recipe.preview_steps)),
     }
 
 
@@ -129,6 +132,13 @@ def nudge_text(recipe: Recipe) -> str:
     if recipe.variation_seed is None or recipe.variation_strength == 0:
         return ""
     return f" · variation seed {recipe.variation_seed} at strength {recipe.variation_strength:g}"
+
+
+def preview_text(recipe: Recipe) -> str:
+    """" · preview (5 of 20 steps): Finish makes the full image" for a preview, else ""."""
+    if not recipe.preview_steps:
+        return ""
+    return f" · preview ({recipe.preview_steps} of {recipe.num_inference_steps} steps: Finish makes the full image)"
 
 
 def anchor_updates(record: dict) -> dict:

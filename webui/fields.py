@@ -28,8 +28,9 @@ HIRES = ("hires_scale", "hires_upscaler", "hires_steps", "denoising_strength", "
 SAMPLING = ("eta", "eta_noise_seed_delta", "s_churn", "s_tmin", "s_tmax", "s_noise", "schedule_sigma_min",
             "schedule_sigma_max", "schedule_rho", "start_step", "end_step")  # A1111's and ComfyUI's sampler settings
 LORA = ("loras", "lora_hashes", "ti_hashes", "vae", "vae_hash")  # with the VAE: what the models folder gives
+PREVIEW = ("preview_steps",)  # beside the Preview button (webui/previews.py)
 # seed fields, any new
-MORE = tuple(name for name in FIELDS if name not in MAIN + DETERMINISM + HIRES + SAMPLING + LORA)
+MORE = tuple(name for name in FIELDS if name not in MAIN + DETERMINISM + HIRES + SAMPLING + LORA + PREVIEW)
 
 
 def control(name: str, value: Any, choices: list | None = None, **options: Any) -> gr.components.Component:

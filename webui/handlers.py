@@ -8,19 +8,15 @@ components, never as Markdown or HTML.
 
 from __future__ import annotations
 
-import functools
-import math
-import time
 from pathlib import Path
 
 import gradio as gr
 import torch
 
-from seedlab import Cancelled, Recipe, Result
+from seedlab import Recipe
 from seedlab.engine.determinism import device_name
 from seedlab.engine.recipe import DEFAULT_SCHEDULER, SPECS
 from seedlab.engine.seeds import format_seeds, parse_seeds, random_seeds
-from seedlab.files.links import result_record
 from seedlab.scale.workers import Workers
 from seedlab.serving.admission import Admission
 from webui.cells import ANCHOR, anchor_updates, checked, picked, show_cell
@@ -28,21 +24,13 @@ from webui.compare import plot as compare_plot
 from webui.compare import travel as compare_travel
 from webui.fields import FIELDS, user_errors
 from webui.files import MAX_EXPORT_BYTES, MAX_EXPORTS, CancelRegistry, PngStore, ResultRecord
-from webui.gpu import stream_on_gpu
 from webui.history import History
 from webui.matrix import matrix_page
+from webui.previews import Previews, caption
 from webui.reproduction import Reproduction
-from webui.requests import base_url, visitor
+from webui.requests import visitor
+from webui.streaming import Cells, final_only, stream_cells  # noqa: F401  (final_only: app.py's)
 
-# What a generation sends the page while it runs costs CPU that the images need (the page renders every
-# update on the same cores). Progress only after PROGRESS_INTERVAL_S without any update (new cells say
-# how far it got); where images run side by side (lanes, worker processes), a finished cell waits up to
-# IMAGES_INTERVAL_S for the ones finishing beside it, so that they arrive in one update (the last at once).
-# An 8-image grid from the page's Generate to its last cell (bench/bench_page.py, least disturbed of 7):
-# 1.08x one batched diffusers call with these settings and the busy state set in the page (1.31x with
-# progress every second, each cell alone and two round trips before the run).
-PROGRESS_INTERVAL_S = 2.0
-IMAGES_INTERVAL_S = 0.3
 NO_ANCHOR = "Anchor seed: none yet (click a cell of the grid)"
 
 
@@ -51,25 +39,6 @@ def shown(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
-
-
-def final_only(function):
-    """A generating handler for API clients: progress ticks while it runs, the images once, at the end.
-
-    gradio_client downloads every file of every streamed update again, so an 8-image grid streamed
-    image by image costs it 36 downloads and seconds; the page keeps its image-by-image updates.
-    """
-    @functools.wraps(function)
-    def handler(*args):
-        last: dict = {}
-        for update in function(*args):
-            if update:
-                last = {**last, **update}
-            else:
-                yield update  # {}: a progress tick, where Gradio may also close us
-        if last:
-            yield last
-    return handler
 
 
 class WebApp:
@@ -90,6 +59,7 @@ class WebApp:
         self.exports = PngStore(image_dir / "exports", max_files=MAX_EXPORTS, max_bytes=MAX_EXPORT_BYTES)
         self.history = History(admission, self.record, self.pngs, self.run, self.exports, self.cancels)
         self.reproduction = Reproduction(admission, self.pngs, self.record, self.cancels)  # links and dropped images
+        self.previews = Previews(self)  # Preview, Finish, /preview, /finish
 
     # Public API endpoints (/grid, /vary, /matrix; /reproduce and /reverify are Reproduction's).
 
@@ -99,7 +69,7 @@ class WebApp:
         with user_errors():
             recipes = self.admission.grid(values, values.pop("seeds", None) or "")
             self.admission.charge(recipes, visitor(request))
-        yield from self.run(recipes, [f"seed {recipe.seed}" for recipe in recipes], request, progress, "grid")
+        yield from self.run(recipes, [caption(recipe) for recipe in recipes], request, progress, "grid")
 
     def vary(self, values: dict, request: gr.Request | None = None, progress=None):
         """The base prompt, then each variation (one per line) appended to it, all from the anchor seed."""
@@ -208,8 +178,12 @@ class WebApp:
         return {"seeds": checked(cell)["seed"]}
 
     def page_grid(self, values: dict, request: gr.Request | None = None, progress=None):
-        """The page's Generate: the grid, its first update also clearing the anchor and the selection (in the same
-        message: a step of its own before the run cost a round trip and a page update)."""
+        """The page's Generate: full images (Preview, webui/previews.py, makes previews)."""
+        yield from self.page_cells({**values, "preview_steps": 0}, request, progress)
+
+    def page_cells(self, values: dict, request: gr.Request | None = None, progress=None):
+        """The page's grid, its first update also clearing the anchor and the selection (in the same message: a step
+        of its own before the run cost a round trip and a page update)."""
         first = self.clear_anchor()
         for update in self.grid(values, request, progress):
             yield {**update, **first} if first else update
@@ -295,55 +269,8 @@ class WebApp:
 
     # Generation.
 
-    def run(self, recipes: list[Recipe], captions: list[str], request, progress, target: str):
-        """Generate recipes one by one, streaming the gallery and results as images finish (see IMAGES_INTERVAL_S).
-
-        The stream hands control back at every step: when Gradio closes this generator (Stop, a
-        closed tab, a cancelled API call) the stream is closed and the worker stops within a step.
-        """
-        cancel = self.cancels.new(getattr(request, "session_hash", None))
-        cancel.progress = (0, len(recipes))  # what Stop says it stopped
-        base = base_url(request)
-        gallery: list[tuple[str, str]] = []
-        results: list[dict] = []
-        yield {target: gallery, f"{target}_results": results}  # clear the previous images at once
-        with user_errors():
-            model = self.store.get(recipes[0].model)
-            finished_at, unsent = 0.0, False  # when the oldest cell not yet sent finished
-            try:
-                shown_at = -math.inf  # the first progress goes at once (monotonic may be small)
-                if self.workers is not None and self.workers.serves(recipes):
-                    events, beside = self.workers.stream(recipes, cancel=cancel), self.workers.pool.size
-                else:
-                    events, beside = stream_on_gpu(model, recipes, cancel=cancel), model.lanes
-                wait = IMAGES_INTERVAL_S if beside > 1 else 0.0  # one at a time: nothing finishes beside a cell
-                for event in events:
-                    if isinstance(event, Result):
-                        path = self.pngs.save(event)
-                        self.record.add(event, path)
-                        gallery.append((path, captions[len(gallery)]))
-                        cancel.progress = (len(gallery), len(recipes))
-                        results.append(result_record(event.recipe, event.fingerprint, event.environment, base))
-                        finished_at = finished_at if unsent else time.monotonic()
-                        unsent = True
-                    if unsent and (len(gallery) == len(recipes) or time.monotonic() - finished_at >= wait):
-                        shown_at, unsent = time.monotonic(), False
-                        yield {target: list(gallery), f"{target}_results": list(results)}
-                        continue
-                    if isinstance(event, Result):  # sent with the next one, or at the next step past the interval
-                        continue
-                    # Progress reaches the page only after PROGRESS_INTERVAL_S without an update: each costs this
-                    # process and the page CPU that the images need. Stop reaches the worker directly, not
-                    # through these.
-                    if time.monotonic() - shown_at < PROGRESS_INTERVAL_S:
-                        continue
-                    shown_at = time.monotonic()
-                    if progress is not None:
-                        progress((event.done, event.total), desc=f"image {len(gallery) + 1} of {len(recipes)}",
-                                 unit="steps")
-                    yield {}  # hands control to Gradio, which may close us here
-            except Cancelled:
-                gr.Warning(f"Stopped after {len(gallery)} of {len(recipes)} images.")
-            if unsent:  # a stop between a cell and its update: the cell is shown all the same
-                yield {target: list(gallery), f"{target}_results": list(results)}
-
+    def run(self, recipes: list[Recipe], captions: list[str], request, progress, target: str,
+            into: Cells | None = None):
+        """Generate recipes one by one, streaming the gallery and results as images finish (webui/streaming.py);
+        `into`: cells already shown, each result replacing the one at its place (finished previews)."""
+        yield from stream_cells(self, recipes, captions, request, progress, target, into)

@@ -1,0 +1,153 @@
+"""Previews on the page: Preview beside Generate, Finish on the selected cell, Finish all under the grid.
+
+A preview grid is the grid with `preview_steps` set (engine/previews.py): each seed in a few steps, captioned
+"preview". Finishing renders a preview's full recipe from the start and puts the image in the preview's place, in the
+grid and its results; History records the preview grid and the finished one. The public /preview is /grid's
+previews; /finish takes preview links (one per line) and returns their full images.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from seedlab import Recipe
+from seedlab.engine.previews import PREVIEW_STEPS, finished
+from seedlab.files.links import decode_link
+from seedlab.serving.admission import Admission
+from webui.cells import checked, show_cell
+from webui.fields import user_errors
+from webui.requests import visitor
+from webui.streaming import Cells, final_only
+
+PREVIEW = "Preview"
+MAX_LINKS_CHARS = 200_000  # /finish's links: a grid's worth at the longest link a page sends (16,000 characters)
+
+
+def preview_controls(ui: dict, add) -> None:
+    """Preview and its steps, in the row of Generate (`add` makes a recipe field's control)."""
+    ui["preview"] = gr.Button(PREVIEW, elem_id="preview", min_width=90)
+    add("preview_steps", info=f"Preview: each seed in this many steps (0: {PREVIEW_STEPS}), to finish later",
+        min_width=120)
+
+
+def finish_controls(ui: dict) -> None:
+    """Finish all, under the grid; the public /finish's hidden parts."""
+    ui["finish_all"] = gr.Button("Finish all previews", elem_id="finish-all", size="sm")
+    ui["preview_api"] = gr.Button(visible=False)  # the public /preview (its images at the end)
+    ui["finish_api"] = gr.Button(visible=False)  # the public /finish: preview links in, full images out
+    ui["finish_links"] = gr.Textbox(visible=False)
+
+
+def preview_values(values: dict) -> dict:
+    """The page's values for a preview grid: Preview steps as set (0: PREVIEW_STEPS), below Steps when it can be."""
+    wanted = values.get("preview_steps") or PREVIEW_STEPS
+    steps = values.get("num_inference_steps")
+    if isinstance(steps, (int, float)) and steps >= 2 and isinstance(wanted, (int, float)):
+        wanted = min(wanted, int(steps) - 1)  # 20 -> 5; a 4-step recipe previews in 3
+    return {**values, "preview_steps": wanted}
+
+
+def caption(recipe: Recipe) -> str:
+    return f"seed {recipe.seed}" + (" · preview" if recipe.preview_steps else "")
+
+
+class Previews:
+    """The page's and the API's preview handlers, over the app's grid and its streaming (`app`: WebApp)."""
+
+    def __init__(self, app):
+        self.app = app
+        self.admission: Admission = app.admission
+
+    def page_preview(self, values: dict, request: gr.Request | None = None, progress=None):
+        """The page's Preview: the grid's seeds as previews (clearing the anchor as Generate does)."""
+        yield from self.app.page_cells(preview_values(values), request, progress)
+
+    def preview(self, values: dict, request: gr.Request | None = None, progress=None):
+        """Previews of the prompt once per seed: each in Preview steps (0: 5), captioned preview, to /finish."""
+        yield from self.app.grid(preview_values(values), request, progress)
+
+    def finish_cell(self, cell: dict | None, results: list | None, request: gr.Request | None = None, progress=None):
+        """Finish: the selected preview of the grid made in full, in its place."""
+        if not cell:
+            raise gr.Error("Select a preview first: click a cell of the grid made with Preview", print_exception=False)
+        record = checked(cell)
+        places = [index for index, other in enumerate(results or [])
+                  if isinstance(other, dict) and other.get("fingerprint") == record["fingerprint"]]
+        if not places:
+            raise gr.Error("Finish works on the grid's previews: click a preview cell of the grid",
+                           print_exception=False)
+        if not Recipe.from_dict(record["recipe"]).preview_steps:
+            raise gr.Error("This image is already the full image (not a preview)", print_exception=False)
+        last: dict = {}
+        for update in self._finish(places[:1], results, request, progress):
+            last = {**last, **update}
+            yield update
+        if last.get("grid_results"):
+            yield show_cell(checked(last["grid_results"][places[0]]), self.app.record)
+
+    def finish_all(self, results: list | None, request: gr.Request | None = None, progress=None):
+        """Finish all previews: every preview cell of the grid made in full, each in its place as it is done."""
+        places = [index for index, record in enumerate(results or []) if isinstance(record, dict)
+                  and (record.get("recipe") or {}).get("preview_steps") not in (None, 0, "0")]
+        if not places:
+            raise gr.Error("The grid has no previews to finish: make some with Preview", print_exception=False)
+        yield from self._finish(places, results, request, progress)
+
+    def finish(self, links: str, request: gr.Request | None = None, progress=None):
+        """The full images of preview links (one per line, as /preview's results give them), in their order."""
+        if not isinstance(links, str) or len(links) > MAX_LINKS_CHARS:
+            raise gr.Error(f"links must be text of at most {MAX_LINKS_CHARS} characters, one link per line",
+                           print_exception=False)
+        with user_errors():
+            lines = [line.strip() for line in links.splitlines() if line.strip()]
+            if not lines:
+                raise ValueError("links: give at least one preview link (one per line)")
+            most = self.admission.limits.max_images
+            if len(lines) > most:
+                raise ValueError(f"links: this server finishes at most {most} images per request, got {len(lines)}")
+            recipes = [self.admission.recipe(finished(decode_link(line)[0]).to_dict()) for line in lines]
+            self.admission.charge(recipes, visitor(request))
+        yield from self.app.run(recipes, [caption(recipe) for recipe in recipes], request, progress, "grid")
+
+    def _finish(self, places: list[int], results: list, request, progress):
+        """The previews at `places` of the grid made in full, each replacing its preview."""
+        with user_errors():
+            records = [checked(record) for record in results]
+            gallery = []
+            for record in records:
+                found = self.app.record.find(Recipe.from_dict(record["recipe"]))
+                if found is None or found[0].fingerprint != record["fingerprint"]:
+                    raise ValueError("this grid's images are no longer kept by the server: make it again")
+                gallery.append((found[1].path, caption(found[0].recipe)))
+            recipes = [self.admission.recipe(finished(Recipe.from_dict(records[place]["recipe"])).to_dict())
+                       for place in places]
+            self.admission.charge(recipes, visitor(request))
+        into = Cells(gallery, records, places)
+        yield from self.app.run(recipes, [caption(recipe) for recipe in recipes], request, progress, "grid", into)
+
+
+def wire_previews(wiring, app, ui: dict, with_fields, fields: list, kept: list[str]) -> list:
+    """Preview, Finish, Finish all, /preview and /finish; the page's ones settle the buttons and go to History.
+    Returns the generating events (Stop cancels them)."""
+    from webui.cells import ANCHOR, CELL
+    from webui.wiring import PRIVATE, by_name
+
+    event, guarded, previews = wiring.event, wiring.guarded, app.previews
+    grid_inputs = [ui["prompt"], ui["seeds"], *fields]
+    page = event(guarded([ui["preview"].click]), with_fields(previews.page_preview, ("prompt", "seeds")), grid_inputs,
+                 ["grid", "grid_results", *ANCHOR, "vary_note"], concurrency_id="generation",
+                 show_progress="minimal", **PRIVATE)
+    public = event(ui["preview_api"].click, with_fields(final_only(previews.preview), ("prompt", "seeds")),
+                   grid_inputs, ["grid", "grid_results"], api_name="preview", concurrency_id="generation")
+    finish = event(ui["finish_api"].click, final_only(previews.finish), [ui["finish_links"]], ["grid", "grid_results"],
+                   api_name="finish", concurrency_id="generation")
+    one = event(guarded([ui["finish_cell"].click]), previews.finish_cell, [ui["cell"], ui["grid_results"]],
+                ["grid", "grid_results", *CELL], concurrency_id="generation", show_progress="minimal", **PRIVATE)
+    every = event(guarded([ui["finish_all"].click]), previews.finish_all, [ui["grid_results"]],
+                  ["grid", "grid_results"], concurrency_id="generation", show_progress="minimal", **PRIVATE)
+    wiring.settles(page, one, every)
+    remember = by_name(app.history.remember("grid"), ui, [ui[name] for name in kept])
+    for made in (page, one, every):
+        made.success(remember, [ui["grid_results"], ui["history"], ui["anchor"], ui["anchor_fingerprint"]],
+                     [ui[name] for name in kept], queue=False, **PRIVATE)
+    return [page, public, finish, one, every]
