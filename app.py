@@ -26,14 +26,14 @@ from seedlab import ModelStore, configure_process, resolve_device
 from seedlab.engine import cpu
 from seedlab.engine.models import default_lanes
 from seedlab.engine.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES, SPECS
-from seedlab.engine.samplers.names import A1111_SAMPLERS
+from seedlab.engine.samplers.names import A1111_OWN_SAMPLERS, A1111_SAMPLERS
 from seedlab.engine.weights import checkpoint_files, library
 from seedlab.scale.workers import Workers
 from seedlab.serving.admission import Admission, measure_speed
 from seedlab.serving.limits import Limits
 from webui.cells import ANCHOR, CELL, cell_panel, nudge_panel
 from webui.compare import compare_panel, travel_panel
-from webui.fields import DETERMINISM, FIELDS, HIRES, LORA, MAIN, MORE, RESTORED, SAMPLING, control
+from webui.fields import ACCORDIONS, DETERMINISM, FIELDS, MAIN, RESTORED, control
 from webui.fields import with_fields as with_server_fields
 from webui.handlers import NO_ANCHOR, WebApp, final_only
 from webui.history import history_panel
@@ -45,6 +45,8 @@ from webui.uploads import LinkGuard, PeerStamp, UploadGuard
 from webui.visitors import proxy_hops
 from webui.wiring import CSS, GENERATE, PRIVATE, SHORTCUTS, SHOW_ANCHOR, SHOW_SEEDS, Wiring, by_name, ready
 
+# What the variations box offers as an example: words the embedded model knows, so the example keeps the seed's shape.
+EXAMPLE_VARIATIONS = ", large\n, on a white background"
 MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at the default size limit
 # Long: the page's layout, read top to bottom as the page shows it.
 def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.Blocks, WebApp]:
@@ -57,9 +59,9 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
     defaults = admission.defaults()
     if model.info.a1111_prompts:  # prompts typed on the page are read as A1111 reads them (links, API: plain)
         defaults["prompt_syntax"] = "a1111"
-    a1111 = list(A1111_SAMPLERS) if model.info.a1111 else []  # A1111's own samplers, run as A1111 runs them
+    a1111, own = (list(A1111_SAMPLERS), list(A1111_OWN_SAMPLERS)) if model.info.a1111 else ([], [])  # run as A1111
     schedulers = [(f"model default ({model.default_scheduler})", DEFAULT_SCHEDULER),
-                  *[(f"{name} (A1111)", name) for name in a1111], *model.schedulers]
+                  *[(f"{name} (A1111)", name) for name in a1111], *own, *model.schedulers]
     choices = {"scheduler": schedulers, "model": store.allowed, "dtype": [store.dtype],
                "hires_sampler": [("same as Scheduler", ""), *a1111]}
     ui: dict[str, gr.components.Component] = {}
@@ -94,19 +96,10 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 ui["busy_note"] = gr.HTML("", elem_id="busy-note")  # written and cleared by SHORTCUTS
                 for name in MAIN:  # a menu of models only where there is more than one
                     add(name, **({"interactive": len(store.allowed) > 1} if name == "model" else {}))
-                with gr.Accordion("Hires fix (A1111 and ComfyUI samplers)", open=False, elem_id="hires-fix"):
-                    for name in HIRES:
-                        add(name)
-                with gr.Accordion("Sampler settings (A1111 and ComfyUI samplers)", open=False,
-                                  elem_id="sampler-settings"):
-                    for name in SAMPLING:
-                        add(name)
-                with gr.Accordion("LoRA, embeddings and VAE", open=False, elem_id="lora-group"):
-                    for name in LORA:
-                        add(name, **({"info": lora_help()} if name == "loras" else {}))
-                with gr.Accordion("Seed variation, resize and more", open=False):
-                    for name in MORE:
-                        add(name)
+                for title, names, elem_id in ACCORDIONS:  # the fields by what they are for, closed
+                    with gr.Accordion(title, open=False, elem_id=elem_id):
+                        for name in names:
+                            add(name, **({"info": lora_help()} if name == "loras" else {}))
                 with gr.Accordion("Determinism", open=False):
                     for name in DETERMINISM:
                         add(name)
@@ -129,7 +122,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     ui["grid_link"] = gr.Textbox(label="Link to this image", buttons=["copy"], interactive=False,
                                                  elem_id="grid-link")
                 ui["variations"] = gr.Textbox(label="Variations (one per line)", lines=3,
-                                              placeholder=", highly realistic\n, artsy", elem_id="variations-box")
+                                              placeholder=EXAMPLE_VARIATIONS, elem_id="variations-box")
                 ui["vary_button"] = gr.Button("Regenerate variations from anchor", variant="primary", elem_id="vary")
                 ui["vary_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="vary-note")
                 # The public /vary (a seed and the controls, no anchor), /grid (the page's Generate streams its
@@ -164,7 +157,7 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     # Queued, so that a refused count reaches the page as a message (an unqueued error shows a bare badge).
     event(ui["dice"].click, app.dice, [ui["dice_count"], ui["seeds"]], ["seeds"], show_progress="hidden", **PRIVATE)
     starts_grid = [ui["generate"].click, ui["seeds"].submit]
-    grid = event(guarded(starts_grid), with_fields(app.page_grid, ("prompt", "seeds")),
+    grid = event(guarded(starts_grid, "grid"), with_fields(app.page_grid, ("prompt", "seeds")),
                  [ui["prompt"], ui["seeds"], *fields], ["grid", "grid_results", *ANCHOR, "vary_note"],
                  api_name="page_grid", concurrency_id="generation", show_progress="minimal", **PRIVATE)
     # The public /grid, /vary and /matrix send their images once, at the end (see final_only).
@@ -181,7 +174,8 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
         None, js=SHOW_SEEDS, queue=False, **PRIVATE)  # the box it changed, in view
     wiring.says_vary_note(app.anchor_prompt_note)  # which prompt the vary button varies, before the run
     # The button varies the anchor's own recipe; the public /vary takes a seed and the recipe's fields.
-    vary = event(guarded([ui["vary_button"].click]), with_fields(app.vary_anchor, ("prompt", "anchor", "variations")),
+    vary = event(guarded([ui["vary_button"].click], "variations"),
+                 with_fields(app.vary_anchor, ("prompt", "anchor", "variations")),
                  [ui["prompt"], ui["anchor"], ui["variations"], *fields],
                  ["vary", "vary_results", "variation_link", "vary_note"], concurrency_id="generation",
                  show_progress="minimal", **PRIVATE)
@@ -239,8 +233,7 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
                        ["history_view", "history_view_results", "history_note"], concurrency_id="generation",
                        show_progress="minimal", **PRIVATE)
 
-    # Links, recipes and dropped images (the panel at the top).
-    reproducing = wire_reproduction(wiring, demo, app.reproduction)
+    reproducing = wire_reproduction(wiring, demo, app.reproduction)  # links, recipes and dropped images (at the top)
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
     generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, page_plot, plot_api, page_travel, travel_api,
                   nudges, regenerate, *reproducing, *wire_previews(wiring, app, ui, with_fields, fields, kept)]
@@ -339,7 +332,9 @@ def main(argv: list[str] | None = None) -> None:
     # the rest wait in a bounded queue and see their position.
     demo.queue(max_size=limits.queue_size, default_concurrency_limit=limits.concurrency)
     cap_queued(demo, limits.visitor_queued)  # no visitor fills the queue for the others
-    guards = [Middleware(PeerStamp), Middleware(LinkGuard), Middleware(UploadGuard, max_uploads=limits.visitor_uploads)]
+    local_free = not os.environ.get("SPACE_ID") and not os.environ.get(Limits.setting("visitor_uploads"))
+    guards = [Middleware(PeerStamp), Middleware(LinkGuard),
+              Middleware(UploadGuard, max_uploads=limits.visitor_uploads, local_free=local_free)]
     # Gradio keeps a copy of every component's config per session (10,000 sessions by default: gigabytes).
     demo.launch(css=CSS, js=SHORTCUTS, max_file_size=MAX_UPLOAD, app_kwargs={"middleware": guards},
                 state_session_capacity=limits.sessions, mcp_server=args.mcp)

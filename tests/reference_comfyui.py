@@ -57,12 +57,15 @@ SAMPLERS = (
     "dpmpp_sde", "dpmpp_sde_gpu", "dpmpp_2m", "dpmpp_2m_sde", "dpmpp_2m_sde_gpu",
     "dpmpp_2m_sde_heun", "dpmpp_2m_sde_heun_gpu", "dpmpp_3m_sde", "dpmpp_3m_sde_gpu", "ddim",
 )
+# Samplers re-created in other reference files (tests/reference_comfyui_samplers.py) add themselves here by name,
+# as fn(model, x, sigmas, seed), and to SAMPLERS; that file is imported at the end of this one.
+MORE_SAMPLERS: dict[str, Callable] = {}
 # In ComfyUI's order (SCHEDULER_HANDLERS).
 SCHEDULERS = ("simple", "sgm_uniform", "karras", "exponential", "ddim_uniform", "beta", "normal",
               "linear_quadratic", "kl_optimal")
 
-# KSampler.DISCARD_PENULTIMATE_SIGMA_SAMPLERS (less the uni_pc ones, which are not re-created here).
-_DISCARD_PENULTIMATE_SIGMA = frozenset(("dpm_2", "dpm_2_ancestral"))
+# KSampler.DISCARD_PENULTIMATE_SIGMA_SAMPLERS (uni_pc and uni_pc_bh2 are re-created in tests/reference_unipc.py).
+_DISCARD_PENULTIMATE_SIGMA = frozenset(("dpm_2", "dpm_2_ancestral", "uni_pc", "uni_pc_bh2"))
 LATENT_UPSCALE_METHODS = ("nearest-exact", "bilinear", "area", "bicubic", "bislerp")
 LATENT_CROP_METHODS = ("disabled", "center")
 
@@ -321,6 +324,9 @@ class _CFGModel:
         self.uncond = uncond
         self.cfg = cfg
         self.dtype = getattr(unet, "dtype", torch.float32)
+        # model_options' sampler_post_cfg_function and disable_cfg1_optimization, as the CFG++ samplers set them
+        self.post_cfg_functions: list[Callable[[dict], torch.Tensor]] = []
+        self.disable_cfg1_optimization = False
 
     def _apply_model(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
         """BaseModel._apply_model for an eps model, with the diffusers UNet as diffusion_model."""
@@ -353,9 +359,13 @@ class _CFGModel:
         return outputs
 
     def __call__(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-        uncond = None if math.isclose(self.cfg, 1.0) else self.uncond  # the cfg == 1 optimisation
+        skip = math.isclose(self.cfg, 1.0) and not self.disable_cfg1_optimization  # the cfg == 1 optimisation
+        uncond = None if skip else self.uncond
         cond_pred, uncond_pred = self._calc_cond_batch([self.cond, uncond], x, sigma)
-        return uncond_pred + (cond_pred - uncond_pred) * self.cfg  # cfg_function
+        denoised = uncond_pred + (cond_pred - uncond_pred) * self.cfg  # cfg_function
+        for function in self.post_cfg_functions:
+            denoised = function({"denoised": denoised, "uncond_denoised": uncond_pred, "cond_denoised": cond_pred})
+        return denoised
 
 
 # --- comfy/k_diffusion/sampling.py (ComfyUI's copies) -----------------------------------------------------------
@@ -879,6 +889,7 @@ def _sampler(name: str):
         "dpmpp_3m_sde": lambda m, x, s, seed: _sample_dpmpp_3m_sde(m, x, s, seed, cpu_tree=True),
         "dpmpp_3m_sde_gpu": lambda m, x, s, seed: _sample_dpmpp_3m_sde(m, x, s, seed, cpu_tree=False),
     }
+    table.update(MORE_SAMPLERS)
     if name not in table:
         raise ValueError(f"unknown sampler {name!r}; expected one of {SAMPLERS}")
     return table[name]
@@ -1042,3 +1053,7 @@ def comfyui_latent_upscale_by(latent: torch.Tensor, method: str, scale_by: float
     width = round(latent.shape[-1] * scale_by)
     height = round(latent.shape[-2] * scale_by)
     return _common_upscale(latent, width, height, method, "disabled")
+
+
+import tests.reference_comfyui_samplers  # noqa: E402  (adds ComfyUI's other samplers above)
+import tests.reference_unipc  # noqa: E402, F401  (adds uni_pc and uni_pc_bh2 above)

@@ -140,7 +140,7 @@ def test_only_grid_vary_matrix_reproduce_and_reverify_are_public(client):
                      "schedule_rho", "hires_scale", "hires_upscaler", "hires_steps", "denoising_strength",
                      "hires_sampler", "hires_schedule", "hires_cfg", "hires_seed", "loras", "lora_hashes",
                      "ti_hashes", "start_step", "end_step", "model_hash", "vae", "vae_hash", "to_8bit",
-                     "comfyui_noise", "preview_steps"]
+                     "comfyui_noise", "preview_steps", "eta_ddim"]
     grid = [p["parameter_name"] for p in info["named_endpoints"]["/grid"]["parameters"]]
     vary = [p["parameter_name"] for p in info["named_endpoints"]["/vary"]["parameters"]]
     assert grid == ["prompt", "seeds", *recipe_fields]
@@ -500,7 +500,7 @@ def test_a_dropped_png_this_server_made_gets_its_verdict_from_the_record_with_th
     assert update["verdict_text"].startswith("Served from this server's record of the image it made: not regenerated "
                                              "now. Exact match: the image kept here has the file's pixel fingerprint")
     # Its own button regenerates it (the link box's "Re-verify" is about whatever link is there).
-    assert "\"Regenerate the image and compare\"" in update["verdict_text"]
+    assert "\"Regenerate the dropped image and compare\"" in update["verdict_text"]
     assert update["regenerate_png"].interactive and not update["reverify"].interactive
 
 

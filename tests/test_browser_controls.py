@@ -251,8 +251,10 @@ def test_the_page_offers_a1111s_samplers_hires_fix_and_reads_prompts_as_a1111(br
     from tests.settle import open_settled, value
 
     page = open_settled(browser, app_server.url)
-    page.get_by_text("Seed variation, resize and more").click()  # the closed group where Prompt syntax sits
+    page.get_by_text("Prompt syntax, emphasis and clip skip").click()  # their own group, first under the controls
     page.locator("#prompt-syntax input").wait_for()
+    assert page.locator("#prompt-reading #emphasis").count() == 1 and page.locator("#prompt-reading #clip-skip").count()
+    assert page.locator("#seed-more #emphasis").count() == 0, "not hidden under seed variation any more"
     assert value(page, "prompt-syntax") == "a1111"
     assert "A1111's syntax" in page.locator("#prompt").inner_text()
     for group in ("#hires-fix", "#sampler-settings"):

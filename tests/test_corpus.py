@@ -16,6 +16,7 @@ CORPUS = Path(__file__).parent / "corpus"
 E, EA, DPM, DDIM = ("EulerDiscreteScheduler", "EulerAncestralDiscreteScheduler", "DPMSolverMultistepScheduler",
                     "DDIMScheduler")
 UNI, LMS, LCM, DEFAULT = "UniPCMultistepScheduler", "LMSDiscreteScheduler", "LCMScheduler", "default"
+A_UNI, A_LCM, BH2 = "UniPC (A1111)", "LCM (A1111)", "uni_pc_bh2"  # A1111's own, ComfyUI's: run as they run them
 # Samplers run as their tool runs them: ComfyUI's names from tools built on ComfyUI (its savers, SwarmUI, Stability
 # Matrix, Fooocus); NovelAI's k-diffusion names run as A1111's sampler of the same function (K_EA).
 C_E, C_EA, C_SDE = "euler", "euler_ancestral", "dpmpp_2m_sde_gpu"
@@ -73,9 +74,9 @@ ANDROID_UC = ("airbrushed, makeup, blurred background, anime, cartoon, graphic, 
               "abstract, glitch, deformed, mutated, ugly, disfigured")
 # file: (format, seed, steps, cfg, (width, height), scheduler, prompt, negative prompt)
 EXPECTED = {
-    "sd-parsers/automatic1111_cropped.png": ("A1111", 235284042, 15, 5, (512, 400), UNI, *DUCK),
-    "sd-parsers/automatic1111_cropped.jpg": ("A1111", 235284042, 15, 5, (512, 400), UNI, *DUCK),
-    "sd-parsers/text_after_idat.png": ("A1111", 235284042, 15, 5, (512, 400), UNI, *DUCK),
+    "sd-parsers/automatic1111_cropped.png": ("A1111", 235284042, 15, 5, (512, 400), A_UNI, *DUCK),
+    "sd-parsers/automatic1111_cropped.jpg": ("A1111", 235284042, 15, 5, (512, 400), A_UNI, *DUCK),
+    "sd-parsers/text_after_idat.png": ("A1111", 235284042, 15, 5, (512, 400), A_UNI, *DUCK),
     "sd-metadata/civitai.jpg": ("A1111 (Civitai)", 1311178179, 25, 5, SQ, K_EA, M3, N1),
     "sd-metadata/comfyui-comfy-image-saver.jpg": ("A1111 (ComfyUI saver)", 0, 20, 8, (512, 512), C_E,
                                                   "unknown", "unknown"),
@@ -86,9 +87,9 @@ EXPECTED = {
     "sd-metadata/comfyui-saveimagewithmetadata.jpg": ("A1111", 347382230306562, 20, 5, SQ, C_EA, M2, N1),
     "sd-metadata/comfyui-saveimagewithmetadata.png": ("A1111", 38802053347333, 20, 5, SQ, C_EA, M2, N1),
     "sd-metadata/comfyui-saveimagewithmetadata.webp": ("A1111", 827555711811618, 20, 5, SQ, K_EA, M2, N1),
-    "sd-metadata/easy-reforge.png": ("A1111 (Forge)", 2582194946, 4, 1, SQ, LCM, "1girl, solo, hatsune miku, テスト,\n"
-                                     "<lora:NoobV065sHyperDmd:1> masterpiece, best quality, very aesthetic, absurdres, "
-                                     "newest, safe", "bad anatomy, worst quality, low quality"),
+    "sd-metadata/easy-reforge.png": ("A1111 (Forge)", 2582194946, 4, 1, SQ, A_LCM, "1girl, solo, hatsune miku, "
+                                     "テスト,\n<lora:NoobV065sHyperDmd:1> masterpiece, best quality, very aesthetic, "
+                                     "absurdres, newest, safe", "bad anatomy, worst quality, low quality"),
     "sd-metadata/forge-classic-adetailer.png": ("A1111 (Forge)", 4179307297, 24, 4, SQ, K_EA, ADETAILER, N1),
     "sd-metadata/forge-classic-en.png": ("A1111 (Forge)", 1239240392, 20, 6, SQ, K_DPM, M2, N1),
     "sd-metadata/forge-classic-hires.jpg": ("A1111 (Forge)", 3452054396, 20, 6, SQ, K_DPM, M1, N1),
@@ -180,7 +181,7 @@ EXPECTED = {
                                                          None, "(hands), text, error, cropped, (worst quality:1.2)…"),
     "sd-parsers/noisy_latents_3_subjects_cropped.png": ("ComfyUI", None, 16, 7, None, DEFAULT, None,
                                                          "(hands), text, error, cropped, (worst quality:1.2)…"),
-    "sd-parsers/unclip_2pass_cropped.png": ("ComfyUI", 1106257833005336, 26, 8, (1280, 704), UNI,
+    "sd-parsers/unclip_2pass_cropped.png": ("ComfyUI", 1106257833005336, 26, 8, (1280, 704), BH2,
                                             "(waifu, anime, exceptional, best aesthetic, new, newest, best quality, "
                                             "masterpiece, extremely detailed:1.2)",
                                             "lowres, (bad anatomy), (bad hands), text, missing finger…"),
@@ -190,11 +191,11 @@ EXPECTED = {
                                        "fizzy rainbow drink and a small red toy car on top of a table beside a juicy "
                                        "burger in the middle of a dark forest at night with a bear in the shadows in "
                                        "the background with the full moon", "ugly jpeg"),
-    CG + "controlnet_example.png": ("ComfyUI", 1002496614778823, 16, 6, (512, 512), UNI,
+    CG + "controlnet_example.png": ("ComfyUI", 1002496614778823, 16, 6, (512, 512), "uni_pc",
                                     "(solo) girl (flat chest:0.9), (fennec ears:1.1)\u00a0 (fox ears:1.1), (blonde "
                                     "hair:1.0), messy hair, sky clouds, standing in a grass field, (chibi), blue eyes",
                                     "(hands), text, error, cropped, (worst quality:1.2)…"),
-    CG + "embedding_example.png": ("ComfyUI", 193694018275622, 20, 8, (768, 768), UNI, "photograph in the style of "
+    CG + "embedding_example.png": ("ComfyUI", 193694018275622, 20, 8, (768, 768), BH2, "photograph in the style of "
                                    "embedding:SDA768.pt girl with blonde hair\nlandscape scenery view", "bad hands"),
     CG + "flux_dev_example.png": ("ComfyUI", 219670278747233, 20, None, SQ, "euler",
                                   "cute anime girl with massive fluffy fennec ears and a big fluffy tail blonde messy "
@@ -210,11 +211,11 @@ EXPECTED = {
     CG + "hunyuan_dit_1.2_example.png": ("ComfyUI", 137656229034231, 30, 6, SQ, "euler",
                                          "a bottle with a 彩虹星系 inside it on top of a wooden table on a snowy "
                                          "mountain top with the ocean and clouds in the background", ""),
-    CG + "hypernetwork_example_output.png": ("ComfyUI", 572636856966402, 20, 8, (512, 512), UNI, "woman (fennec ears "
+    CG + "hypernetwork_example_output.png": ("ComfyUI", 572636856966402, 20, 8, (512, 512), BH2, "woman (fennec ears "
                                              "fox ears:1.1), marble statue, museum", TW),
-    CG + "inpaint_example.png": ("ComfyUI", 1040111309094545, 20, 8, None, UNI, "closeup photograph of maine coon "
+    CG + "inpaint_example.png": ("ComfyUI", 1040111309094545, 20, 8, None, BH2, "closeup photograph of maine coon "
                                  "(cat:1.2) in the yosemite national park mountains nature", "watermark, text"),
-    CG + "lcm_basic_example.png": ("ComfyUI", 167055194337639, 5, 1.8, SQ, LCM, SUNSET, TW),
+    CG + "lcm_basic_example.png": ("ComfyUI", 167055194337639, 5, 1.8, SQ, "lcm", SUNSET, TW),  # ComfyUI's own lcm
     CG + "lora.png": ("ComfyUI", 851616030078638, 20, 8, (512, 512), "euler", *GIRL),
     CG + "lora_multiple.png": ("ComfyUI", 513173432917412, 20, 8, (512, 512), "euler", *GIRL),
     CG + "model_merging_basic.png": ("ComfyUI", 156680208700286, 20, 8, (512, 512), "euler",
@@ -234,7 +235,7 @@ EXPECTED = {
                                                "evening sunset scenery blue sky nature, glass bottle with a fizzy ice "
                                                "cold freezing rainbow liquid in it", TW),
     # An SDXL image made first, then animated by SVD: the text-to-image pass is the one with a prompt.
-    CG + "txt_to_image_to_video.webp": ("ComfyUI", 144698910769133, 15, 8, (1024, 576), UNI, "photograph beautiful "
+    CG + "txt_to_image_to_video.webp": ("ComfyUI", 144698910769133, 15, 8, (1024, 576), BH2, "photograph beautiful "
                                         "scenery nature mountains alps river rapids snow sky cumulus clouds", TW),
     CG + "z_image_turbo_example.png": ("ComfyUI", 47447417949230, 9, 1, SQ, "euler",
                                        "cute anime style girl with massive fluffy fennec ears and a big fluffy tail…",

@@ -276,6 +276,11 @@ def test_a_stopped_grid_is_listed_with_how_many_it_was_asked_for(app):
     assert finished["history"][0]["asked"] is None and "stopped" not in finished["timeline"].choices[0][0]
     bad = {**update["history"][0], "asked": -3}
     assert read_history([bad]) == ([], 1)  # a tampered count is checked like every other number
+    # Exported and imported (issue 47: the import renumbered the entry and lost its count).
+    exported = app.history.show(update["history"], None)["history_export"].value["path"]
+    imported = app.history.import_(exported, [], None)
+    assert imported["history"][0]["asked"] == 16
+    assert "(stopped: 1 of 16)" in imported["timeline"].choices[0][0]
 
 
 def test_plots_and_travels_are_kept_with_captions_that_tell_their_cells_apart(app):

@@ -69,10 +69,9 @@ def test_a_foreign_file_without_rng_says_a1111_draws_noise_on_the_gpu():
     assert fields["rng"] == "cpu" and not any("no RNG" in note for note in notes)
     for word in ("GPU", "NV"):
         fields, notes, _ = read_infotext(DUCK + f", RNG: {word}")
-        # Only the sampler is named: A1111's own UniPC is not what runs here (issue 42: no silent substitution).
+        # Nothing is named: A1111's own UniPC runs here as A1111 runs it (engine/samplers/timesteps.py).
         assert fields["rng"] == "cuda-philox" and fields["model_hash"] == "c0d1994c73"
-        assert notes == ["Sampler UniPC ran as A1111's own code there; diffusers' UniPCMultistepScheduler runs here "
-                         "instead, so the image differs"]
+        assert fields["scheduler"] == "UniPC (A1111)" and notes == []
     comfy = read_infotext(DUCK + ", Version: ComfyUI")  # ComfyUI draws on the CPU: SeedLab's default, no note
     assert "rng" not in comfy[0] and not any("RNG" in note for note in comfy[1])
 
@@ -227,7 +226,7 @@ def test_invokeai_noise_device_maps_to_the_source_that_draws_it(device, rng):
     ("Sampler: euler, Schedule type: simple", "euler", "simple"),
     ("Sampler: dpmpp_2m_sde_gpu", "dpmpp_2m_sde_gpu", "normal"),
     ("Sampler: Euler", "Euler", "Automatic"),  # A1111's own label stays A1111's
-    ("Sampler: DDIM", "DDIMScheduler", None),  # A1111's DDIM is a diffusers class
+    ("Sampler: DDIM", "DDIM (A1111)", "Automatic"),  # A1111's own DDIM, run as A1111 runs it
     ("Sampler: euler_ancestral, App: SD.Next", "EulerAncestralDiscreteScheduler", None),  # SD.Next runs diffusers'
 ])
 def test_comfyuis_sampler_names_in_a1111_text_run_as_comfyui_runs_them(text, scheduler, schedule):
@@ -240,7 +239,7 @@ def test_comfyuis_sampler_names_in_a1111_text_run_as_comfyui_runs_them(text, sch
 @pytest.mark.parametrize("name, schedule, runs, fields", [
     ("euler_ancestral", "karras", "comfyui", {"scheduler": "euler_ancestral", "schedule": "karras"}),  # SwarmUI
     ("dpmpp_2m_sde_gpu", None, "comfyui", {"scheduler": "dpmpp_2m_sde_gpu", "schedule": "normal"}),  # Fooocus
-    ("uni_pc", "karras", "comfyui", {"scheduler": "UniPCMultistepScheduler"}),  # not run here: a diffusers class
+    ("uni_pc", "karras", "comfyui", {"scheduler": "uni_pc", "schedule": "karras"}),  # run as ComfyUI runs it
     ("k_dpmpp_2s_ancestral", "native", "k-diffusion", {"scheduler": "DPM++ 2S a", "schedule": "Uniform"}),  # NovelAI
     ("k_euler", "exponential", "k-diffusion", {"scheduler": "Euler", "schedule": "Exponential"}),
     ("ddim_v3", "native", "k-diffusion", {"scheduler": "default"}),

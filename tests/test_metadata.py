@@ -154,11 +154,12 @@ def test_a_real_a1111_png_restores_its_recipe_with_notes():
     assert "Karras" not in text and "hires" not in text.lower()  # both are run, not noted
 
 
-@pytest.mark.parametrize(("sampler", "scheduler"), [(name, scheduler) for name, scheduler in SAMPLERS.items()
-                                                    if name not in A1111_SAMPLERS])
-def test_a1111_samplers_that_are_not_k_diffusions_map_to_diffusers_schedulers(sampler, scheduler):
-    recipe, _, _ = read_parameters(f"x\nSteps: 20, Sampler: {sampler}, CFG scale: 7, Seed: 1, Size: 64x64")
-    assert recipe.scheduler == scheduler
+@pytest.mark.parametrize("sampler", [name for name in SAMPLERS if name not in A1111_SAMPLERS])
+def test_a1111s_samplers_that_are_not_k_diffusions_are_its_own(sampler):
+    """DDIM, PLMS, UniPC and LCM ran as diffusers classes; they run as A1111 runs them now (test_a1111_timesteps)."""
+    text = f"x\nSteps: 20, Sampler: {sampler}, CFG scale: 7, Seed: 1, Size: 64x64, RNG: CPU"
+    recipe, _, notes = read_parameters(text)
+    assert (recipe.scheduler, notes) == (f"{sampler} (A1111)", [])
 
 
 @pytest.mark.parametrize(("sampler", "label", "schedule"), [
@@ -171,7 +172,7 @@ def test_a1111_k_diffusion_samplers_are_kept_as_a1111_names_them(sampler, label,
     assert (recipe.scheduler, recipe.schedule, notes) == (label, schedule, [])
 
 
-@pytest.mark.parametrize("sampler", ["DDIM CFG++", "Euler SMEA Dy"])  # DPM fast, adaptive, Restart: run as A1111's
+@pytest.mark.parametrize("sampler", ["Euler SMEA Dy", "Kohaku_LoNyu_Yog"])  # DDIM CFG++, Restart...: A1111's
 def test_a_sampler_without_an_equivalent_uses_the_default_with_a_note(sampler):
     recipe, _, notes = read_parameters(f"x\nSteps: 20, Sampler: {sampler}, CFG scale: 7, Seed: 1, Size: 64x64")
     assert recipe.scheduler == "default"

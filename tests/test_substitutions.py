@@ -33,7 +33,10 @@ def graph_with(sampler: str, schedule: str = "normal") -> str:
     return json.dumps(graph)
 
 
-@pytest.mark.parametrize("sampler", ["uni_pc", "uni_pc_bh2", "ddpm", "deis", "lcm"])
+# ddpm, deis and lcm run as ComfyUI runs them now (tests/test_comfy_samplers_more.py), uni_pc and uni_pc_bh2 too
+# (tests/test_unipc.py); plms and euler_a are no ComfyUI sampler SeedLab runs: a custom node's names, run as
+# diffusers classes.
+@pytest.mark.parametrize("sampler", ["plms", "euler_a"])
 def test_a_comfyui_sampler_seedlab_does_not_run_as_comfyui_is_named_with_what_runs_instead(sampler):
     """uni_pc/simple came back 102 levels off and ddpm 39, with no note (the verdict said nothing differs)."""
     _, fields, notes = read_comfyui(graph_with(sampler))
@@ -48,23 +51,22 @@ def test_a_comfyui_sampler_seedlab_runs_as_comfyui_is_not_named():
 
 
 @pytest.mark.parametrize("sampler", ["DDIM", "PLMS", "UniPC", "LCM"])
-def test_a1111s_own_samplers_run_as_diffusers_classes_are_named(sampler):
+def test_a1111s_own_samplers_run_as_a1111_runs_them_and_are_not_named(sampler):
+    """They ran as diffusers classes with a note; A1111's own code runs now (tests/test_a1111_timesteps.py)."""
     text = f"a cat\nSteps: 20, Sampler: {sampler}, CFG scale: 7, Seed: 5, Size: 64x64"
     fields, notes, _ = read_infotext(text)
-    assert any(note.startswith(f"Sampler {sampler} ran as A1111's own code there") and fields["scheduler"] in note
-               for note in notes)
-    seedlab_text = text + f", SeedLab: 0.1.0, Scheduler: {fields['scheduler']}"  # SeedLab's own: nothing swapped
-    assert not any("ran as A1111's own code" in note for note in read_infotext(seedlab_text)[1])
+    assert fields["scheduler"] == f"{sampler} (A1111)"
+    assert not any("ran as A1111's own code" in note or "runs instead" in note for note in notes)
 
 
 def test_the_verdict_names_the_substitution_instead_of_saying_nothing_differs():
-    _, fields, notes = read_comfyui(graph_with("uni_pc", "simple"))
+    _, fields, notes = read_comfyui(graph_with("plms", "simple"))
     recipe = Recipe(prompt="a cat", scheduler=fields["scheduler"], width=64, height=64)
     theirs = Image.new("RGB", (64, 64), (10, 20, 30))
     ours = Image.new("RGB", (64, 64), (60, 20, 30))
     original = Original(recipe, fingerprint(theirs), None, np.asarray(theirs), tuple(notes))
     verdict = compare(Result(recipe=recipe, image=ours, fingerprint=fingerprint(ours), environment=None), original)
-    assert "Known causes: ComfyUI's sampler uni_pc is not one SeedLab runs" in verdict.summary
+    assert "Known causes: ComfyUI's sampler plms is not one SeedLab runs" in verdict.summary
     assert "Nothing the original records differs" not in verdict.summary
 
 

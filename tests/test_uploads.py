@@ -12,7 +12,7 @@ def test_the_guard_counts_uploads_and_bytes_per_visitor_in_a_window():
     clock = Clock()
     guard = UploadGuard(app=None, max_uploads=3, max_bytes=1000, clock=clock)
     assert [guard.admit("a", 10) for _ in range(3)] == [None] * 3
-    assert "each visitor may upload 3 files" in guard.admit("a", 10)
+    assert "this server takes 3 files (1,000 bytes) from each visitor in 10 minutes" in guard.admit("a", 10)
     assert guard.admit("b", 10) is None  # another visitor
     assert guard.admit("c", 2000) is not None  # too many bytes at once
     clock.now += WINDOW_SECONDS + 1
@@ -44,7 +44,8 @@ def test_the_upload_route_refuses_a_visitor_past_the_limit_and_keeps_serving(str
                               files={"files": (f"junk{index}.png", b"not an image" * 100)}, timeout=30)
         statuses.append(response.status_code)
     assert statuses == [200, 200, 200, 429, 429]
-    assert "SEEDLAB_VISITOR_UPLOADS" in response.json()["detail"]
+    assert response.text.startswith("Too many files dropped: this server takes 3 files")
+    assert "SEEDLAB_VISITOR_UPLOADS" in response.text and "{" not in response.text, "a person's words, not JSON"
     assert httpx.get(f"{strict_server.url}/gradio_api/info", timeout=30).status_code == 200
 
 
@@ -59,7 +60,7 @@ def test_an_upload_without_content_length_is_counted_by_its_body(strict_server):
         f"\r\n--{boundary}--\r\n".encode()
     response = httpx.post(f"{strict_server.url}/gradio_api/upload", content=chunked(body), timeout=60,
                           headers={"content-type": f"multipart/form-data; boundary={boundary}"})
-    assert response.status_code == 413 and "without Content-Length" in response.json()["detail"]
+    assert response.status_code == 413 and "without Content-Length" in response.text
     assert httpx.get(f"{strict_server.url}/gradio_api/info", timeout=30).status_code == 200
 
 
@@ -155,3 +156,35 @@ def test_an_mcp_caller_is_known_by_its_connection_not_by_headers_it_writes():
     direct = call("/gradio_api/queue/join", "198.51.100.7", forged)  # a stamp written by hand is removed
     assert PEER_HEADER not in direct and visitor(request(direct, "198.51.100.7")) == "198.51.100.7"
     assert visitor(request(forged, "198.51.100.7")) == "198.51.100.7"  # and never believed
+
+
+def test_a_visitor_on_this_machine_is_not_counted_on_a_local_run(monkeypatch):
+    """A local run's one person (a loopback address, no proxy in front) drops as many files as they like; a visitor
+    from elsewhere, or any visitor behind a Space's proxy, keeps the share."""
+    import asyncio
+
+    statuses = []
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+
+    async def post(guard, client: str):
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        scope = {"type": "http", "method": "POST", "path": "/gradio_api/upload", "client": (client, 5),
+                 "headers": [(b"content-length", b"10")]}
+        await guard(scope, None, send)
+
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    monkeypatch.delenv("SEEDLAB_PROXY_HOPS", raising=False)
+    guard = UploadGuard(app, max_uploads=2, local_free=True)
+    for client in ["127.0.0.1"] * 5 + ["192.0.2.7"] * 3:
+        asyncio.run(post(guard, client))
+    assert statuses == [200] * 5 + [200, 200, 429]
+    monkeypatch.setenv("SPACE_ID", "someone/seedlab")  # behind the Space's proxy every peer is the proxy
+    statuses.clear()
+    for _ in range(3):
+        asyncio.run(post(guard, "127.0.0.1"))
+    assert statuses == [200, 200, 429]

@@ -7,6 +7,7 @@ Everything read back (from the browser's storage or an imported file) is untrust
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -171,8 +172,8 @@ def merge(entries: list[Entry], imported: list[Entry]) -> tuple[list[Entry], lis
             known[key] = last
             fresh.append(entry)
         numbers[entry.id] = known[key]  # a duplicate's children point at the entry already there
-    renumbered = [Entry(numbers[e.id], e.kind, e.made_at, e.cells, e.anchor, numbers.get(e.parent), e.columns)
-                  for e in fresh]
+    # Only the numbers change: everything else an entry holds (a stopped run's count among it) is kept.
+    renumbered = [dataclasses.replace(e, id=numbers[e.id], parent=numbers.get(e.parent)) for e in fresh]
     return bounded([*entries, *renumbered]), renumbered
 
 

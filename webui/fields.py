@@ -25,12 +25,20 @@ MAIN = ("model", "negative_prompt", "num_inference_steps", "guidance_scale", "sc
 DETERMINISM = ("rng", "deterministic", "dtype")  # the model is a main control: it changes the picture altogether
 HIRES = ("hires_scale", "hires_upscaler", "hires_steps", "denoising_strength", "hires_sampler", "hires_schedule",
          "hires_cfg", "hires_seed")
-SAMPLING = ("eta", "eta_noise_seed_delta", "s_churn", "s_tmin", "s_tmax", "s_noise", "schedule_sigma_min",
+SAMPLING = ("eta", "eta_ddim", "eta_noise_seed_delta", "s_churn", "s_tmin", "s_tmax", "s_noise", "schedule_sigma_min",
             "schedule_sigma_max", "schedule_rho", "start_step", "end_step")  # A1111's and ComfyUI's sampler settings
 LORA = ("loras", "lora_hashes", "ti_hashes", "vae", "vae_hash")  # with the VAE: what the models folder gives
 PREVIEW = ("preview_steps",)  # beside the Preview button (webui/previews.py)
+PROMPT_READING = ("prompt_syntax", "emphasis", "clip_skip")  # how the prompt box's text is read
 # seed fields, any new
-MORE = tuple(name for name in FIELDS if name not in MAIN + DETERMINISM + HIRES + SAMPLING + LORA + PREVIEW)
+MORE = tuple(name for name in FIELDS
+             if name not in MAIN + DETERMINISM + HIRES + SAMPLING + LORA + PREVIEW + PROMPT_READING)
+# The closed groups under the main controls: (title, fields, element id), in the page's order.
+ACCORDIONS = (("Prompt syntax, emphasis and clip skip", PROMPT_READING, "prompt-reading"),
+              ("Hires fix (A1111 and ComfyUI samplers)", HIRES, "hires-fix"),
+              ("Sampler settings (A1111 and ComfyUI samplers)", SAMPLING, "sampler-settings"),
+              ("LoRA, embeddings and VAE", LORA, "lora-group"),
+              ("Seed variation, resize and more", MORE, "seed-more"))
 
 
 def control(name: str, value: Any, choices: list | None = None, **options: Any) -> gr.components.Component:

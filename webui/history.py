@@ -53,8 +53,9 @@ def history_state() -> gr.BrowserState:
 def history_panel(ui: dict) -> None:
     """The "History" accordion's components, added to `ui` by name."""
     with gr.Accordion("History", open=False, elem_id="history-panel") as ui["history_panel"]:
-        gr.Markdown("Every grid, variation set, matrix and nudge set made in this browser, newest first, each "
-                    "with where it came from. Click one to see it again without regenerating. Kept in this "
+        gr.Markdown("Every grid (previews and their finishing too), variation set, matrix, nudge set, plot and "
+                    "seed travel made in this browser, newest first, each with where it came from. Click one to see "
+                    "it again without regenerating. Kept in this "
                     f"browser (the last {MAX_ENTRIES} entries, {MAX_CELLS} images at most).")
         ui["timeline"] = gr.Radio(choices=[], label="History", show_label=False, elem_id="timeline")  # its name
         ui["history_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="history-note")

@@ -134,8 +134,8 @@ def wire_previews(wiring, app, ui: dict, with_fields, fields: list, kept: list[s
 
     event, guarded, previews = wiring.event, wiring.guarded, app.previews
     grid_inputs = [ui["prompt"], ui["seeds"], *fields]
-    page = event(guarded([ui["preview"].click]), with_fields(previews.page_preview, ("prompt", "seeds")), grid_inputs,
-                 ["grid", "grid_results", *ANCHOR, "vary_note"], concurrency_id="generation",
+    page = event(guarded([ui["preview"].click], "grid"), with_fields(previews.page_preview, ("prompt", "seeds")),
+                 grid_inputs, ["grid", "grid_results", *ANCHOR, "vary_note"], concurrency_id="generation",
                  show_progress="minimal", **PRIVATE)
     public = event(ui["preview_api"].click, with_fields(final_only(previews.preview), ("prompt", "seeds")),
                    grid_inputs, ["grid", "grid_results"], api_name="preview", concurrency_id="generation")

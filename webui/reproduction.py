@@ -34,7 +34,7 @@ from webui.requests import base_url, link_query, visitor
 
 __all__ = ["MADE_HERE", "Reproduction", "reproduction_panel", "wire_reproduction"]
 # The button that regenerates what the record served: the link box's, or the dropped file's.
-AGAIN = {"link": "Re-verify by regenerating", "file": "Regenerate the image and compare"}
+AGAIN = {"link": "Re-verify by regenerating", "file": "Regenerate the dropped image and compare"}
 
 
 def made_by_seedlab(path: str) -> bool:
@@ -111,7 +111,7 @@ class Reproduction:
             original = self.admission.original(original_from_link(query), strict=True)
         except ValueError as error:  # every bad key at once, and the link in the box where it can be fixed
             return {"verdict_text": f"This link cannot be opened. {label_message(error)} (It is in the box above: "
-                                    "fix it there and press \"Regenerate and compare\".)",
+                                    "fix it there and press \"Regenerate the link and compare\".)",
                     "link_box": f"{base_url(request)}?{query}", "pending": None,
                     "reproduction": gr.Accordion(open=True)}
         opened = {"link_box": f"{base_url(request)}?{query}", **restore(original.recipe), "original": None,

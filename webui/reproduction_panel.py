@@ -10,7 +10,7 @@ import gradio as gr
 
 from webui.cells import ANCHOR, CELL
 from webui.fields import RESTORED
-from webui.wiring import PRIVATE, Wiring, busy, by_name, only_if_pending, ready
+from webui.wiring import PRIVATE, SHOW_VERDICT, Wiring, busy, by_name, only_if_pending, ready
 
 # The image beside the original: regenerated now, or read back from this server's record of what it made (the
 # verdict says which). It was labelled "Regenerated" also when it came from the record.
@@ -30,7 +30,7 @@ def reproduction_panel(ui: dict) -> None:
             ui["link_box"] = gr.Textbox(label="Link or recipe (JSON)", lines=2, elem_id="link-or-recipe",
                                         placeholder="http://…/?v=1&prompt=…  or  {\"prompt\": …}")
             with gr.Row():
-                ui["reproduce"] = gr.Button("Regenerate and compare", elem_id="reproduce")
+                ui["reproduce"] = gr.Button("Regenerate the link and compare", elem_id="reproduce")
                 # A link this server made opens from its record; this regenerates it to check.
                 ui["reverify"] = gr.Button("Re-verify by regenerating", interactive=False, elem_id="reverify")
             ui["png_file"] = gr.File(label="Drop an image made by SeedLab or another tool (PNG, JPEG, WebP)",
@@ -39,7 +39,7 @@ def reproduction_panel(ui: dict) -> None:
             ui["png_notes"] = gr.Textbox(label="What the image restored", interactive=False, lines=3,
                                          elem_id="png-notes")
             with gr.Row():
-                ui["regenerate_png"] = gr.Button("Regenerate the image and compare", interactive=False,
+                ui["regenerate_png"] = gr.Button("Regenerate the dropped image and compare", interactive=False,
                                                  elem_id="regenerate-png")
                 # For an image too large for this server: the same seed smaller, its noise kept.
                 ui["use_nearest"] = gr.Button("Use the nearest runnable recipe", interactive=False,
@@ -103,6 +103,8 @@ def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction) -> list:  #
     # The regenerated image can be the anchor (the cell outputs show it as the selection).
     event(ui["verdict_anchor"].click, reproduction.verdict_anchor, [ui["verdict"]], [*ANCHOR, *CELL], queue=False,
           **PRIVATE)
+    # On a phone: the verdict in view (the link box and the drop area come first).
+    ui["verdict_text"].change(None, ui["verdict_text"], None, js=SHOW_VERDICT, queue=False, **PRIVATE)
     ui["verdict"].change(by_name(reproduction.verdict_ready, ui, [ui["verdict_anchor"]]), ui["verdict"],
                          ui["verdict_anchor"], queue=False, **PRIVATE)
     wiring.settles(reproduce, reverify, png)

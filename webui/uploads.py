@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import secrets
 import time
 from collections.abc import Callable
@@ -15,7 +14,9 @@ from html import escape
 
 from seedlab.files.links import MAX_QUERY_CHARS
 from seedlab.serving.budget import WINDOW_SECONDS, Window
-from webui.visitors import client_address  # as before: who a request comes from
+from webui.visitors import client_address, proxy_hops  # as before: who a request comes from
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 PEER_HEADER = "x-seedlab-peer"  # "ADDRESS;SIGNATURE": who called /gradio_api/mcp, stamped by PeerStamp
 _SECRET = secrets.token_bytes(32)  # per process: a stamp cannot be forged or carried to another server
@@ -81,17 +82,22 @@ class LinkGuard:
 
 
 class UploadGuard:
-    """ASGI middleware: at most `max_uploads` uploads and `max_bytes` per visitor in any WINDOW_SECONDS."""
+    """ASGI middleware: at most `max_uploads` uploads and `max_bytes` per visitor in any WINDOW_SECONDS.
+
+    `local_free`: a visitor on this machine itself (a loopback address, no proxy in front) is not counted: a share per
+    visitor is for a public server, and the one person at a local run drops as many files as they like."""
 
     def __init__(self, app, max_uploads: int = 20, max_bytes: int = 32 * 2**20,
-                 clock: Callable[[], float] = time.monotonic):
-        self.app, self.max_uploads, self.max_bytes = app, max_uploads, max_bytes
+                 clock: Callable[[], float] = time.monotonic, local_free: bool = False):
+        self.app, self.max_uploads, self.max_bytes, self.local_free = app, max_uploads, max_bytes, local_free
         self.window = Window(clock)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].rstrip("/").endswith("/upload"):
             headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
             peer = (scope.get("client") or (None,))[0]
+            if self.local_free and proxy_hops() == 0 and peer in LOOPBACK:
+                return await self.app(scope, receive, send)
             if headers.get("content-length", "").isdigit():
                 size = int(headers["content-length"])
             else:  # chunked: no size said up front, so the body is read here (up to the share) and counted
@@ -123,15 +129,17 @@ class UploadGuard:
         fits = lambda count, used: count < self.max_uploads and used + size <= self.max_bytes
         if self.window.take(visitor, size, fits) is None:
             return None
-        return (f"too many uploads: each visitor may upload {self.max_uploads} files and "
-                f"{self.max_bytes // 2**20} MB in {WINDOW_SECONDS // 60} minutes (SEEDLAB_VISITOR_UPLOADS); "
-                "wait a few minutes")
+        size = f"{self.max_bytes // 2**20} MB" if self.max_bytes >= 2**20 else f"{self.max_bytes:,} bytes"
+        return (f"Too many files dropped: this server takes {self.max_uploads} files ({size}) "
+                f"from each visitor in {WINDOW_SECONDS // 60} minutes. Wait a few minutes, then drop the file again. "
+                "(The host sets this with SEEDLAB_VISITOR_UPLOADS.)")
 
 
 async def _refuse(send, status: int, text: str) -> None:
+    """Plain text: the page shows the body as it is ("HTTP 429: Too many files dropped: ..."), JSON and all."""
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"retry-after", b"60")]})
-    await send({"type": "http.response.body", "body": json.dumps({"detail": text}).encode()})
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"retry-after", b"60")]})
+    await send({"type": "http.response.body", "body": text.encode()})
 
 
 def _replay(body: bytes):

@@ -42,6 +42,8 @@ body.cell-floating .gradio-container { padding-right: calc(min(400px, 30vw) + 32
 /* Fullscreen shows the image as large as the screen allows (its 64 px pixels crisp), not at 256 px. */
 #cell-image.fullscreen img, #reproduced.fullscreen img, #original.fullscreen img { width: min(100vw, 100vh) !important;
     height: min(100vw, 100vh) !important; max-width: none !important; }
+/* No dropped image, no "Original" frame: a link's verdict and image come first (an empty frame pushed them down). */
+#original:not(:has(img)) { display: none !important; }
 """  # noqa: E501 - the stylesheet's text as the page gets it (three long lines, reflowing would change the text)
 # Ctrl+Enter (Cmd+Enter) in the prompt presses Generate, unless it is busy; plain Enter still adds a line.
 # Enter in the seeds box while a grid runs would be dropped without a word (Gradio ignores a trigger
@@ -110,6 +112,26 @@ SHOW_SEEDS = "() => { document.querySelector('#seeds')?.scrollIntoView({block: '
 BUSY_LABEL = "Generating…"
 BUSY = """() => [{__type__: 'update', value: %s, interactive: false}, {__type__: 'update', interactive: false},
                 {__type__: 'update', interactive: true}, '']""" % json.dumps(BUSY_LABEL)  # noqa: UP031 - JavaScript, as above
+# The busy state, and where the run's cells will be brought into view when they are out of it (a phone: the grid is
+# ~1,900 px under Generate): `%s` the element's id.
+SHOWING = """() => { const place = document.getElementById(%s);
+    if (place && place.getBoundingClientRect().top > innerHeight) place.scrollIntoView({block: 'start'});
+    return (%s)(); }"""
+# A verdict (a link opened, an image dropped or regenerated) in view where it is below the screen: on a phone the
+# panel's first column, the link box and the drop area, comes first. It may be laid out a few frames after its text
+# arrives, so this looks for up to 2 s.
+SHOW_VERDICT = """(text) => {
+    if (!text) return;
+    const started = performance.now();
+    const look = () => {
+        const verdict = document.getElementById('verdict');
+        const box = verdict ? verdict.getBoundingClientRect() : null;
+        if (box && box.height > 0) {
+            if (box.top > innerHeight) verdict.scrollIntoView({block: 'start'});
+        } else if (performance.now() - started < 2000) requestAnimationFrame(look);
+    };
+    look();
+}"""
 # Ready again after a run, set in the browser as well (see ready()).
 READY = """() => [{__type__: 'update', value: %s, interactive: true}, {__type__: 'update', interactive: true},
                  {__type__: 'update', interactive: false}]""" % json.dumps(GENERATE)  # noqa: UP031 - JavaScript, as above
@@ -184,13 +206,14 @@ class Wiring:
         self.outputs[dependency["id"]] = targets
         return dependency
 
-    def guarded(self, triggers: list):
+    def guarded(self, triggers: list, shows: str | None = None):
         """The busy step on `triggers` (in the browser: BUSY), then (through the returned `.then`) the generation it
-        guards.
+        guards; `shows`: the id of the element its cells fill, scrolled into view when it is below the screen.
 
         The busy step runs first and the generation follows it (events on one trigger have no set order).
         """
-        return gr.on(triggers, None, None, [*self.buttons, self.ui["busy_note"]], js=BUSY, queue=False,
+        js = BUSY if shows is None else SHOWING % (json.dumps(shows), BUSY)
+        return gr.on(triggers, None, None, [*self.buttons, self.ui["busy_note"]], js=js, queue=False,
                      show_progress="hidden", **PRIVATE).then
 
     def settles(self, *events) -> None:

@@ -220,6 +220,10 @@ class Recipe:
                                cli="--preview-steps", a1111="Preview steps", a1111_when="preview_steps",
                                help="a preview: this many steps from the same noise, to be finished later to the "
                                     "full image's exact pixels (0: the full image)")
+    eta_ddim: float = _spec(0.0, kind="float", high=1.0, label="Eta DDIM", link="etaddim", cli="--eta-ddim",
+                            a1111="Eta DDIM", a1111_when="eta_ddim",
+                            help="the noise A1111's own DDIM (DDIM (A1111), DDIM CFG++ (A1111)) adds back at each "
+                                 "step: A1111's Eta DDIM setting (its default 0)")
 
     def __post_init__(self) -> None:
         values = check_fields({name: getattr(self, name) for name in SPECS_ORDER})

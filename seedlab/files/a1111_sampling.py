@@ -6,8 +6,10 @@
 - The sampler: in text that A1111, Forge or Civitai wrote (not SD.Next, which runs diffusers' schedulers,
   nor a ComfyUI saver), one of A1111's k-diffusion samplers becomes the recipe's `scheduler` as A1111 names it,
   run as A1111 runs it (engine/samplers/a1111.py); a name with the schedule inside ("DPM++ 2M Karras",
-  before 1.9) is split as 1.10 splits it, the name's schedule winning over "Schedule type". A1111's
-  other samplers (DDIM, PLMS, UniPC, LCM) stay diffusers schedulers, as before.
+  before 1.9) is split as 1.10 splits it, the name's schedule winning over "Schedule type". A1111's own
+  samplers (DDIM, DDIM CFG++, PLMS, UniPC, LCM) become "DDIM (A1111)" and so on, run as A1111 runs them
+  (engine/samplers/timesteps.py); its timestep samplers ignore Schedule type, as A1111 does; with them hires fix
+  is not run (a note says so).
 - Hires fix: the latent upscalers run; "Hires resize" becomes a scale when it keeps the aspect ratio;
   an upscaler with its own network (ESRGAN, ...) is named in a note and the nearest runnable one,
   "Latent", is used. "Denoising strength" without any hires key is img2img, which SeedLab does not run.
@@ -18,7 +20,16 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.recipe import LATENT_UPSCALERS, MAX_HIRES_SCALE
-from ..engine.samplers.names import A1111_SAMPLERS, COMFY_SCHEDULES, is_comfy_sampler, sampler_label, schedule_label
+from ..engine.samplers.names import (
+    A1111_OWN_SAMPLERS,
+    A1111_SAMPLERS,
+    COMFY_SCHEDULES,
+    a1111_spelling,
+    is_comfy_sampler,
+    is_own,
+    sampler_label,
+    schedule_label,
+)
 from .tool_samplers import SAMPLERS
 
 HIRES_KEYS = ("Hires upscale", "Hires resize", "Hires steps", "Hires upscaler", "Hires sampler", "Hires schedule type",
@@ -47,12 +58,26 @@ def read_sampling(by_key: dict[str, Any], fields: dict[str, Any], notes: list[st
         return False  # SD.Next runs diffusers' schedulers; ComfyUI's savers name ComfyUI's samplers A1111's way
     fields["scheduler"], named_schedule = found
     written = by_key.get("Schedule type")
-    if fields["scheduler"] != str(by_key["Sampler"]).strip() or written is None:  # "DPM++ 2M Karras": the name's
+    if a1111_spelling(fields["scheduler"]) != name or written is None:  # "DPM++ 2M Karras": the name's
         fields["schedule"] = named_schedule
     else:
         fields["schedule"] = _schedule(str(written), "Schedule type", notes) or "Automatic"
+    if A1111_OWN_SAMPLERS.get(fields["scheduler"], A1111_SAMPLERS.get(fields["scheduler"])).timesteps:
+        fields["schedule"] = "Automatic"  # A1111's timestep samplers walk their own timesteps, whatever is written
     _options(by_key, fields["scheduler"], notes)
-    _hires(by_key, fields, notes)
+    if not _own_hires(by_key, notes):
+        _hires(by_key, fields, notes)
+    return True
+
+
+def _own_hires(by_key: dict[str, Any], notes: list[str]) -> bool:
+    """Hires fix with one of A1111's own samplers in either pass, which SeedLab does not run: named in a note."""
+    names = [str(by_key.get(key, "")).strip() for key in ("Sampler", "Hires sampler")]
+    own = [name for name in names if sampler_label(name) and is_own(sampler_label(name)[0])]
+    if not own or not any(key in by_key for key in HIRES_KEYS):
+        return False
+    notes.append(f"hires fix with A1111's {_short(own[0])} is not run here: only the first pass is made, so the image "
+                 "differs")
     return True
 
 
@@ -81,7 +106,7 @@ def _schedule(text: str, key: str, notes: list[str]) -> str | None:
 def _options(by_key: dict[str, Any], sampler: str, notes: list[str]) -> None:
     """A1111 settings with no recipe field: noted where they change the image."""
     if str(by_key.get("Discard penultimate sigma", "")).lower() == "true" \
-            and not A1111_SAMPLERS[sampler].discard_penultimate:
+            and not A1111_OWN_SAMPLERS.get(sampler, A1111_SAMPLERS.get(sampler)).discard_penultimate:
         notes.append("Discard penultimate sigma (an A1111 setting) is not applied: the image differs")
     if str(by_key.get("SGM noise multiplier", "")).lower() == "true":
         notes.append("SGM noise multiplier (an A1111 setting) is not applied: the image differs")

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..engine.philox import CUDA_CARDS, cards_matching
 from ..engine.recipe import SPECS
-from ..engine.samplers.names import is_comfy_sampler, is_ksampler
+from ..engine.samplers.names import a1111_spelling, is_comfy_sampler, is_ksampler
 from .a1111_sampling import READ_HERE, read_sampling
 from .formats import A1111_NAMES, MAX_TEXT, SAMPLERS, check_text, loads, number, sampler_scheduler, size
 
@@ -60,8 +60,8 @@ def parameters_text(recipe: Any, fingerprint: str | None = None, version: str | 
 def _a1111_values(name: str, key: str, recipe: Any) -> dict[str, Any]:
     """One field's `key: value` pairs as A1111 spells them."""
     value = getattr(recipe, name)
-    if name == "scheduler" and is_ksampler(value):  # one of A1111's own samplers, run as A1111 runs it
-        return {key: value}
+    if name == "scheduler" and is_ksampler(value):  # one of A1111's samplers, run as A1111 runs it: its name
+        return {key: a1111_spelling(value)}
     if name == "scheduler":  # A1111's sampler name and schedule, then the exact diffusers class
         sampler, schedule_type = A1111_NAMES.get(value, (value, None))
         return {key: sampler, **({"Schedule type": schedule_type} if schedule_type else {}),

@@ -257,16 +257,15 @@ def _check_comfy(recipe: Recipe) -> None:
 
 def _draws_each_step(sampler: KSampler, recipe: Recipe) -> bool:
     return (sampler.function in kdiffusion.TAKES_ETA and recipe.eta > 0) or (
-        sampler.function in kdiffusion.TAKES_CHURN and recipe.s_churn > 0) or sampler.function == "restart"
+        sampler.function in kdiffusion.TAKES_CHURN and recipe.s_churn > 0) or sampler.function in (
+        "restart", "lcm") or (sampler.function.startswith("ddim") and recipe.eta_ddim > 0)
 
 
 def sample(pipe, model: schedules.ModelSigmas, recipe: Recipe, cond: torch.Tensor, uncond: torch.Tensor,
            on_step: StepFn) -> torch.Tensor:
     """The final latents of a recipe (both passes when hires fix is on)."""
     sampler, schedule = _sampler_of(recipe.scheduler, recipe.schedule)
-    noise = make_noise(pipe, seed=recipe.seed, width=recipe.width, height=recipe.height, device=pipe.unet.device,
-                       dtype=pipe.unet.dtype, rng=recipe.rng, variation_seed=recipe.variation_seed,
-                       variation_strength=recipe.variation_strength, seed_resize_from=recipe.seed_resize_from)
+    noise = starting_noise(pipe, recipe)
     denoiser = Guided(pipe.unet, model, cond, uncond, recipe.guidance_scale,
                       pipe.scheduler.config.get("prediction_type") == "v_prediction", on_step)
     sdxl = hasattr(pipe, "text_encoder_2")
@@ -277,6 +276,13 @@ def sample(pipe, model: schedules.ModelSigmas, recipe: Recipe, cond: torch.Tenso
     if not recipe.hires_scale:
         return latents
     return _hires(pipe, model, denoiser, latents, recipe, sdxl)
+
+
+def starting_noise(pipe, recipe: Recipe):
+    """The recipe's first noise (noise.make_noise: seed, variation, seed resize, rng) and its generator."""
+    return make_noise(pipe, seed=recipe.seed, width=recipe.width, height=recipe.height, device=pipe.unet.device,
+                      dtype=pipe.unet.dtype, rng=recipe.rng, variation_seed=recipe.variation_seed,
+                      variation_strength=recipe.variation_strength, seed_resize_from=recipe.seed_resize_from)
 
 
 def _hires(pipe, model, denoiser: Guided, latents: torch.Tensor, recipe: Recipe, sdxl: bool) -> torch.Tensor:

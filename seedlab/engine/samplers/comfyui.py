@@ -18,14 +18,14 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from . import comfyui_samplers, kdiffusion
+from . import adams, cfgpp, comfyui_samplers, kdiffusion, multistep, singlestep, unipc
 from . import names as sampler_names
 from . import sigmas as schedules
 from .upscale import upscale_latents
 
 COMFY_SAMPLERS: tuple[str, ...] = tuple(sampler_names.COMFY_SAMPLERS)
 COMFY_SCHEDULES: tuple[str, ...] = sampler_names.COMFY_SCHEDULES
-DISCARD_PENULTIMATE = frozenset(("dpm_2", "dpm_2_ancestral"))  # KSampler.DISCARD_PENULTIMATE_SIGMA_SAMPLERS
+DISCARD_PENULTIMATE = frozenset(("dpm_2", "dpm_2_ancestral", "uni_pc", "uni_pc_bh2"))  # as comfy's KSampler lists them
 StepFn = Callable[[], None]  # called after every model evaluation (progress, Stop)
 
 
@@ -58,6 +58,10 @@ class ComfyModelSigmas:
         t = torch.clamp(timestep.float(), min=0, max=len(self.sigmas) - 1)
         low, high, weight = t.floor().long(), t.ceil().long(), t.frac()
         return ((1 - weight) * self.log_sigmas[low] + weight * self.log_sigmas[high]).exp()
+
+    def percent_sigma(self, percent: float) -> float:
+        """percent_to_sigma: the sigma `percent` of the way through the model's 999 timesteps (0 < percent < 1)."""
+        return self.sigma(torch.tensor((1.0 - percent) * 999.0)).item()
 
 
 def _normal(ms: ComfyModelSigmas, n: int, sgm: bool = False) -> torch.Tensor:
@@ -145,14 +149,17 @@ def _can_concat(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 class ComfyGuided:
-    """KSamplerX0Inpaint -> CFGGuider -> sampling_function without masks or areas: ComfyUI's CFG denoiser."""
+    """KSamplerX0Inpaint -> CFGGuider -> sampling_function without masks or areas: ComfyUI's CFG denoiser. With
+    keep_uncond (the CFG++ samplers' post-CFG hook) every call keeps the negative prompt's prediction in
+    uncond_denoised and evaluates it at cfg 1 too (disable_cfg1_optimization)."""
 
-    def __init__(self, unet, ms: ComfyModelSigmas, cond, uncond, cfg: float, on_step: StepFn):
-        self.unet, self.ms, self.cfg, self.on_step = unet, ms, cfg, on_step
+    def __init__(self, unet, ms: ComfyModelSigmas, cond, uncond, cfg: float, on_step: StepFn, keep_uncond=False):
+        self.unet, self.ms, self.cfg, self.on_step, self.keep_uncond = unet, ms, cfg, on_step, keep_uncond
         self.cond, self.uncond = cond.to(unet.dtype), uncond.to(unet.dtype)
+        self.uncond_denoised: torch.Tensor | None = None
 
     def __call__(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-        if math.isclose(self.cfg, 1.0):  # the negative prompt is not evaluated at all
+        if math.isclose(self.cfg, 1.0) and not self.keep_uncond:  # the negative prompt is not evaluated at all
             cond_pred, uncond_pred = self._denoise(x, sigma, self.cond), torch.zeros_like(x)
         elif _can_concat(self.cond, self.uncond):  # calc_cond_batch pops the pair as [uncond, cond]
             length = math.lcm(self.uncond.shape[1], self.cond.shape[1])
@@ -162,6 +169,7 @@ class ComfyGuided:
         else:
             cond_pred, uncond_pred = self._denoise(x, sigma, self.cond), self._denoise(x, sigma, self.uncond)
         self.on_step()
+        self.uncond_denoised = uncond_pred
         return uncond_pred + (cond_pred - uncond_pred) * self.cfg
 
     def _denoise(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
@@ -208,6 +216,28 @@ class ComfyBrownianNoise:
         return w[0] / (t1 - t0).abs().sqrt()
 
 
+# The rest of ComfyUI's KSAMPLER_NAMES (October 2025; exp_heun_2_x0 and _sde: December 2025): the function
+# (cfgpp.py, singlestep.py, multistep.py, adams.py) and its keywords; those that draw noise draw it from
+# default_noise_sampler (_seeded_noise).
+OTHER_SAMPLERS = {
+    "euler_cfg_pp": (cfgpp.euler_ancestral_cfg_pp, {"eta": 0.0, "s_noise": 0.0}),
+    "euler_ancestral_cfg_pp": (cfgpp.euler_ancestral_cfg_pp, {}), "dpmpp_2m_cfg_pp": (cfgpp.dpmpp_2m_cfg_pp, {}),
+    "dpmpp_2s_ancestral_cfg_pp": (cfgpp.dpmpp_2s_ancestral_cfg_pp, {}), "heunpp2": (singlestep.heunpp2, {}),
+    "ddpm": (singlestep.ddpm, {}), "lcm": (singlestep.lcm, {}), "seeds_2": (singlestep.seeds_2, {}),
+    "seeds_3": (singlestep.seeds_3, {}),
+    "exp_heun_2_x0": (singlestep.seeds_2, {"eta": 0.0, "s_noise": 0.0, "r": 1.0, "solver": "phi_2"}),
+    "exp_heun_2_x0_sde": (singlestep.seeds_2, {"r": 1.0, "solver": "phi_2"}), "ipndm": (multistep.ipndm, {}),
+    "ipndm_v": (multistep.ipndm_v, {}),
+    "res_multistep": (multistep.res_multistep, {}), "res_multistep_cfg_pp": (multistep.res_multistep, {"cfg_pp": True}),
+    "res_multistep_ancestral": (multistep.res_multistep, {"eta": 1.0}),
+    "res_multistep_ancestral_cfg_pp": (multistep.res_multistep, {"eta": 1.0, "cfg_pp": True}),
+    "gradient_estimation": (multistep.gradient_estimation, {}),
+    "gradient_estimation_cfg_pp": (multistep.gradient_estimation, {"cfg_pp": True}), "er_sde": (multistep.er_sde, {}),
+    "deis": (adams.deis, {}), "sa_solver": (adams.sa_solver, {}),
+    "sa_solver_pece": (adams.sa_solver, {"use_pece": True}),
+}
+
+
 def _run_sampler(name: str, model, x: torch.Tensor, sigmas: torch.Tensor, seed: int, offset: int = 1) -> torch.Tensor:
     """sampler_object(name) run on x (ComfyUI's "ddim" is its euler); `seed` seeds the sampler's own noise."""
     base = name.removesuffix("_gpu")
@@ -220,6 +250,13 @@ def _run_sampler(name: str, model, x: torch.Tensor, sigmas: torch.Tensor, seed: 
     if base in ("lms", "dpmpp_2m"):
         return (comfyui_samplers.lms(model, x, sigmas) if base == "lms"
                 else kdiffusion.dpmpp_2m(model, x, sigmas, _no_draw))
+    if base in ("uni_pc", "uni_pc_bh2"):  # KSAMPLER(sample_unipc), KSAMPLER(sample_unipc_bh2)
+        return unipc.comfy_unipc(model, x, sigmas, "bh2" if base == "uni_pc_bh2" else "bh1")
+    if base in OTHER_SAMPLERS:
+        function, options = OTHER_SAMPLERS[base]
+        if base.startswith("sa_solver"):  # noise between the model's sigmas at 20% and 80% of its timesteps
+            options = {**options, "interval": (model.ms.percent_sigma(0.2), model.ms.percent_sigma(0.8))}
+        return function(model, x, sigmas, _seeded_noise(x, seed, offset), **options)
     if len(sigmas) <= 1:
         return x
     if base in ("dpm_fast", "dpm_adaptive"):  # ksampler(): from sigmas[0] to the last sigma above 0, at eta 0
@@ -293,5 +330,5 @@ def _ksampler(pipe, ms: ComfyModelSigmas, cond, uncond, on_step: StepFn, latent:
     max_denoise = math.isclose(sigma_max, first, rel_tol=1e-05) or first > sigma_max
     x = noise.to(device) * (torch.sqrt(1.0 + sigma ** 2.0) if max_denoise else sigma)
     x += latent.to(device)
-    model = ComfyGuided(pipe.unet, ms, cond, uncond, cfg, on_step)
+    model = ComfyGuided(pipe.unet, ms, cond, uncond, cfg, on_step, keep_uncond=sampler.endswith("_cfg_pp"))
     return _run_sampler(sampler, model, x, sigmas.to(device), seed, offset)

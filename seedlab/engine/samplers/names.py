@@ -3,7 +3,8 @@
 The table is AUTOMATIC1111 1.10's `samplers_k_diffusion` (modules/sd_samplers_kdiffusion.py): each
 sampler's k-diffusion function, the schedule "Automatic" stands for, and the options that change how
 it is driven. engine/samplers/a1111.py runs them; the file readers (files/infotext.py) and the page read the names
-from here without importing torch.
+from here without importing torch. A second table holds A1111's own samplers (its timestep samplers and LCM,
+engine/samplers/timesteps.py), spelled "DDIM (A1111)" in a recipe.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class KSampler:
     uses_ensd: bool = False
     solver_type: str = "midpoint"
     second_order: bool = False  # two model calls a step
+    timesteps: bool = False  # walks A1111's timesteps (sd_samplers_timesteps), not sigmas: it takes no schedule
 
 
 A1111_SAMPLERS = {sampler.label: sampler for sampler in (
@@ -55,7 +57,20 @@ A1111_SAMPLERS = {sampler.label: sampler for sampler in (
 # DPM adaptive chooses its own steps (A1111 ignores Steps for it); SeedLab bounds its model calls by the larger of
 # Steps and ADAPTIVE_MIN_STEPS, three calls a try (a second- and a third-order step), so a request is priced by it.
 ADAPTIVE_CALLS_PER_STEP, ADAPTIVE_MIN_STEPS = 3, 100
-_BY_ALIAS = {alias: sampler for sampler in A1111_SAMPLERS.values() for alias in (sampler.label, *sampler.aliases)}
+# A1111's own samplers (modules/sd_samplers_timesteps.py samplers_timesteps, sd_samplers_lcm.py samplers_lcm): A1111's
+# name + OWN, as a recipe spells them, for A1111's bare names mean diffusers' classes on a plot axis ("DDIM" is
+# DDIMScheduler there); A1111's texts name them bare ("Sampler: DDIM") and are read and written as these.
+OWN = " (A1111)"
+A1111_OWN_SAMPLERS = {sampler.label: sampler for sampler in (
+    KSampler("DDIM" + OWN, "ddim", (), timesteps=True),
+    KSampler("DDIM CFG++" + OWN, "ddim_cfgpp", (), timesteps=True),
+    KSampler("PLMS" + OWN, "plms", (), timesteps=True),
+    KSampler("UniPC" + OWN, "unipc", (), timesteps=True),
+    KSampler("LCM" + OWN, "lcm", ()),  # a k-diffusion-style sampler on LCM's 50 timesteps: it takes schedules
+)}
+_BY_ALIAS = {alias: sampler for sampler in (*A1111_SAMPLERS.values(), *A1111_OWN_SAMPLERS.values())
+             for alias in (sampler.label, *sampler.aliases)}
+_OWN_SPELLINGS = sorted(((label.removesuffix(OWN), label) for label in A1111_OWN_SAMPLERS), key=lambda x: -len(x[0]))
 # A1111 schedule labels and the other spellings 1.10 accepts after a sampler's name ("DPM++ 2M Karras").
 SCHEDULE_NAMES = {"Automatic": "automatic", "Uniform": "uniform", "Karras": "karras", "Exponential": "exponential",
                   "Polyexponential": "polyexponential", "SGM Uniform": "sgm_uniform", "KL Optimal": "kl_optimal",
@@ -82,16 +97,24 @@ def split_sampler(name: str) -> tuple[KSampler, str] | None:
     return None
 
 
-# ComfyUI's KSampler sampler names that SeedLab runs as ComfyUI runs them (engine/samplers/comfyui.py): two calls a
-# step, noise drawn while stepping (dpm_adaptive: as many calls as it needs, bounded as A1111's DPM adaptive).
+# ComfyUI's KSampler sampler names that SeedLab runs as ComfyUI runs them (engine/samplers/comfyui.py), in the order
+# of ComfyUI's SAMPLER_NAMES (October 2025; exp_heun_2_x0 and _sde came in December 2025): the model calls a step at
+# most, and whether noise is drawn while stepping (dpm_adaptive: as many calls as it needs, bounded as A1111's DPM
+# adaptive).
 COMFY_SAMPLERS = {
-    "euler": (False, False), "euler_ancestral": (False, True), "heun": (True, False), "dpm_2": (True, False),
-    "dpm_2_ancestral": (True, True), "lms": (False, False), "dpm_fast": (False, False), "dpm_adaptive": (False, False),
-    "dpmpp_2s_ancestral": (True, True), "dpmpp_sde": (True, True), "dpmpp_sde_gpu": (True, True),
-    "dpmpp_2m": (False, False),
-    "dpmpp_2m_sde": (False, True), "dpmpp_2m_sde_gpu": (False, True), "dpmpp_2m_sde_heun": (False, True),
-    "dpmpp_2m_sde_heun_gpu": (False, True), "dpmpp_3m_sde": (False, True), "dpmpp_3m_sde_gpu": (False, True),
-    "ddim": (False, False),
+    "euler": (1, False), "euler_cfg_pp": (1, False), "euler_ancestral": (1, True), "euler_ancestral_cfg_pp": (1, True),
+    "heun": (2, False), "heunpp2": (3, False), "exp_heun_2_x0": (2, False), "exp_heun_2_x0_sde": (2, True),
+    "dpm_2": (2, False), "dpm_2_ancestral": (2, True), "lms": (1, False),
+    "dpm_fast": (1, False), "dpm_adaptive": (1, False), "dpmpp_2s_ancestral": (2, True),
+    "dpmpp_2s_ancestral_cfg_pp": (2, True), "dpmpp_sde": (2, True), "dpmpp_sde_gpu": (2, True), "dpmpp_2m": (1, False),
+    "dpmpp_2m_cfg_pp": (1, False), "dpmpp_2m_sde": (1, True), "dpmpp_2m_sde_gpu": (1, True),
+    "dpmpp_2m_sde_heun": (1, True), "dpmpp_2m_sde_heun_gpu": (1, True), "dpmpp_3m_sde": (1, True),
+    "dpmpp_3m_sde_gpu": (1, True), "ddpm": (1, True), "lcm": (1, True), "ipndm": (1, False), "ipndm_v": (1, False),
+    "deis": (1, False), "res_multistep": (1, False), "res_multistep_cfg_pp": (1, False),
+    "res_multistep_ancestral": (1, True), "res_multistep_ancestral_cfg_pp": (1, True),
+    "gradient_estimation": (1, False), "gradient_estimation_cfg_pp": (1, False), "er_sde": (1, True),
+    "seeds_2": (2, True), "seeds_3": (3, True), "sa_solver": (1, True), "sa_solver_pece": (2, True), "ddim": (1, False),
+    "uni_pc": (1, False), "uni_pc_bh2": (1, False),  # SAMPLER_NAMES' last two, run by engine/samplers/unipc.py
 }
 
 
@@ -117,9 +140,32 @@ def schedule_label(text: str) -> str | None:
 
 
 def sampler_label(name: str) -> tuple[str, str] | None:
-    """An A1111 sampler name as (label, schedule label); None when it is not one of A1111_SAMPLERS."""
-    found = split_sampler(name.strip())
+    """An A1111 sampler name as (label, schedule label), A1111's own samplers as spelled by A1111 ("DDIM") or by a
+    recipe ("DDIM (A1111)"); None when it is not one of A1111's."""
+    name = name.strip()
+    found = split_sampler(name)
+    for spelling, label in () if found else _OWN_SPELLINGS:  # "DDIM", "UniPC Karras" (1.10 ignores the schedule)
+        if name == spelling or name.startswith(spelling + " "):
+            found = split_sampler(label + name[len(spelling):])
+            break
     return None if found is None else (found[0].label, found[1])
+
+
+def a1111_spelling(name: str) -> str:
+    """A recipe's sampler as A1111 writes it: "DDIM (A1111)" as "DDIM", any other name as it is."""
+    return name.removesuffix(OWN) if name in A1111_OWN_SAMPLERS else name
+
+
+def is_own(name: str) -> bool:
+    """One of A1111's own samplers (A1111_OWN_SAMPLERS, in a recipe's spelling)."""
+    found = split_sampler(name)
+    return found is not None and found[0].label in A1111_OWN_SAMPLERS
+
+
+def timestep_count(steps: int) -> int:
+    """How many timesteps A1111's timestep samplers walk for `steps` steps (CompVisSampler.get_timesteps: every
+    1000 // steps-th of 1000, so more than `steps` when it does not divide 1000)."""
+    return len(range(0, 1000, 1000 // steps))
 
 
 def adaptive_calls(steps: int) -> int:
@@ -132,12 +178,16 @@ def model_calls(name: str, steps: int) -> int | None:
     if name == "dpm_adaptive":  # ComfyUI's, bounded as A1111's
         return adaptive_calls(steps)
     if name in COMFY_SAMPLERS:
-        return 2 * steps if COMFY_SAMPLERS[name][0] else steps
+        return COMFY_SAMPLERS[name][0] * steps
     found = split_sampler(name)
     if found is None:
         return None
     if found[0].function == "dpm_adaptive":
         return adaptive_calls(steps)
+    if found[0].timesteps:  # DDIM: a call from each timestep to the next; UniPC: one at each timestep
+        count = timestep_count(steps)
+        extra = 1 if found[0].function == "plms" and count > 1 else 0  # PLMS: a second call at its first step
+        return count if found[0].function == "unipc" else count - 1 + extra
     return 2 * steps if found[0].second_order else steps
 
 
@@ -146,7 +196,7 @@ def draws_each_step(name: str) -> bool:
     if name in COMFY_SAMPLERS:
         return COMFY_SAMPLERS[name][1]
     found = split_sampler(name)
-    return found is not None and (found[0].brownian or found[0].uses_ensd or found[0].function == "restart")
+    return found is not None and (found[0].brownian or found[0].uses_ensd or found[0].function in ("restart", "lcm"))
 
 
 def sampling_errors(recipe) -> list:
@@ -165,7 +215,7 @@ def sampling_errors(recipe) -> list:
     if recipe.hires_sampler and not is_ksampler(recipe.hires_sampler):
         errors.append(FieldError("hires_sampler", f"must be empty (the same) or one of {', '.join(A1111_SAMPLERS)}, "
                                                   f"got {recipe.hires_sampler[:60]!r}"))
-    errors += step_range_errors(recipe)
+    errors += step_range_errors(recipe) + own_sampler_errors(recipe)
     errors += [FieldError(name, f"needs prompt_syntax {', '.join(syntaxes[:-1])} or {syntaxes[-1]} ({what}); with "
                                 f"{recipe.prompt_syntax} it stays {default}")
                for name, (default, syntaxes, what) in PROMPT_SETTINGS.items()
@@ -194,3 +244,24 @@ def step_range_errors(recipe) -> list:
         return [FieldError("start_step", f"must be below the last step run ({end}: end_step, else Steps), got "
                                          f"{recipe.start_step}")]
     return []
+
+
+def own_sampler_errors(recipe) -> list:
+    """What A1111's own samplers refuse: a schedule for its timestep samplers (they walk their own), hires fix (not
+    run with them), UniPC in fewer than 3 timesteps (A1111 asserts its order, 3), Eta DDIM with a sampler not DDIM."""
+    from ..recipe import FieldError
+
+    found = split_sampler(recipe.scheduler)
+    sampler = found[0] if found else None
+    hires = [name for name in (recipe.scheduler, recipe.hires_sampler) if recipe.hires_scale > 0 and is_own(name)]
+    errors = [FieldError("hires_scale", f"is not run with {hires[0]}: leave it at 0")] if hires else []
+    if sampler and sampler.timesteps and recipe.schedule != "Automatic":
+        errors.append(FieldError("schedule", f"{recipe.scheduler} walks A1111's own timesteps and takes no schedule: "
+                                             f"leave schedule at Automatic, got {recipe.schedule}"))
+    if sampler and sampler.function == "unipc" and timestep_count(recipe.num_inference_steps) < 3:
+        errors.append(FieldError("num_inference_steps", f"must be at least 3 for {recipe.scheduler} (A1111's UniPC "
+                                                        f"is of order 3), got {recipe.num_inference_steps}"))
+    if recipe.eta_ddim and not (sampler and sampler.function.startswith("ddim")):
+        errors.append(FieldError("eta_ddim", f"is A1111's DDIM's: it needs scheduler DDIM{OWN} or DDIM CFG++{OWN}; "
+                                             f"leave it at 0 for {recipe.scheduler[:60]}"))
+    return errors

@@ -37,24 +37,8 @@ class ModelSigmas:
 
     @classmethod
     def from_config(cls, config: dict, *, quantize: bool = False) -> ModelSigmas:
-        """From a diffusers scheduler config, with alphas_cumprod computed as the original (CompVis) code does.
-
-        CompVis/LDM, which A1111 runs, computes betas and their cumulative product in float64 and stores
-        float32; diffusers computes them in float32, which differs in the last bits.
-        """
-        count = int(config.get("num_train_timesteps", 1000))
-        start, end = float(config.get("beta_start", 0.00085)), float(config.get("beta_end", 0.012))
-        kind = config.get("beta_schedule", "scaled_linear")
-        if config.get("trained_betas") is not None:
-            betas = np.asarray(config["trained_betas"], dtype=np.float64)
-        elif kind == "scaled_linear":
-            betas = (torch.linspace(start ** 0.5, end ** 0.5, count, dtype=torch.float64) ** 2).numpy()
-        elif kind == "linear":
-            betas = np.linspace(start, end, count, dtype=np.float64)
-        else:
-            raise ValueError(f"the beta schedule {kind!r:.40} has no A1111/ComfyUI sigmas: "
-                             "choose a diffusers scheduler")
-        return cls(torch.tensor(np.cumprod(1.0 - betas, axis=0), dtype=torch.float32), quantize=quantize)
+        """From a diffusers scheduler config, with alphas_cumprod computed as the original (CompVis) code does."""
+        return cls(torch.tensor(alphas_cumprod(config), dtype=torch.float32), quantize=quantize)
 
     @property
     def sigma_min(self) -> float:
@@ -85,6 +69,26 @@ class ModelSigmas:
         """n sigmas at evenly spaced timesteps from the last to the first, then 0 (k-diffusion's get_sigmas)."""
         t = torch.linspace(len(self.sigmas) - 1, 0, n)
         return _append_zero(self.t_to_sigma(t))
+
+
+def alphas_cumprod(config: dict) -> np.ndarray:
+    """A diffusers scheduler config's alphas_cumprod in float64, as CompVis/LDM (which A1111 runs) computes them.
+
+    LDM computes betas and their cumulative product in float64 and stores float32 (alphas_cumprod, and the float64
+    square roots as sqrt_alphas_cumprod...); diffusers computes them in float32, which differs in the last bits.
+    """
+    count = int(config.get("num_train_timesteps", 1000))
+    start, end = float(config.get("beta_start", 0.00085)), float(config.get("beta_end", 0.012))
+    kind = config.get("beta_schedule", "scaled_linear")
+    if config.get("trained_betas") is not None:
+        betas = np.asarray(config["trained_betas"], dtype=np.float64)
+    elif kind == "scaled_linear":
+        betas = (torch.linspace(start ** 0.5, end ** 0.5, count, dtype=torch.float64) ** 2).numpy()
+    elif kind == "linear":
+        betas = np.linspace(start, end, count, dtype=np.float64)
+    else:
+        raise ValueError(f"the beta schedule {kind!r:.40} has no A1111/ComfyUI sigmas: choose a diffusers scheduler")
+    return np.cumprod(1.0 - betas, axis=0)
 
 
 def _append_zero(sigmas: torch.Tensor) -> torch.Tensor:

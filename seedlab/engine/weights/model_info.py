@@ -16,7 +16,7 @@ import diffusers
 from diffusers import DiffusionPipeline
 
 from ..recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, FieldError
-from ..samplers.names import A1111_SAMPLERS, is_ksampler, nearest
+from ..samplers.names import A1111_OWN_SAMPLERS, A1111_SAMPLERS, is_ksampler, nearest
 from .checkpoint_files import CheckpointError, find_checkpoint, plan
 
 EMBEDDED_MODEL_DIR = Path(__file__).resolve().parents[2] / "embedded_model"  # seedlab/embedded_model
@@ -73,7 +73,7 @@ class ModelInfo:
 
     def offered(self) -> list[str]:
         """Every scheduler name this model runs: A1111's samplers (where it can) and its diffusers classes."""
-        return [*(A1111_SAMPLERS if self.a1111 else ()), *sorted(self.schedulers)]
+        return [*((*A1111_SAMPLERS, *A1111_OWN_SAMPLERS) if self.a1111 else ()), *sorted(self.schedulers)]
 
     def scheduler_name(self, name: str) -> str:
         """The name a recipe records: an A1111 sampler as named, a diffusers scheduler by its class."""

@@ -1,0 +1,77 @@
+"""ComfyUI's uni_pc and uni_pc_bh2 against a re-creation of ComfyUI's own code (tests/reference_unipc.py, driven by
+tests/reference_comfyui.py's KSampler node), bit for bit, on a tiny random-weight SD pipeline, with every ComfyUI
+scheduler; and the model calls the budget prices are the calls made."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from seedlab.engine.recipe import COMFY_SCHEDULES, Recipe
+from seedlab.engine.samplers.comfyui import sample_comfy
+from seedlab.engine.samplers.names import model_calls
+from tests.reference_comfyui import SD1_LATENT_SCALE_FACTOR, comfyui_ksampler, comfyui_latent_upscale_by
+from tests.tiny import tiny_pipeline
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    pipe = tiny_pipeline(tmp_path_factory.mktemp("tok"))
+    with torch.inference_mode():
+        cond, uncond = pipe.encode_prompt("a red circle", "cpu", 1, True, "blue square")
+    return pipe, cond, uncond
+
+
+def ours(setup, calls: list | None = None, **fields) -> torch.Tensor:
+    pipe, cond, uncond = setup
+    values = {"seed": 5, "width": 64, "height": 64, "num_inference_steps": 4, "guidance_scale": 7.0, "rng": "cpu",
+              "scheduler": "uni_pc", "schedule": "normal", **fields}
+    calls = [] if calls is None else calls
+    with torch.inference_mode():
+        latents = sample_comfy(pipe, Recipe(prompt="a red circle", **values), cond, uncond, lambda: calls.append(1))
+    return latents / SD1_LATENT_SCALE_FACTOR
+
+
+def reference(setup, sampler="uni_pc", scheduler="normal", steps=4, cfg=7.0, **options) -> torch.Tensor:
+    pipe, cond, uncond = setup
+    with torch.inference_mode():
+        return comfyui_ksampler(pipe.unet, dict(pipe.scheduler.config), cond=cond, uncond=uncond, seed=5,
+                                latent=torch.zeros(1, 4, 16, 16), steps=steps, cfg=cfg, sampler_name=sampler,
+                                scheduler=scheduler, **options)
+
+
+@pytest.mark.parametrize("schedule", COMFY_SCHEDULES)
+@pytest.mark.parametrize("sampler", ["uni_pc", "uni_pc_bh2"])
+def test_uni_pc_matches_comfyui_with_every_scheduler(setup, sampler, schedule):
+    assert torch.equal(ours(setup, scheduler=sampler, schedule=schedule), reference(setup, sampler, schedule))
+
+
+# One step: a model call and no update (ComfyUI's order 0); two: order 1; three and more: orders 2 and 3.
+@pytest.mark.parametrize("sampler, steps", [("uni_pc", 1), ("uni_pc", 2), ("uni_pc_bh2", 3), ("uni_pc", 9),
+                                            ("uni_pc_bh2", 12)])
+def test_step_counts_and_model_calls(setup, sampler, steps):
+    calls = []
+    got = ours(setup, calls, scheduler=sampler, num_inference_steps=steps, schedule="karras")
+    assert torch.equal(got, reference(setup, sampler, "karras", steps=steps))
+    assert len(calls) == steps == model_calls(sampler, steps)
+
+
+def test_bh1_and_bh2_differ_and_cfg_one_skips_the_negative_prompt(setup):
+    assert not torch.equal(ours(setup), ours(setup, scheduler="uni_pc_bh2"))
+    assert torch.equal(ours(setup, guidance_scale=1.0), reference(setup, cfg=1.0))
+
+
+def test_a_shortened_schedule_and_a_two_pass_graph(setup):
+    """KSamplerAdvanced's start and end steps, and a second KSampler at denoise < 1 after LatentUpscaleBy: the
+    schedule's tail, from noise scaled by its first sigma (not sqrt(1 + sigma ** 2)), walked the same way."""
+    assert torch.equal(ours(setup, num_inference_steps=6, start_step=2, end_step=5),
+                       reference(setup, steps=6, start_step=2, last_step=5, force_full_denoise=True))
+    got = ours(setup, hires_scale=1.5, hires_upscaler="bilinear", denoising_strength=0.55, hires_sampler="uni_pc_bh2",
+               hires_schedule="beta", hires_steps=5, hires_seed=9, hires_cfg=6.0)
+    pipe, cond, uncond = setup
+    with torch.inference_mode():
+        upscaled = comfyui_latent_upscale_by(reference(setup), "bilinear", 1.5)
+        want = comfyui_ksampler(pipe.unet, dict(pipe.scheduler.config), cond=cond, uncond=uncond, seed=9,
+                                latent=upscaled, steps=5, cfg=6.0, sampler_name="uni_pc_bh2", scheduler="beta",
+                                denoise=0.55)
+    assert torch.equal(got, want)
