@@ -26,7 +26,7 @@ from seedlab import ModelStore, configure_process, resolve_device
 from seedlab.engine import cpu
 from seedlab.engine.models import default_lanes
 from seedlab.engine.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, DTYPES, SPECS
-from seedlab.engine.samplers.names import A1111_OWN_SAMPLERS, A1111_SAMPLERS
+from seedlab.engine.samplers.names import A1111_OWN_SAMPLERS, A1111_SAMPLERS, COMFY_SAMPLERS
 from seedlab.engine.weights import checkpoint_files, library
 from seedlab.scale.workers import Workers
 from seedlab.serving.admission import Admission, measure_speed
@@ -43,7 +43,7 @@ from webui.queue_cap import cap_queued
 from webui.reproduction_panel import reproduction_panel, wire_reproduction
 from webui.uploads import LinkGuard, PeerStamp, UploadGuard
 from webui.visitors import proxy_hops
-from webui.wiring import CSS, GENERATE, PRIVATE, SHORTCUTS, SHOW_ANCHOR, SHOW_SEEDS, Wiring, by_name, ready
+from webui.wiring import CSS, GENERATE, PRIVATE, SHOW_ANCHOR, SHOW_SEEDS, Wiring, by_name, page_js, ready, spellings
 
 # What the variations box offers as an example: words the embedded model knows, so the example keeps the seed's shape.
 EXAMPLE_VARIATIONS = ", large\n, on a white background"
@@ -60,10 +60,14 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
     if model.info.a1111_prompts:  # prompts typed on the page are read as A1111 reads them (links, API: plain)
         defaults["prompt_syntax"] = "a1111"
     a1111, own = (list(A1111_SAMPLERS), list(A1111_OWN_SAMPLERS)) if model.info.a1111 else ([], [])  # run as A1111
-    schedulers = [(f"model default ({model.default_scheduler})", DEFAULT_SCHEDULER),
-                  *[(f"{name} (A1111)", name) for name in a1111], *own, *model.schedulers]
-    choices = {"scheduler": schedulers, "model": store.allowed, "dtype": [store.dtype],
-               "hires_sampler": [("same as Scheduler", ""), *a1111]}
+    eps = model.info.a1111 and model.info.scheduler_config.get("prediction_type", "epsilon") == "epsilon"
+    comfy = [(f"{name} (ComfyUI)", name) for name in COMFY_SAMPLERS] if eps else []  # ComfyUI's: eps models
+    a1111 = [(f"{name} (A1111)", name) for name in a1111]
+    schedulers = [(f"model default ({model.default_scheduler})", DEFAULT_SCHEDULER), *a1111, *own, *comfy,
+                  *model.schedulers]
+    hires = [("same as Scheduler", ""), *a1111, *comfy]
+    choices = {"scheduler": schedulers, "model": store.allowed, "dtype": [store.dtype], "hires_sampler": hires}
+    app.spellings = spellings([*schedulers, *hires])  # typed + Enter picks the sampler of that exact name
     ui: dict[str, gr.components.Component] = {}
 
     def add(name: str, **options) -> gr.components.Component:
@@ -336,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
     guards = [Middleware(PeerStamp), Middleware(LinkGuard),
               Middleware(UploadGuard, max_uploads=limits.visitor_uploads, local_free=local_free)]
     # Gradio keeps a copy of every component's config per session (10,000 sessions by default: gigabytes).
-    demo.launch(css=CSS, js=SHORTCUTS, max_file_size=MAX_UPLOAD, app_kwargs={"middleware": guards},
+    demo.launch(css=CSS, js=page_js(app.spellings), max_file_size=MAX_UPLOAD, app_kwargs={"middleware": guards},
                 state_session_capacity=limits.sessions, mcp_server=args.mcp)
 
 

@@ -70,6 +70,19 @@ def page_grid(page, seeds: str, count: int, steps: int, button: str = "#generate
     return seconds
 
 
+def open_page(playwright, url: str):
+    """Chromium (headless, as the tests start it) on the app's page at 1400x900, its requests counted (settle)."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.add_init_script(TRACKER)
+    page = context.new_page()
+    page.set_default_timeout(600_000)
+    page.goto(url)
+    page.wait_for_function("document.body.dataset.seedlab === 'ready'")
+    return browser, page
+
+
 def lanes_grid(model: seedlab.Model, recipe: seedlab.Recipe, seeds: list[int]) -> list:
     """The app's route on a CPU without the web: one thread per image, images side by side in lanes."""
     threads, lanes = torch.get_num_threads(), model.lanes
@@ -106,14 +119,7 @@ def main() -> None:
     page_times, batched_times, lane_times = [], [], []
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-                "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
-            context = browser.new_context(viewport={"width": 1400, "height": 900})
-            context.add_init_script(TRACKER)
-            page = context.new_page()
-            page.set_default_timeout(600_000)
-            page.goto(url)
-            page.wait_for_function("document.body.dataset.seedlab === 'ready'")
+            browser, page = open_page(playwright, url)
             page_grid(page, "100-101", 2, args.steps)  # warm-up: the app's and the browser's first use
             batched_grid(model, recipe, [100, 101])
             lanes_grid(model, recipe, [100, 101])

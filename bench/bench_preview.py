@@ -30,13 +30,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from bench_page import CHROMIUM, page_grid  # noqa: E402
+from bench_page import open_page, page_grid  # noqa: E402
 from bench_speed import start_app  # noqa: E402
 
 import seedlab  # noqa: E402
 from seedlab.engine.models import default_lanes  # noqa: E402
 from seedlab.engine.previews import PREVIEW_STEPS, as_preview  # noqa: E402
-from tests.settle import TRACKER  # noqa: E402
 
 PROMPT = "a red circle on a blue background"
 
@@ -106,14 +105,7 @@ def page(model, base: seedlab.Recipe, count: int, runs: int) -> None:
     page_times, here_times = [], []
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-                "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
-            context = browser.new_context(viewport={"width": 1400, "height": 900})
-            context.add_init_script(TRACKER)
-            tab = context.new_page()
-            tab.set_default_timeout(600_000)
-            tab.goto(url)
-            tab.wait_for_function("document.body.dataset.seedlab === 'ready'")
+            browser, tab = open_page(playwright, url)
             tab.locator("#prompt textarea").fill(PROMPT)
             page_grid(tab, "100-101", 2, base.num_inference_steps, "#preview")  # warm-up
             for run in range(runs):

@@ -211,10 +211,12 @@ def test_a_grid_cell_is_its_solo_image(setup, tmp_path):
 
 def test_a1111_fields_are_refused_for_diffusers_schedulers(setup):
     model = describe("tiny", setup[0], torch.device("cpu"))
-    with pytest.raises(ValueError, match="schedule needs an A1111 sampler"):
+    runs = "works with the samplers SeedLab runs as A1111 or ComfyUI does: choose one in Scheduler"
+    with pytest.raises(ValueError, match=f"schedule {runs}.*or set it back to Automatic"):
         generate(model, Recipe(prompt="a", scheduler="EulerDiscreteScheduler", schedule="Karras"))
-    with pytest.raises(ValueError, match="hires_scale needs an A1111 sampler"):
+    with pytest.raises(ValueError, match=f"hires_scale {runs}.*ComfyUI's euler.*or set it to 0 \\(off\\)") as error:
         generate(model, Recipe(prompt="a", hires_scale=2.0))
+    assert "leave" not in str(error.value) and "hires_scale at" not in str(error.value), "the page's words"
     with pytest.raises(ValueError, match="hires_sampler must be one of DPM\\+\\+ 2M"):
         generate(model, Recipe(prompt="a", scheduler="Euler", hires_scale=2.0, hires_sampler="Euler z"))
 

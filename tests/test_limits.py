@@ -52,3 +52,17 @@ def test_a_setting_above_what_a_recipe_accepts_is_refused_not_silently_capped(se
     Limits.from_env({setting: str(ceiling)})
     with pytest.raises(ValueError, match=f"{setting} must be at most {ceiling}"):
         Limits.from_env({setting: str(ceiling + 1)})
+
+
+def test_a_range_refusal_names_this_servers_narrower_limit_beside_the_recipes():
+    """Issue 47: the page's width error said "32 to 4096" where this server's limit is 1024."""
+    from seedlab.engine.recipe import Recipe, RecipeError
+
+    with pytest.raises(RecipeError) as error:
+        Recipe(prompt="a", width=5000, num_inference_steps=500, guidance_scale=99)
+    message = str(Limits().narrowed(error.value))
+    assert "width must be a whole number from 32 to 4096 and a multiple of 8, got 5000 (this server: at most 1024, " \
+           "SEEDLAB_MAX_SIZE)" in message
+    assert "got 500 (this server: at most 50, SEEDLAB_MAX_STEPS)" in message
+    assert "guidance_scale" in message and message.count("this server") == 2  # no server limit: as it was
+    assert "this server" not in str(Limits(max_size=4096, max_steps=200).narrowed(error.value)), "no narrower limit"

@@ -30,7 +30,8 @@ recipes = st.builds(
     guidance_scale=st.floats(0, 50, allow_nan=False) | st.sampled_from([0.0, 7.5, 1e-300, 49.99999999999999]),
     width=st.integers(4, 512).map(lambda n: 8 * n),
     height=st.integers(4, 512).map(lambda n: 8 * n),
-    rng=st.sampled_from(["cpu", "device", "numpy-pcg64", "cuda-philox"]),
+    # "+" in std-libstdc++ must survive a query string; numpy-mt19937 takes 32-bit seeds (its own test below)
+    rng=st.sampled_from(["cpu", "device", "numpy-pcg64", "cuda-philox", "std-libstdc++", "std-libc++", "std-msvc"]),
     variation_seed=st.integers(0, MAX_SEED),
     variation_strength=st.floats(0, 1, allow_nan=False),
     seed_resize_from=st.none() | st.tuples(st.integers(4, 512).map(lambda n: 8 * n),
@@ -52,6 +53,13 @@ def test_a_link_restores_the_recipe_fingerprint_and_environment(recipe):
     assert link.startswith(BASE + "?v=1&prompt=")
     assert decode_link(link) == (recipe, FP, flat(ENV))
     assert decode_link(link.split("?", 1)[1]) == (recipe, FP, flat(ENV))  # the query string alone works too
+
+
+def test_the_other_tools_noise_sources_survive_a_link():
+    for rng in ("numpy-mt19937", "std-libstdc++", "std-libc++", "std-msvc"):
+        recipe = Recipe(prompt="a fox", seed=2**32 - 1, rng=rng)
+        link = encode_link(recipe, FP, ENV, BASE)
+        assert decode_link(link)[0] == recipe and f"rng={rng.replace('+', '%2B')}" in link
 
 
 def test_a_query_alone_may_hold_url_like_values():

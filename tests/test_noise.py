@@ -1,5 +1,6 @@
 """The seed's noise against independent references: numpy's PCG64, torch.randn, plain diffusers, A1111's formulas."""
 
+import re
 from types import SimpleNamespace
 
 import diffusers
@@ -85,13 +86,14 @@ def test_numpy_pcg64_latents_are_numpys_own_draw_cast_once(pipe, seed, dtype, nu
 
 @pytest.mark.parametrize("rng", RNG_SOURCES)
 def test_the_largest_seeds_work_for_every_source(pipe, rng):
-    made = noise(pipe, BIG_SEED, rng=rng, variation_seed=BIG_SEED - 1, variation_strength=0.5)
+    big = 2**32 - 1 if rng == "numpy-mt19937" else BIG_SEED  # Apple's pipeline takes a UInt32 seed
+    made = noise(pipe, big, rng=rng, variation_seed=big - 1, variation_strength=0.5)
     assert torch.isfinite(made.latents).all()
-    plain = noise(pipe, BIG_SEED, rng=rng).latents
+    plain = noise(pipe, big, rng=rng).latents
     if rng in ("cpu", "device"):
-        expected = torch_noise(BIG_SEED, plain.shape)
+        expected = torch_noise(big, plain.shape)
     else:
-        expected = numpy_noise(BIG_SEED, plain.shape) if rng == "numpy-pcg64" else randn(BIG_SEED, plain.shape, rng)
+        expected = numpy_noise(big, plain.shape) if rng == "numpy-pcg64" else randn(big, plain.shape, rng)
     assert np.array_equal(plain.numpy(), np.asarray(expected, dtype=np.float32))
 
 
@@ -285,9 +287,9 @@ def test_draws_noise_and_check_scheduler(pipe, scheduler_class, options, draws):
     assert schedule_state(scheduler) == before  # it stepped a copy
     check_scheduler("cpu", scheduler)
     check_scheduler("device", scheduler)
-    for rng in ("numpy-pcg64", "cuda-philox"):
+    for rng in ("numpy-pcg64", "cuda-philox", "numpy-mt19937", "std-libc++"):  # the others share their path
         if draws:
-            with pytest.raises(ValueError, match=f"rng {rng} cannot drive {scheduler_class.__name__}.*rng cpu"):
+            with pytest.raises(ValueError, match=f"rng {re.escape(rng)} cannot drive {scheduler_class.__name__}.*cpu"):
                 check_scheduler(rng, scheduler)
         else:
             check_scheduler(rng, scheduler)
@@ -327,7 +329,8 @@ def test_latent_shape_refuses_packed_pipelines_by_name():
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"rng": "gpu"}, "rng must be one of cpu, device, numpy-pcg64, cuda-philox, got 'gpu'"),
+        ({"rng": "gpu"}, re.escape("rng must be one of cpu, device, numpy-pcg64, cuda-philox, numpy-mt19937, "
+                                   "std-libstdc++, std-libc++, std-msvc, got 'gpu'")),
         ({"seed": 2**64}, "seed must be an integer from 0 to 18446744073709551615, got 18446744073709551616"),
         ({"seed": -1}, "seed must be an integer from 0 to"),
         ({"variation_seed": 1.5}, "variation_seed must be an integer from 0 to"),

@@ -139,7 +139,7 @@ def test_randn_takes_a_list_or_an_int_shape_and_empty_shapes():
         ((1, (2.0,), "cpu"), "shape must be a tuple"),
         ((1, (MAX_NOISE_ELEMENTS + 1,), "cuda-philox"), f"at most {MAX_NOISE_ELEMENTS:,} elements"),
         ((1, (2**40, 2**40), "cuda-philox"), "elements"),
-        ((1, (2,), "device"), "rng must be one of cpu, numpy-pcg64, cuda-philox .*got 'device'"),
+        ((1, (2,), "device"), "rng must be one of cpu, numpy-pcg64, cuda-philox, numpy-mt19937, .*got 'device'"),
         ((1, (2,), "gpu"), "rng must be one of"),
     ],
 )

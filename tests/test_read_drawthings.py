@@ -97,8 +97,35 @@ def test_v2_fills_what_the_short_keys_leave_out():
 
 def test_seed_modes_that_seedlab_draws_become_the_rng():
     for mode, rng in (("Torch CPU Compatible", "cpu"), ("NVIDIA GPU Compatible", "cuda-philox")):
-        _, fields, _ = read_xmp(packet(json.dumps({**COMMENT, "seed_mode": mode})))
-        assert fields["rng"] == rng
+        _, fields, notes = read_xmp(packet(json.dumps({**COMMENT, "seed_mode": mode})))
+        assert fields["rng"] == rng and any(f"seed mode {mode} is rng {rng}" in note for note in notes)
+
+
+@pytest.mark.parametrize("mode, words", [("Legacy", "the GPU's own random generator"),
+                                         ("Scale Alike", "nested squares")])
+def test_seed_modes_of_its_own_are_named_and_the_rest_is_read(mode, words):
+    _, fields, notes = read_xmp(packet(json.dumps({**COMMENT, "seed_mode": mode})))
+    assert "rng" not in fields and fields["seed"] == COMMENT["seed"]
+    assert any(f"seed mode {mode} draws" in note and words in note and "rng cpu is used" in note for note in notes)
+
+
+def test_the_v2_configurations_number_an_unknown_mode_and_none_at_all():
+    comment = {key: value for key, value in COMMENT.items() if key != "seed_mode"}
+    _, fields, _ = read_xmp(packet(json.dumps({**comment, "v2": {"seedMode": 3}})))  # SeedMode.nvidiaGpuCompatible
+    assert fields["rng"] == "cuda-philox"
+    _, fields, notes = read_xmp(packet(json.dumps({**comment, "seed_mode": "Quantum"})))
+    assert "rng" not in fields and fields["num_inference_steps"] == 10
+    assert any("seed_mode 'Quantum' is not one of its seed modes (Legacy, Torch CPU Compatible" in note
+               for note in notes)
+    _, fields, notes = read_xmp(packet(json.dumps(comment)))
+    assert "rng" not in fields and any("names no seed mode" in note for note in notes)
+
+
+def test_the_descriptions_seed_mode():
+    text = DESCRIPTION.replace("Strength: 1.0,", "Strength: 1.0, Seed Mode: NVIDIA GPU Compatible,")
+    _, fields, notes = read_description(text)
+    assert fields["rng"] == "cuda-philox" and fields["seed"] == 1177739245
+    assert not any("Seed Mode" in note and "no SeedLab equivalent" in note for note in notes)
 
 
 def test_one_odd_value_loses_that_field_only():

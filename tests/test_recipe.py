@@ -24,7 +24,7 @@ def test_defaults_are_valid_and_immutable():
         ({"guidance_scale": -1}, "guidance_scale", "0 to 50"),
         ({"guidance_scale": float("nan")}, "guidance_scale", "number"),
         ({"guidance_scale": "7"}, "guidance_scale", "number"),
-        ({"rng": "gpu"}, "rng", "cpu, device, numpy-pcg64, cuda-philox"),
+        ({"rng": "gpu"}, "rng", "cpu, device, numpy-pcg64, cuda-philox, numpy-mt19937, std-libstdc++, std-libc++"),
         ({"dtype": "float64"}, "dtype", "float32"),
         ({"deterministic": "yes"}, "deterministic", "true or false"),
         ({"prompt": "x" * 2001}, "prompt", "2000 characters"),

@@ -69,6 +69,20 @@ SHORTCUTS = """
         event.preventDefault();
         if (button && !busy) button.click();
     }, true);
+    // A sampler typed as a tool writes it ("euler", "Euler", "DDIM") and Enter: that exact sampler, not the first
+    // menu entry containing the text (typing euler picked "Euler a (A1111)", another sampler).
+    const spellings = SPELLINGS;
+    document.addEventListener("keydown", (event) => {
+        if (event.key !== "Enter" || !(event.target instanceof Element)) return;
+        const input = event.target.closest("#scheduler input, #hires-sampler input");
+        const label = input ? spellings[input.value.trim()] : undefined;
+        if (label === undefined) return;
+        event.preventDefault();
+        event.stopImmediatePropagation();
+        input.value = label;  // the menu takes a typed label that is one of its own when it loses the focus
+        input.dispatchEvent(new Event("input", {bubbles: true}));
+        input.blur();
+    }, true);
     document.body.dataset.seedlab = "ready";  // the shortcuts work from here on (tests wait for it)
 }
 """
@@ -135,6 +149,23 @@ SHOW_VERDICT = """(text) => {
 # Ready again after a run, set in the browser as well (see ready()).
 READY = """() => [{__type__: 'update', value: %s, interactive: true}, {__type__: 'update', interactive: true},
                  {__type__: 'update', interactive: false}]""" % json.dumps(GENERATE)  # noqa: UP031 - JavaScript, as above
+
+
+def spellings(choices: list) -> dict[str, str]:
+    """What a visitor may type for each sampler menu entry (its label, its value, its label without "(A1111)" or
+    "(ComfyUI)") -> the entry's label; the first entry keeps a spelling two share."""
+    known: dict[str, str] = {}
+    for choice in choices:
+        label, value = choice if isinstance(choice, tuple) else (choice, choice)
+        for typed in (label, value, label.removesuffix(" (A1111)"), label.removesuffix(" (ComfyUI)")):
+            if typed:
+                known.setdefault(typed, label)
+    return known
+
+
+def page_js(spelled: dict[str, str]) -> str:
+    """The page's script: SHORTCUTS with the sampler menus' spellings (see spellings)."""
+    return SHORTCUTS.replace("SPELLINGS", json.dumps(spelled))
 
 
 def by_name(function, components: dict, outputs: list):

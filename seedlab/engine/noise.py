@@ -14,6 +14,8 @@ Sources (`rng`):
 - "cuda-philox": what torch.randn gives on a CUDA GPU, computed on the CPU (philox.py; A1111's "NV"
   source) in float32 and cast once to the model's dtype, on any machine. As with numpy-pcg64, only
   schedulers that draw nothing while stepping can run with it, and the pipeline gets no generator.
+- "numpy-mt19937", "std-libstdc++", "std-libc++", "std-msvc": Apple's Core ML pipeline's and stable-diffusion.cpp's
+  noise (random_sources.py), drawn as cuda-philox is: float32 on the CPU, cast once, no generator for later steps.
 
 Seed fields, with AUTOMATIC1111's meaning (modules/rng.py, ImageRNG.first):
 - variation_seed / variation_strength: the seed's noise and the variation seed's noise are
@@ -21,8 +23,8 @@ Seed fields, with AUTOMATIC1111's meaning (modules/rng.py, ImageRNG.first):
 - seed_resize_from (width, height): the noise is drawn at that size and centred in the target
   size, cropped or padded with the seed's own target-size noise. Variation happens first, at the
   drawn size, as in A1111.
-Both are computed in float32 on the noise source's device (the CPU for "cpu", "numpy-pcg64" and
-"cuda-philox", so the result does not depend on the hardware) and cast to the model's dtype at the end.
+Both are computed in float32 on the noise source's device (the CPU for every source but "device", so the
+result does not depend on the hardware) and cast to the model's dtype at the end.
 """
 
 from __future__ import annotations
@@ -37,12 +39,13 @@ import numpy as np
 import torch
 from diffusers.utils.torch_utils import randn_tensor
 
+from . import random_sources
 from .philox import cuda_normal
 from .recipe import MAX_SEED, MAX_SIZE, RNG_SOURCES  # torch's manual_seed takes 0..2**64-1; PCG64 any int >= 0
 
 MAX_NOISE_ELEMENTS = 2**26  # 256 MB of float32; the largest latents (16 x 512 x 512) have 2**22
-CPU_SOURCES = ("cpu", "numpy-pcg64", "cuda-philox")  # the sources that draw the same numbers on any machine
-_NO_GENERATOR = ("numpy-pcg64", "cuda-philox")  # sources diffusers' schedulers cannot draw step noise from
+CPU_SOURCES = ("cpu", "numpy-pcg64", "cuda-philox", *random_sources.SOURCES)  # the same numbers on any machine
+_NO_GENERATOR = ("numpy-pcg64", "cuda-philox", *random_sources.SOURCES)  # no step noise for diffusers' schedulers
 PARALLEL_DOT = 0.9995  # A1111's threshold: above it the noises are nearly parallel and slerp is unstable
 PROBE_STEPS = 4  # enough for multistep and second-order schedulers to reach the steps that draw
 _NUMPY_DTYPES = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64}
@@ -153,9 +156,9 @@ def make_noise(
     if rng == "numpy-pcg64":
         generator = None
         latents = _numpy_noise(seed, shape, dtype).to(device)
-    elif rng == "cuda-philox":
+    elif rng in _NO_GENERATOR:  # cuda-philox and the other tools' sources
         generator = None
-        latents = randn(seed, shape, rng).to(device=device, dtype=dtype)  # float32, as CUDA draws it, cast once
+        latents = randn(seed, shape, rng).to(device=device, dtype=dtype)  # float32, as the tool draws it, cast once
     else:
         generator = torch.Generator(_generator_device(rng, device)).manual_seed(seed)
         latents = randn_tensor(shape, generator=generator, device=device, dtype=dtype)
@@ -175,9 +178,9 @@ def make_noise(
 def randn(seed: int, shape: tuple[int, ...], rng: str = "cpu") -> torch.Tensor:
     """The float32 CPU tensor of shape `shape` that the `rng` source seeded with `seed` draws first.
 
-    "cpu": torch.randn with a CPU generator; "numpy-pcg64": numpy's PCG64 standard normals (float64,
-    cast to float32); "cuda-philox": torch.randn on a CUDA GPU, for tensors of up to
-    philox.CUDA_CARDS elements. ("device" draws on the model's device, so it has no CPU value here.)
+    "cpu": torch.randn with a CPU generator; "numpy-pcg64": numpy's PCG64 standard normals (float64, cast to
+    float32); "cuda-philox": torch.randn on a CUDA GPU, for tensors of up to philox.CUDA_CARDS elements; the other
+    tools' sources as random_sources.normals draws them, row-major. ("device" draws on the model's device: none here.)
     """
     if rng not in CPU_SOURCES:
         raise ValueError(f"rng must be one of {', '.join(CPU_SOURCES)} (device draws on the model's device, not "
@@ -188,6 +191,8 @@ def randn(seed: int, shape: tuple[int, ...], rng: str = "cpu") -> torch.Tensor:
         return _numpy_noise(seed, shape, torch.float32)
     if rng == "cuda-philox":
         return torch.from_numpy(cuda_normal(seed, math.prod(shape)).reshape(shape))
+    if rng in random_sources.SOURCES:
+        return torch.from_numpy(random_sources.normals(rng, seed, math.prod(shape)).reshape(shape))
     return torch.randn(shape, generator=torch.Generator("cpu").manual_seed(seed), dtype=torch.float32)
 
 

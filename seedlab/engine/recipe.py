@@ -17,7 +17,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .recipe_checks import MAX_HIRES_SCALE, MAX_HIRES_SCHEDULE, check_hires, check_loras, check_preview  # noqa: F401
+from .recipe_checks import (  # noqa: F401
+    MAX_HIRES_SCALE,
+    MAX_HIRES_SCHEDULE,
+    check_hires,
+    check_loras,
+    check_preview,
+    check_uint32_seeds,
+)
 
 # FieldError, RecipeError, Spec and the size limits are part of this module's API too.
 from .spec import A1111_HASH, MAX_SAFE_JS_INT, MAX_SIZE, MIN_SIZE, SIZE_MULTIPLE, FieldError, RecipeError, Spec  # noqa: F401
@@ -26,7 +33,9 @@ from .weights import vae_names
 MAX_SEED = 2**64 - 1  # what torch's manual_seed accepts; ComfyUI and Fooocus seeds reach 2**63
 DEFAULT_MODEL = "embedded"  # the checkpoint that ships in seedlab/embedded_model (see models.py)
 DEFAULT_SCHEDULER = "default"  # the model's own scheduler; resolved to a class name at generation
-RNG_SOURCES = ("cpu", "device", "numpy-pcg64", "cuda-philox")
+# Appended only: a value keeps its meaning. The last four are other tools' noise (random_sources.py).
+RNG_SOURCES = ("cpu", "device", "numpy-pcg64", "cuda-philox", "numpy-mt19937", "std-libstdc++", "std-libc++",
+               "std-msvc")
 DTYPES = ("float32", "float16", "bfloat16")
 MAX_PROMPT_CHARS = 2000
 MAX_STEPS = 200
@@ -83,7 +92,10 @@ class Recipe:
     rng: str = _spec("cpu", kind="choice", choices=RNG_SOURCES, label="RNG source", link="rng", cli="--rng",
                      a1111="RNG", help="where the noise comes from: cpu (portable, plain diffusers), device "
                                        "(the GPU's own), numpy-pcg64 (mindone.diffusers on Ascend), "
-                                       "cuda-philox (a CUDA GPU's noise on any machine, A1111's NV)")
+                                       "cuda-philox (a CUDA GPU's noise on any machine, A1111's NV), "
+                                       "numpy-mt19937 (Apple's Core ML pipeline, Mochi Diffusion; seeds up to "
+                                       "4294967295), std-libstdc++ / std-libc++ / std-msvc (stable-diffusion.cpp's "
+                                       "std_default built on Linux / macOS / Windows)")
     variation_seed: int = _spec(0, kind="seed", high=MAX_SEED, label="Variation seed", link="vseed",
                                 cli="--variation-seed", a1111="Variation seed", a1111_when="variation_strength",
                                 help="a second seed whose noise is blended in (A1111's variation seed)")
@@ -240,6 +252,8 @@ class Recipe:
             vae_names.check(self.vae, self.vae_hash)
         if self.preview_steps:
             check_preview(self)
+        if self.rng == "numpy-mt19937":
+            check_uint32_seeds(self)
 
     def replace(self, **changes: Any) -> Recipe:
         """A copy with some fields changed (validated again)."""

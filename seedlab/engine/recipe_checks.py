@@ -61,3 +61,17 @@ def check_preview(recipe) -> None:
                                                   "schedule has no shorter preview; generate it in full"))
     if errors:
         raise RecipeError(errors)
+
+
+MAX_UINT32_SEED = 2**32 - 1  # rng numpy-mt19937: Apple's pipeline takes a UInt32 seed (NumPy's legacy seeding too)
+
+
+def check_uint32_seeds(recipe) -> None:
+    """rng numpy-mt19937 draws from a UInt32 seed: the seed, and a variation seed in use, must fit one."""
+    errors = [FieldError(name, f"must be from 0 to {MAX_UINT32_SEED} with rng numpy-mt19937 (Apple's pipeline takes a "
+                               f"32-bit seed), got {value}")
+              for name, value, used in (("seed", recipe.seed, True),
+                                        ("variation_seed", recipe.variation_seed, recipe.variation_strength > 0))
+              if used and value > MAX_UINT32_SEED]
+    if errors:
+        raise RecipeError(errors)

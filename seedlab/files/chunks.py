@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from PIL import Image
 
-from . import drawthings, formats, imaginairy
+from . import drawthings, formats, imaginairy, mochi
 
 MAX_FILE_BYTES = 64 * 2**20  # an upload is at most a few MB; a file larger than this is not read
 MAX_INFLATED = formats.MAX_JSON * 4  # bytes of compressed text chunks once inflated, all of a file's together
@@ -111,8 +111,10 @@ def png_chunks(data: bytes) -> dict[str, str]:
             exif = body
     if not chunks and position == len(_PNG):
         raise UnreadableImage("file is not a readable PNG (no chunks)")
+    values = _png_exif(exif) if exif is not None else dict.fromkeys((0x010E, 0x010F, 0x0110, 0x0131, 0x9286))
     if exif is not None and not set(chunks) & _RECIPE_CHUNKS:
-        _sort_exif(_png_exif(exif), chunks)  # imaginAIry's PNGs: their recipe is in EXIF only
+        _sort_exif(values, chunks)  # imaginAIry's PNGs: their recipe is in EXIF only
+    _mochi_caption(chunks, None, values[0x010E] or chunks.get("Description"), chunks.get(drawthings.XMP_CHUNK))
     xmp_comment(chunks)
     return chunks
 
@@ -164,15 +166,24 @@ def exif_chunks(data: bytes) -> dict[str, str]:
             values = _exif_values(image.getexif())
             comment = image.info.get("comment")
             xmp = image.info.get("xmp")  # Draw Things' JPEGs: its XMP packet, as in its PNGs
+            photoshop = image.info.get("photoshop")  # a JPEG's APP13: Mochi Diffusion's IPTC caption
     except (OSError, SyntaxError, ValueError, struct.error, Image.DecompressionBombError):
         raise UnreadableImage("file is not a readable JPEG or WebP image") from None
     chunks = _sort_exif(values, {})
+    _mochi_caption(chunks, photoshop, values[0x010E], xmp)
     if values[0x9286] is None and isinstance(comment, bytes) and b"Steps: " in comment:  # a JPEG comment: A1111's
         _sort_comment(comment.decode("utf-8", "replace").strip("\0 \n"), chunks)
     if isinstance(xmp, (bytes, str)) and not chunks:
         chunks[drawthings.XMP_CHUNK] = xmp.decode("utf-8", "replace") if isinstance(xmp, bytes) else xmp
         xmp_comment(chunks)
     return chunks
+
+
+def _mochi_caption(chunks: dict[str, str], photoshop: Any, description: Any, xmp: Any) -> None:
+    """Mochi Diffusion's caption (its IPTC Caption/Abstract, which ImageIO mirrors into EXIF and XMP) as a chunk."""
+    found = mochi.caption(photoshop, description, xmp)
+    if found is not None:
+        chunks[mochi.CHUNK] = found
 
 
 def _exif_values(exif: Image.Exif) -> dict[int, Any]:

@@ -19,14 +19,22 @@ text where there is no JSON. The XMP is untrusted XML: a packet declaring a DOCT
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .formats import MAX_JSON, check_text, loads, odd, put_number, put_size, sampler_scheduler
 
 XMP_CHUNK = "XML:com.adobe.xmp"
-# Draw Things' seed modes: where the noise comes from (its ImageGeneratorUtils). Torch CPU Compatible is torch's
-# CPU generator, NVIDIA GPU Compatible the noise a CUDA card draws; Legacy and Scale Alike are its own.
+# Draw Things' seed modes (SeedMode; draw-things-community LocalImageGenerator.randomLatentNoise): Torch CPU
+# Compatible is torch's CPU randn (its TorchRandomSource), NVIDIA GPU Compatible CUDA's Philox (its NVRandomSource),
+# both filled in (1, C, h, w) order as SeedLab draws them; Legacy and Scale Alike are its own. Its v2 JSON numbers them.
 _SEED_MODES = {"Torch CPU Compatible": "cpu", "NVIDIA GPU Compatible": "cuda-philox"}
+_SEED_MODE_NAMES = ("Legacy", "Torch CPU Compatible", "Scale Alike", "NVIDIA GPU Compatible")
+_CLOSE = {"cpu": "its Swift copy of torch's CPU randn computes the Box-Muller step with Apple's float functions",
+          "cuda-philox": "its Box-Muller angle takes a float64 pi where curand (A1111, SeedLab) takes float32's 2 pi"}
+_OWN_NOISE = {"Legacy": "the GPU's own random generator, which no other machine repeats",
+              "Scale Alike": "torch's CPU noise rearranged in nested squares, so that other sizes keep the composition "
+                             "(its nestSquares), an arrangement SeedLab does not make"}
 _XML_ESCAPES = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 _SILENT = {"c", "uc", "seed", "steps", "scale", "size", "sampler", "model", "strength", "seed_mode", "v2",
            "profile", "target_size", "original_size", "negative_original_size", "crop_top", "crop_left",
@@ -156,14 +164,29 @@ def read_drawthings(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str
     return source, fields, notes
 
 
-def _notes(data: dict[str, Any], fields: dict[str, Any], notes: list[str]) -> None:
-    """Seed mode as the RNG where SeedLab has it; img2img strength, LoRAs and the rest named."""
-    mode = data.get("seed_mode")
+def seed_mode(mode: Any, fields: dict[str, Any], notes: list[str]) -> None:
+    """Draw Things' seed mode (its name, or the v2 JSON's number) as the rng where SeedLab draws that noise; the
+    others, an unknown one and none at all named in a note (the rng is then left at its default, cpu)."""
+    if isinstance(mode, int) and not isinstance(mode, bool) and 0 <= mode < len(_SEED_MODE_NAMES):
+        mode = _SEED_MODE_NAMES[mode]
     if mode in _SEED_MODES:
         fields["rng"] = _SEED_MODES[mode]
-    elif mode is not None:
-        notes.append(f"Draw Things' seed mode {str(mode)[:40]} draws its own noise, which SeedLab does not: the "
-                     "image differs")
+        notes.append(f"Draw Things' seed mode {mode} is rng {fields['rng']}, the same generator and layout; "
+                     f"{_CLOSE[fields['rng']]}, so a value may differ in its last float32 step")
+    elif mode in _OWN_NOISE:
+        notes.append(f"Draw Things' seed mode {mode} draws {_OWN_NOISE[mode]}: rng cpu is used, so the image differs")
+    elif mode is None:
+        notes.append("Draw Things: the file names no seed mode (Draw Things' default is Scale Alike, its own "
+                     "arrangement of torch's CPU noise): rng cpu is used, so the image may differ")
+    else:
+        notes.append(f"Draw Things: seed_mode {str(mode)[:40]!r} is not one of its seed modes "
+                     f"({', '.join(_SEED_MODE_NAMES)}): the rng is left at its default, cpu")
+
+
+def _notes(data: dict[str, Any], fields: dict[str, Any], notes: list[str]) -> None:
+    """Seed mode as the RNG where SeedLab has it; img2img strength, LoRAs and the rest named."""
+    second = data.get("v2") if isinstance(data.get("v2"), dict) else {}
+    seed_mode(data.get("seed_mode", second.get("seedMode")), fields, notes)
     strength = data.get("strength")
     if isinstance(strength, (int, float)) and not isinstance(strength, bool) and strength < 1:
         notes.append(f"strength {strength}: the image was made from another image (img2img); only the settings "
@@ -197,7 +220,11 @@ def read_description(text: str) -> tuple[str, dict[str, Any], list[str]]:
     settings = lines.pop() if len(lines) > 1 else ""
     negative = [index for index, line in enumerate(lines) if line.startswith("-")]
     cut = negative[0] if negative else len(lines)
+    mode = re.search(r"(?:^|, )Seed Mode: ([^,]{1,40})", settings)  # written since 2023, last or before Upscaler
+    if mode is not None:
+        settings = settings[:mode.start()] + settings[mode.end():]
     fields, notes = read_pairs(settings, "Draw Things")
+    seed_mode(mode[1].strip() if mode else None, fields, notes)
     fields["prompt"] = "\n".join(lines[:cut]).strip()
     fields["negative_prompt"] = "\n".join([lines[cut][1:], *lines[cut + 1:]]).strip() if negative else ""
     return "Draw Things", fields, notes

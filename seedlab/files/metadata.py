@@ -27,7 +27,7 @@ from ..engine.image import Result
 from ..engine.recipe import SPECS, Recipe
 from ..engine.spec import FieldError, RecipeError
 from ..engine.version import __version__
-from . import drawthings, formats, imaginairy, invokeai_legacy, json_recipes, keyvalue
+from . import drawthings, formats, imaginairy, invokeai_legacy, json_recipes, keyvalue, mochi
 from .chunks import (
     UnreadableImage,  # noqa: F401  (what reading raises: part of this module's API)
     exif_chunks,
@@ -121,6 +121,9 @@ def read_chunks(chunks: dict[str, str], size: tuple[int, int] | None = None) -> 
     image's own width and height, picks the output a graph that saves several images saved in this file."""
     if "seedlab" in chunks:
         return read_seedlab_chunk(chunks["seedlab"])
+    if mochi.CHUNK in chunks:  # its caption wins over the JSON a branch of it also left in the UserComment
+        name, fields, notes = mochi.read_mochi(chunks[mochi.CHUNK])
+        return Reading(name, fields, tuple(_extra_networks(fields) + notes))
     parameters = chunks.get("parameters")
     if parameters is not None and not _is_json_object(parameters) and keyvalue.is_webui_text(parameters):
         name, fields, notes = keyvalue.read_webui_text(parameters)  # DenOfEquity's diffusers webUI extensions
@@ -162,7 +165,7 @@ def read_chunks(chunks: dict[str, str], size: tuple[int, int] | None = None) -> 
     else:
         found = ", ".join(sorted(chunks)[:8]) or "none"
         raise ValueError(f"file has no recipe: no SeedLab, A1111, ComfyUI, InvokeAI, Fooocus, SwarmUI, NovelAI, Draw "
-                         f"Things, imaginAIry or Key: value metadata (text chunks found: {found[:120]})")
+                         f"Things, Mochi Diffusion, imaginAIry or Key: value metadata (text chunks: {found[:120]})")
     return Reading(name, fields, tuple(_extra_networks(fields) + _scheduled(fields) + notes))
 
 

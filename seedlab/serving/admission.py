@@ -17,6 +17,7 @@ from ..engine.generation import generate, grid_recipes, variation_recipes
 from ..engine.models import Model, ModelStore
 from ..engine.noise import check_scheduler
 from ..engine.prompts import text_inversion
+from ..engine.random_sources import SOURCES as TOOL_SOURCES
 from ..engine.recipe import COMFY_SCHEDULES, DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
 from ..engine.samplers.names import draws_each_step, is_comfy_sampler, is_ksampler, sampling_errors
 from ..engine.seeds import parse_seeds
@@ -105,8 +106,8 @@ class Admission:
         fields["schedule"] = comfy_schedule(fields.get("scheduler"), fields.get("schedule"))
         try:
             recipe = Recipe(**fields)
-        except RecipeError as error:
-            raise RecipeError(errors + error.errors) from None
+        except RecipeError as error:  # a range refusal names this server's narrower limit beside the recipe's
+            raise RecipeError(errors + self.limits.narrowed(error).errors) from None
         errors += self._server_errors(recipe)
         if errors:
             raise RecipeError(errors)
@@ -155,8 +156,8 @@ class Admission:
                 return (error,)
             if is_comfy_sampler(name) and rng != "cpu":
                 return (FieldError("rng", f"must be cpu with ComfyUI's {name} (ComfyUI draws its noise on the CPU)"),)
-            if rng == "numpy-pcg64" and draws_each_step(name):
-                return (FieldError("rng", f"cannot be used here: numpy-pcg64 cannot draw the noise {name} draws at "
+            if rng in ("numpy-pcg64", *TOOL_SOURCES) and draws_each_step(name):
+                return (FieldError("rng", f"cannot be used here: {rng} cannot draw the noise {name} draws at "
                                           "every step; choose rng cpu or cuda-philox"),)
             return ()
         try:

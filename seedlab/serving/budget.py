@@ -31,8 +31,9 @@ TWO_CALL_SCHEDULERS = ("HeunDiscreteScheduler", "KDPM2DiscreteScheduler", "KDPM2
 # its size: 34 one-step grids admitted for 10 s took 31 s of CPU when only the steps were priced.
 IMAGE_CALLS = 2
 # Seconds per latent value drawn, by noise source: measured on the 2-core development machine under load
-# (12, 34 and 424 ns for 1M values), with room to spare.
-NOISE_SECONDS = {"cpu": 20e-9, "device": 20e-9, "numpy-pcg64": 60e-9, "cuda-philox": 700e-9}
+# (12, 34 and 424 ns for 1M values; numpy-mt19937 424, std-libstdc++ 65, std-libc++ 58, std-msvc 118), with room.
+NOISE_SECONDS = {"cpu": 20e-9, "device": 20e-9, "numpy-pcg64": 60e-9, "cuda-philox": 700e-9, "numpy-mt19937": 850e-9,
+                 "std-libstdc++": 130e-9, "std-libc++": 120e-9, "std-msvc": 240e-9}
 # Seconds per noise level of hires fix's schedule (steps / denoising strength of them, before a step is taken):
 # ComfyUI's beta and normal schedules took 29 and 21 us each over 20,000 levels on the 2-core machine.
 SCHEDULE_SECONDS = 50e-6

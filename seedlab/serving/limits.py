@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from ..engine.recipe import MAX_PROMPT_CHARS, MAX_SIZE, MAX_STEPS, FieldError, Recipe, RecipeError
+from ..engine.recipe import MAX_PROMPT_CHARS, MAX_SIZE, MAX_STEPS, SPECS, FieldError, Recipe, RecipeError
 from ..engine.seeds import MAX_SEEDS
 
 # What a Recipe (or a seed list) accepts at all: a host limit above it would silently never apply.
@@ -73,6 +73,16 @@ class Limits:
         unit = "images per grid" if what == "seeds" else "variations per request"
         if count > limit:
             raise ValueError(f"{what}: this server makes at most {limit} {unit} ({self.setting(name)}), got {count}")
+
+    def narrowed(self, error: RecipeError) -> RecipeError:
+        """A recipe's own range refusal with this server's narrower limit beside it: "width must be a whole number
+        from 32 to 4096 ..., got 5000 (this server: at most 1024, SEEDLAB_MAX_SIZE)"."""
+        ours = {"width": ("max_size", self.max_size), "height": ("max_size", self.max_size),
+                "num_inference_steps": ("max_steps", self.max_steps), "hires_steps": ("max_steps", self.max_steps)}
+        errors = [FieldError(e.field, f"{e.problem} (this server: at most {ours[e.field][1]}, "
+                                      f"{self.setting(ours[e.field][0])})")
+                  if e.field in ours and ours[e.field][1] < SPECS[e.field].high else e for e in error.errors]
+        return RecipeError(errors)
 
     def check_recipe(self, recipe: Recipe) -> None:
         """Refuse a recipe that asks for more steps, pixels or prompt than this server allows (every field at once)."""

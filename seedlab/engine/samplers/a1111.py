@@ -27,6 +27,7 @@ import torch
 
 from ..noise import make_noise
 from ..philox import cuda_normal
+from ..random_sources import SOURCES as TOOL_SOURCES  # Apple's and sd.cpp's noise: the starting latents only
 from ..recipe import SCHEDULES, Recipe
 from ..weights.model_info import runs_a1111
 from . import kdiffusion
@@ -230,8 +231,8 @@ def check_recipe(pipe, recipe: Recipe) -> None:
         if name and schedule_label(name) is None:
             errors.append(f"{field} {name} is ComfyUI's: A1111's samplers take {', '.join(SCHEDULES)}")
     draws = [split_sampler(name)[0] for name in (recipe.scheduler, recipe.hires_sampler) if name and is_ksampler(name)]
-    if recipe.rng == "numpy-pcg64" and any(_draws_each_step(sampler, recipe) for sampler in draws):
-        errors.append("rng numpy-pcg64 cannot draw the noise ancestral and SDE samplers need at every step: choose "
+    if recipe.rng in ("numpy-pcg64", *TOOL_SOURCES) and any(_draws_each_step(sampler, recipe) for sampler in draws):
+        errors.append(f"rng {recipe.rng} cannot draw the noise ancestral and SDE samplers need at every step: choose "
                       "rng cpu or cuda-philox, or a sampler that draws nothing while stepping")
     if errors:
         raise ValueError("; ".join(errors))

@@ -206,12 +206,15 @@ def sampling_errors(recipe) -> list:
     from ..recipe import FieldError
 
     errors = []
-    if not is_ksampler(recipe.scheduler):
-        for field, used in (("schedule", recipe.schedule != "Automatic"), ("hires_scale", recipe.hires_scale > 0)):
+    if not is_ksampler(recipe.scheduler):  # said in the page's words: Scheduler, Schedule type, Hires upscale
+        own = "the model's own scheduler" if recipe.scheduler == "default" else f"diffusers' {recipe.scheduler}"
+        for field, used, off in (("schedule", recipe.schedule != "Automatic", "set it back to Automatic"),
+                                 ("hires_scale", recipe.hires_scale > 0, "set it to 0 (off)")):
             if used:
                 errors.append(FieldError(
-                    field, f"needs an A1111 sampler ({', '.join(A1111_SAMPLERS)}); the diffusers scheduler "
-                    f"{recipe.scheduler} runs its own sigmas, so leave {field} at its default"))
+                    field, f"works with the samplers SeedLab runs as A1111 or ComfyUI does: choose one in Scheduler "
+                    f"(A1111's {', '.join(list(A1111_SAMPLERS)[:3])}, ...; ComfyUI's euler, dpmpp_2m, ...), or "
+                    f"{off}; {own} runs its own sigmas"))
     if recipe.hires_sampler and not is_ksampler(recipe.hires_sampler):
         errors.append(FieldError("hires_sampler", f"must be empty (the same) or one of {', '.join(A1111_SAMPLERS)}, "
                                                   f"got {recipe.hires_sampler[:60]!r}"))
