@@ -142,7 +142,8 @@ def reproduce(args: argparse.Namespace) -> int:
     from .engine.prompts import text_inversion
     from .engine.weights import checkpoint_files, vae_names
     from .files.metadata import save_png
-    from .serving.reproduction import Original, compare, retry_comfyui_noise, retry_natively
+    from .serving.conventions import retry_conventions
+    from .serving.reproduction import Original, compare, retry_natively
 
     # 1. Read the original; the CLI user is the host, so --model decides which model may load.
     original = _read_original(args.source)
@@ -188,7 +189,7 @@ def reproduce(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     original = Original(recipe, original.fingerprint, original.environment, original.pixels, tuple(notes))
     verdict = compare(result, original)
-    result, verdict = retry_comfyui_noise(result, verdict, original, model)  # a ComfyUI from before PR 11528?
+    result, verdict = retry_conventions(result, verdict, original, model)  # an older ComfyUI? A1111's CPU noise?
     if args.cpu_isa is None:  # a baseline asked for is the one used; otherwise an old original may need native
         result, verdict = retry_natively(result, verdict, original, device=model.device.type,
                                          threads=threads or torch.get_num_threads(), dtype=recipe.dtype)

@@ -259,7 +259,7 @@ def test_a_two_pass_graph_reads_as_hires_fix(upscale, second, hires):
     ({"class_type": "LatentUpscale", "upscale_method": "area", "width": 1024, "height": 1024, "crop": "disabled"}, {},
      "no one factor"),
     ({"upscale_method": "bilinear", "scale_by": 2}, {"positive": ["7", 0]}, "its own prompt"),
-    ({"upscale_method": "bilinear", "scale_by": 2}, {"sampler_name": "uni_pc_bh2"}, "not one of ComfyUI's"),
+    ({"upscale_method": "bilinear", "scale_by": 2}, {"sampler_name": "a_custom_nodes_sampler"}, "not one of ComfyUI's"),
 ])
 def test_a_second_pass_that_is_not_hires_fix_keeps_its_note_and_says_why(upscale, second, why):
     _, fields, notes = read_comfyui(json.dumps(two_pass(upscale, second)))

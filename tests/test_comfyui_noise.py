@@ -8,7 +8,8 @@ import torch
 import seedlab
 from seedlab import Recipe
 from seedlab.engine.samplers.comfyui import _seeded_noise
-from seedlab.serving.reproduction import Original, compare, retry_comfyui_noise
+from seedlab.serving.conventions import retry_conventions as retry_comfyui_noise
+from seedlab.serving.reproduction import Original, compare
 from tests.tiny import tiny_pipeline
 
 
@@ -79,3 +80,44 @@ def test_a_file_neither_convention_matches_says_so_and_a_seedlab_original_is_nev
     assert any("under both ComfyUI conventions" in note for note in verdict.notes)
     ours = Original(read, other.fingerprint, first.environment, pixels(other))  # SeedLab's own: its field is said
     assert retry_comfyui_noise(first, compare(first, ours), ours, model)[0] is first
+
+
+@pytest.mark.parametrize("sampler", ["er_sde", "seeds_2", "res_multistep_ancestral", "lcm"])
+def test_every_sampler_drawing_from_default_noise_sampler_is_retried(model, sampler):
+    """Not only the three ancestral samplers of old: every ComfyUI sampler that draws from default_noise_sampler."""
+    made = seedlab.generate(model, recipe(sampler, comfyui_noise="seed"))
+    original = Original(recipe(sampler), made.fingerprint, None, pixels(made))
+    first = seedlab.generate(model, recipe(sampler))
+    result, verdict = retry_comfyui_noise(first, compare(first, original), original, model)
+    assert verdict.exact and result.recipe.comfyui_noise == "seed"
+
+
+def test_an_a1111_text_without_rng_made_with_cpu_noise_is_matched_and_named(model, tmp_path):
+    """A1111 writes no "RNG:" for its default GPU noise, and older A1111 none at all: read as GPU (cuda-philox), a
+    file whose pixels are CPU noise's is found by them."""
+    from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
+
+    # The tiny model's text encoder gives NaN under A1111's emphasis: its prompt is read as plain text here.
+    text = ("a red circle\nSteps: 3, Sampler: Euler, CFG scale: 3, Seed: 7, Size: 32x32, Model: tiny, "
+            "Prompt syntax: plain")
+
+    def png(image, name: str):
+        info = PngInfo()
+        info.add_text("parameters", text)
+        image.save(tmp_path / name, pnginfo=info)
+        return seedlab.original_from_png(tmp_path / name)  # as `reproduce` and the page read a dropped file
+
+    read = png(Image.new("RGB", (32, 32)), "blank.png").recipe
+    assert read.rng == "cuda-philox"
+    made = seedlab.generate(model, read.replace(rng="cpu"))  # an A1111 set to CPU noise, or on a Mac
+    original = png(made.image, "a1111.png")
+    assert any("(no RNG field)" in note for note in original.notes)
+    first = seedlab.generate(model, read)
+    verdict = compare(first, original)
+    assert not verdict.exact
+    result, verdict = retry_comfyui_noise(first, verdict, original, model)
+    assert verdict.exact and result.recipe.rng == "cpu"
+    assert any("made with A1111's CPU noise" in note for note in verdict.notes)
+    stated = Original(read, made.fingerprint, None, pixels(made))  # "RNG: GPU" written: nothing to find
+    assert retry_comfyui_noise(first, compare(first, stated), stated, model)[0] is first

@@ -17,12 +17,12 @@ from seedlab import Original, Progress, Recipe, compare, encode_link
 from seedlab.engine.generation import Cancelled
 from seedlab.files.metadata import UnreadableImage, read_metadata
 from seedlab.serving.admission import Admission
+from seedlab.serving.conventions import retry_conventions
 from seedlab.serving.reproduction import (
     CONSEQUENCES,
     original_from_link,
     original_from_png,
     original_from_text,
-    retry_comfyui_noise,
     retry_natively,
 )
 from webui.cells import anchor_updates, show_cell, verdict_record
@@ -281,7 +281,7 @@ class Reproduction:
                 return
         verdict = compare(result, original)
         with user_errors():  # an original made before SeedLab recorded CPU baselines may need native kernels
-            result, verdict = retry_comfyui_noise(result, verdict, original, model)  # or another ComfyUI's noise
+            result, verdict = retry_conventions(result, verdict, original, model)  # another ComfyUI's, A1111's noise
             result, verdict = retry_natively(result, verdict, original, device=model.device.type,
                                              threads=torch.get_num_threads(), dtype=model.dtype)
         link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))

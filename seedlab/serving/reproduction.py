@@ -210,32 +210,6 @@ def regenerate_natively(recipe: Recipe, *, threads: int, dtype: str = "float32")
     return item.result()
 
 
-# ComfyUI samplers that draw from default_noise_sampler, whose seed changed in ComfyUI PR 11528 (seed -> seed + 1).
-COMFYUI_DRAWING = ("euler_ancestral", "dpm_2_ancestral", "dpmpp_2s_ancestral")
-
-
-def retry_comfyui_noise(result: Result, verdict: Verdict, original: Original, model) -> tuple[Result, Verdict]:
-    """Another tool's ComfyUI file does not say which ComfyUI made it: where its pixels differ and its sampler draws
-    from default_noise_sampler, the convention of a ComfyUI from before PR 11528 is tried, and the one the pixels
-    match is kept and named; otherwise the verdict says that neither matched."""
-    recipe = original.recipe
-    drawing = recipe.scheduler in COMFYUI_DRAWING or (recipe.hires_scale and recipe.hires_sampler in COMFYUI_DRAWING)
-    if (verdict.exact or original.lossy or original.environment is not None or not drawing
-            or recipe.comfyui_noise != "seed+1" or (original.fingerprint is None and original.pixels is None)):
-        return result, verdict
-    from ..engine.generation import generate  # torch: only when a retry runs
-
-    retried = generate(model, recipe.replace(comfyui_noise="seed"))
-    again = compare(retried, dataclasses.replace(original, recipe=retried.recipe))
-    if again.exact:
-        return retried, dataclasses.replace(again, notes=(*again.notes, (
-            "made by a ComfyUI from before PR 11528: its ancestral sampler drew from a generator seeded with the "
-            "seed (today's ComfyUI: seed + 1); SeedLab ran that convention (ComfyUI noise: seed) and it matches")))
-    return result, dataclasses.replace(verdict, notes=(*verdict.notes, (
-        "the file does not say which ComfyUI made it: its ancestral noise under both ComfyUI conventions (seed + 1 "
-        "since PR 11528, the seed before) differs from the original")))
-
-
 def retry_natively(result: Result, verdict: Verdict, original: Original, *, device: str, threads: int,
                    dtype: str) -> tuple[Result, Verdict]:
     """The result and verdict to show: these, or (see wants_native_retry) those of a retry with native kernels."""

@@ -1,0 +1,61 @@
+"""Conventions another tool's file does not record, found by its pixels: which ComfyUI made it, which A1111 noise.
+
+A file names its sampler and seed but not every convention its tool ran: ComfyUI's ancestral noise changed in PR
+11528 (a generator seeded with seed + 1, with the seed before it), and an A1111 text written without "RNG:" does not
+say whether its noise came from the GPU (A1111's default) or the CPU (its RNG setting CPU, a Mac). Where the
+regenerated pixels differ from a dropped file's, the other convention is run too, and the one the pixels match is
+kept and named; where neither matches, the verdict says both were tried. Only for files of other tools that carry
+their pixels (a SeedLab file records its own conventions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..engine.image import Result
+from ..engine.samplers.names import COMFY_SAMPLERS
+from .reproduction import Original, Verdict, compare
+
+# ComfyUI's samplers whose noise is a Brownian tree seeded with the seed (unchanged by PR 11528); every other one
+# that draws (COMFY_SAMPLERS' second flag) draws from default_noise_sampler.
+BROWNIAN = ("dpmpp_sde", "dpmpp_2m_sde", "dpmpp_2m_sde_heun", "dpmpp_3m_sde")
+NO_RNG = "(no RNG field)"  # in files/infotext.py's note on an A1111 text without "RNG:", read as GPU noise
+
+
+def draws_seeded(name: str) -> bool:
+    """Whether ComfyUI's sampler `name` draws from default_noise_sampler (the generator PR 11528 re-seeded)."""
+    return name in COMFY_SAMPLERS and COMFY_SAMPLERS[name][1] and name.removesuffix("_gpu") not in BROWNIAN
+
+
+def retry_conventions(result: Result, verdict: Verdict, original: Original, model) -> tuple[Result, Verdict]:
+    """The result and verdict to show: these, or those of the convention the original's pixels match."""
+    if (verdict.exact or original.lossy or original.environment is not None
+            or (original.fingerprint is None and original.pixels is None)):
+        return result, verdict
+    recipe = original.recipe
+    if recipe.comfyui_noise == "seed+1" and (draws_seeded(recipe.scheduler)
+                                             or (recipe.hires_scale and draws_seeded(recipe.hires_sampler))):
+        return _retry(result, verdict, original, model, {"comfyui_noise": "seed"}, (
+            "made by a ComfyUI from before PR 11528: its ancestral sampler drew from a generator seeded with the "
+            "seed (today's ComfyUI: seed + 1); SeedLab ran that convention (ComfyUI noise: seed) and it matches"), (
+            "the file does not say which ComfyUI made it: its ancestral noise under both ComfyUI conventions (seed + 1 "
+            "since PR 11528, the seed before) differs from the original"))
+    if recipe.rng == "cuda-philox" and any(NO_RNG in note for note in original.notes):
+        return _retry(result, verdict, original, model, {"rng": "cpu"}, (
+            "made with A1111's CPU noise (its RNG setting CPU, or a Mac), not its default GPU noise: the file does "
+            "not say, and rng cpu matches"), (
+            "the file does not say where its noise came from: A1111's GPU noise (rng cuda-philox) and its CPU noise "
+            "(rng cpu) both differ from the original"))
+    return result, verdict
+
+
+def _retry(result: Result, verdict: Verdict, original: Original, model, changes: dict, matched: str,
+           neither: str) -> tuple[Result, Verdict]:
+    """`original.recipe` with `changes`, regenerated: kept and named where it matches, else both said tried."""
+    from ..engine.generation import generate  # torch: only when a retry runs
+
+    retried = generate(model, original.recipe.replace(**changes))
+    again = compare(retried, dataclasses.replace(original, recipe=retried.recipe))
+    if again.exact:
+        return retried, dataclasses.replace(again, notes=(*again.notes, matched))
+    return result, dataclasses.replace(verdict, notes=(*verdict.notes, neither))
