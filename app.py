@@ -46,7 +46,7 @@ from webui.visitors import proxy_hops
 from webui.wiring import CSS, GENERATE, PRIVATE, SHOW_ANCHOR, SHOW_SEEDS, Wiring, by_name, page_js, ready, spellings
 
 # What the variations box offers as an example: words the embedded model knows, so the example keeps the seed's shape.
-EXAMPLE_VARIATIONS = ", large\n, on a white background"
+EXAMPLE_PROMPT, EXAMPLE_VARIATIONS = "a red circle on a blue background", ", large\n, on a yellow background"
 MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at the default size limit
 # Long: the page's layout, read top to bottom as the page shows it.
 def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.Blocks, WebApp]:
@@ -81,7 +81,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
             with gr.Column(scale=2):
                 unconditional = store.info(store.default).unconditional  # DDIM, DDPM: no prompt at all
                 ui["prompt"] = gr.Textbox(
-                    label="Prompt", value="" if unconditional else "a red circle on a blue background", lines=2,
+                    label="Prompt", value="" if unconditional else EXAMPLE_PROMPT, lines=2,
                     info="this model is unconditional: leave it empty (Ctrl+Enter generates)" if unconditional
                     else "Ctrl+Enter generates; read with A1111's syntax: (word:1.2), [word], BREAK (Prompt syntax)"
                     if model.info.a1111_prompts else "Ctrl+Enter generates", elem_id="prompt")
