@@ -53,3 +53,16 @@ def cli_here(capsys, *args):
     code = main(list(args))
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(["seedlab", *args], code, out, err)
+
+
+def tiny_prompted(tmp_path_factory):
+    """A tiny random-weight SD pipeline and its prompt pair ("a red circle", negative "blue square"), encoded once:
+    the sampler tests' model and conditioning."""
+    import torch
+
+    from tests.tiny import tiny_pipeline
+
+    pipe = tiny_pipeline(tmp_path_factory.mktemp("tok"))
+    with torch.inference_mode():
+        cond, uncond = pipe.encode_prompt("a red circle", "cpu", 1, True, "blue square")
+    return pipe, cond, uncond

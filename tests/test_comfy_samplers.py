@@ -13,6 +13,7 @@ import torch
 from seedlab.engine.recipe import Recipe
 from seedlab.engine.samplers.comfyui import COMFY_SAMPLERS, COMFY_SCHEDULES, comfy_sigmas, sample_comfy
 from seedlab.engine.samplers.names import model_calls
+from tests.helpers import tiny_prompted
 from tests.reference_comfyui import (
     SAMPLERS,
     SCHEDULERS,
@@ -28,10 +29,7 @@ STEPS = 4  # enough for every multistep order (3M SDE reaches its third order at
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    pipe = tiny_pipeline(tmp_path_factory.mktemp("tok"))
-    with torch.inference_mode():
-        cond, uncond = pipe.encode_prompt("a red circle", "cpu", 1, True, "blue square")
-    return pipe, cond, uncond
+    return tiny_prompted(tmp_path_factory)
 
 
 def recipe(**fields):

@@ -21,9 +21,9 @@ from seedlab.engine.recipe import Recipe
 from seedlab.engine.samplers.comfyui import sample_comfy
 from seedlab.engine.samplers.names import COMFY_SAMPLERS, draws_each_step, model_calls
 from seedlab.files.comfyui import read_comfyui
+from tests.helpers import tiny_prompted
 from tests.reference_comfyui import SD1_LATENT_SCALE_FACTOR, comfyui_ksampler, comfyui_latent_upscale_by
 from tests.test_comfyui import DEFAULT_API
-from tests.tiny import tiny_pipeline
 
 NEW = tuple(more.MORE)  # the samplers the reference file re-creates
 CFG_PP = tuple(name for name in NEW if name.endswith("_cfg_pp"))
@@ -31,10 +31,7 @@ CFG_PP = tuple(name for name in NEW if name.endswith("_cfg_pp"))
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    pipe = tiny_pipeline(tmp_path_factory.mktemp("tok"))
-    with torch.inference_mode():
-        cond, uncond = pipe.encode_prompt("a red circle", "cpu", 1, True, "blue square")
-    return pipe, cond, uncond
+    return tiny_prompted(tmp_path_factory)
 
 
 def ours(setup, uncond=None, **fields) -> tuple[torch.Tensor, int]:

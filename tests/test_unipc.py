@@ -10,16 +10,13 @@ import torch
 from seedlab.engine.recipe import COMFY_SCHEDULES, Recipe
 from seedlab.engine.samplers.comfyui import sample_comfy
 from seedlab.engine.samplers.names import model_calls
+from tests.helpers import tiny_prompted
 from tests.reference_comfyui import SD1_LATENT_SCALE_FACTOR, comfyui_ksampler, comfyui_latent_upscale_by
-from tests.tiny import tiny_pipeline
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    pipe = tiny_pipeline(tmp_path_factory.mktemp("tok"))
-    with torch.inference_mode():
-        cond, uncond = pipe.encode_prompt("a red circle", "cpu", 1, True, "blue square")
-    return pipe, cond, uncond
+    return tiny_prompted(tmp_path_factory)
 
 
 def ours(setup, calls: list | None = None, **fields) -> torch.Tensor:

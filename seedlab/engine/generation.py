@@ -39,9 +39,9 @@ from .noise import UnsupportedPipeline, check_scheduler, make_noise
 from .prompts import text_inversion
 from .prompts.embeddings import Embeddings
 from .recipe import Recipe, join_prompt
-from .samplers import a1111, timesteps
+from .samplers import a1111, sdcpp, timesteps
 from .samplers.comfyui import sample_comfy
-from .samplers.names import is_comfy_sampler, is_own, sampling_errors
+from .samplers.names import is_comfy_sampler, is_own, is_sdcpp, sampling_errors
 from .weights import lora, vae
 from .weights.model_info import check_unconditional
 
@@ -304,8 +304,8 @@ def _run_k(model: Model, pipe, recipe: Recipe, arguments: dict, switches, steps:
     with torch.inference_mode():
         if is_comfy_sampler(recipe.scheduler):  # ComfyUI's names: run as ComfyUI runs them
             latents = sample_comfy(pipe, recipe, arguments["cond"], arguments["uncond"], on_step)
-        else:  # A1111's names: its k-diffusion samplers (a1111.py) or its own (timesteps.py: DDIM (A1111), ...)
-            sample = timesteps.sample if is_own(recipe.scheduler) else a1111.sample
+        else:  # A1111's samplers (a1111.py), its own (timesteps.py: DDIM (A1111)), sd.cpp's (sdcpp.py: euler (sd.cpp))
+            sample = (sdcpp if is_sdcpp(recipe.scheduler) else timesteps if is_own(recipe.scheduler) else a1111).sample
             latents = sample(pipe, a1111.model_sigmas(pipe), recipe, arguments["cond"], arguments["uncond"], on_step)
         decoded = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
         decoded = decoded if recipe.to_8bit == "round" else decoded.float()  # A1111, ComfyUI: float32 before (x+1)/2

@@ -27,9 +27,12 @@ from ..engine.samplers.names import (
     a1111_spelling,
     is_comfy_sampler,
     is_own,
+    is_sdcpp,
     sampler_label,
     schedule_label,
 )
+from .sdcpp import is_sdcpp_text
+from .sdcpp import read_sampler as read_sdcpp_sampler
 from .tool_samplers import SAMPLERS
 
 HIRES_KEYS = ("Hires upscale", "Hires resize", "Hires steps", "Hires upscaler", "Hires sampler", "Hires schedule type",
@@ -43,8 +46,11 @@ def read_sampling(by_key: dict[str, Any], fields: dict[str, Any], notes: list[st
     """Fill the sampler, schedule and hires fields from A1111 pairs. False when the sampler is not an A1111 one."""
     name = str(by_key.get("Sampler", "")).strip()
     written = str(by_key.get("Schedule type", "")).strip()
-    if is_comfy_sampler(name) and any(key in by_key for key in ("SeedLab", "Dtype", "Full determinism")):
-        fields["scheduler"] = name  # SeedLab's own text, naming one of ComfyUI's samplers it runs
+    if is_sdcpp_text(by_key):  # stable-diffusion.cpp's "euler_a karras" (files/sdcpp.py)
+        return read_sdcpp_sampler(name, fields, notes)
+    if (is_comfy_sampler(name) and any(key in by_key for key in ("SeedLab", "Dtype", "Full determinism"))) \
+            or is_sdcpp(name):  # SeedLab's own text, naming one of ComfyUI's or sd.cpp's samplers it runs
+        fields["scheduler"] = name
         fields["schedule"] = written or "Automatic"
         return True
     sd_next = str(by_key.get("App", "")).startswith("SD.Next")  # SD.Next runs diffusers' schedulers

@@ -266,3 +266,27 @@ def _number_word(key: str, value: Any, kind: type) -> int | float:
         return kind(text)
     except ValueError:
         raise ValueError(f"{key} must be a number, got {text[:40]!r}") from None
+
+
+def json_end(text: str, start: int) -> int | None:
+    """Where the JSON string, object or array starting at `start` ends; None if it does not."""
+    depth, in_string, position = 0, False, start
+    while position < len(text):
+        char = text[position]
+        if in_string:
+            if char == "\\":
+                position += 1
+            elif char == '"':
+                in_string = False
+                if depth == 0:
+                    return position + 1
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return position + 1
+        position += 1
+    return None

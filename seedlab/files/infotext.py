@@ -20,7 +20,8 @@ from ..engine.philox import CUDA_CARDS, cards_matching
 from ..engine.recipe import SPECS
 from ..engine.samplers.names import a1111_spelling, is_comfy_sampler, is_ksampler
 from .a1111_sampling import READ_HERE, read_sampling
-from .formats import A1111_NAMES, MAX_TEXT, SAMPLERS, check_text, loads, number, sampler_scheduler, size
+from .formats import A1111_NAMES, MAX_TEXT, SAMPLERS, check_text, json_end, loads, number, sampler_scheduler, size
+from .sdcpp import SDCPP_RNG, read_rng
 
 # Recipe field -> its A1111 key, from its Spec (recipe.py); Sampler, Size, RNG, Full determinism are A1111's below.
 A1111_KEYS = {name: spec.a1111 for name, spec in SPECS.items() if spec.a1111}
@@ -149,7 +150,7 @@ def parse_pairs(line: str) -> list[tuple[str, Any]] | None:
         while position < end and line[position] == " ":
             position += 1
         if position < end and line[position] in '"{[':
-            closing = _json_end(line, position)
+            closing = json_end(line, position)
             if closing is None:
                 return None
             value = loads(line[position:closing], f"parameters: {key}")
@@ -164,30 +165,6 @@ def parse_pairs(line: str) -> list[tuple[str, Any]] | None:
         if position < end and line[position] != ",":
             return None
     return pairs
-
-
-def _json_end(text: str, start: int) -> int | None:
-    """Where the JSON string, object or array starting at `start` ends; None if it does not."""
-    depth, in_string, position = 0, False, start
-    while position < len(text):
-        char = text[position]
-        if in_string:
-            if char == "\\":
-                position += 1
-            elif char == '"':
-                in_string = False
-                if depth == 0:
-                    return position + 1
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-            if depth == 0:
-                return position + 1
-        position += 1
-    return None
 
 
 def _find_parameter_line(lines: list[str]) -> tuple[int | None, list[tuple[str, Any]] | None]:
@@ -307,6 +284,8 @@ def _rng(key: str, value: str, by_key: dict[str, Any], fields: dict[str, Any], n
         fields["rng"] = value
     elif value in RNG_OF_A1111:  # also old SeedLab texts: "cpu", "device"
         fields["rng"] = RNG_OF_A1111[value]
+    elif value in SDCPP_RNG:  # stable-diffusion.cpp's cuda and std_default (files/sdcpp.py)
+        fields["rng"] = read_rng(value, notes)
     else:
         notes.append(f"RNG {_short(value)} has no SeedLab equivalent: the noise is drawn on the CPU, so the image "
                      "differs")

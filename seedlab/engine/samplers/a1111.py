@@ -40,6 +40,7 @@ from .names import (  # is_ksampler and KSampler: part of this module's API
     KSampler,
     is_comfy_sampler,
     is_ksampler,
+    is_sdcpp,
     schedule_label,
     split_sampler,
 )
@@ -221,8 +222,8 @@ def check_pipeline(pipe) -> None:
 def check_recipe(pipe, recipe: Recipe) -> None:
     """What an A1111 sampler's recipe needs beyond its fields' ranges: sampler names, the rng, the pipeline."""
     check_pipeline(pipe)
-    if is_comfy_sampler(recipe.scheduler):
-        return _check_comfy(recipe)
+    if is_comfy_sampler(recipe.scheduler) or is_sdcpp(recipe.scheduler):  # sd.cpp's: names.sdcpp_errors
+        return None if is_sdcpp(recipe.scheduler) else _check_comfy(recipe)
     errors = []
     for field, name in (("scheduler", recipe.scheduler), ("hires_sampler", recipe.hires_sampler)):
         if name and split_sampler(name) is None:

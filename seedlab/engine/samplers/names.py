@@ -118,6 +118,20 @@ COMFY_SAMPLERS = {
 }
 
 
+# stable-diffusion.cpp's samplers SeedLab runs as sd.cpp computes them (engine/samplers/sdcpp.py), its name + SDCPP
+# in a recipe ("euler (sd.cpp)"; sd.cpp's bare "euler" is ComfyUI's here): model calls a step. Its ancestral ones
+# (euler_a, dpm++2s_a) draw their step noise from the rng that drew the starting latents, continued, which
+# random_sources.py cannot continue yet: files/sdcpp.py names them in a note. Schedules: Automatic is "discrete".
+SDCPP = " (sd.cpp)"
+SDCPP_SAMPLERS = {name + SDCPP: calls for name, calls in
+                  {"euler": 1, "heun": 2, "dpm2": 2, "dpm++2m": 1, "dpm++2mv2": 1}.items()}
+SDCPP_SCHEDULES = {"Automatic": "discrete", "Karras": "karras", "karras": "karras"}
+
+
+def is_sdcpp(name: str) -> bool:
+    return name in SDCPP_SAMPLERS
+
+
 def nearest(word: str, names: Iterable[str] = ()) -> str:
     """" (nearest: DPM++ 2M, dpmpp_2m)" for a word that is none of `names` nor ComfyUI's sampler names, or ""."""
     candidates = {name.lower(): name for name in [*names, *COMFY_SAMPLERS]}
@@ -131,7 +145,7 @@ def is_comfy_sampler(name: str) -> bool:
 
 def is_ksampler(name: str) -> bool:
     """One of the samplers SeedLab runs itself, as A1111 (its names) or ComfyUI (its names) runs it."""
-    return name in COMFY_SAMPLERS or split_sampler(name) is not None
+    return name in COMFY_SAMPLERS or name in SDCPP_SAMPLERS or split_sampler(name) is not None
 
 
 def schedule_label(text: str) -> str | None:
@@ -177,8 +191,8 @@ def model_calls(name: str, steps: int) -> int | None:
     """How many denoiser calls an A1111 sampler makes in `steps` steps, at most (None: not an A1111 sampler)."""
     if name == "dpm_adaptive":  # ComfyUI's, bounded as A1111's
         return adaptive_calls(steps)
-    if name in COMFY_SAMPLERS:
-        return COMFY_SAMPLERS[name][0] * steps
+    if name in COMFY_SAMPLERS or name in SDCPP_SAMPLERS:
+        return COMFY_SAMPLERS[name][0] * steps if name in COMFY_SAMPLERS else SDCPP_SAMPLERS[name] * steps
     found = split_sampler(name)
     if found is None:
         return None
@@ -218,7 +232,7 @@ def sampling_errors(recipe) -> list:
     if recipe.hires_sampler and not is_ksampler(recipe.hires_sampler):
         errors.append(FieldError("hires_sampler", f"must be empty (the same) or one of {', '.join(A1111_SAMPLERS)}, "
                                                   f"got {recipe.hires_sampler[:60]!r}"))
-    errors += step_range_errors(recipe) + own_sampler_errors(recipe)
+    errors += step_range_errors(recipe) + own_sampler_errors(recipe) + sdcpp_errors(recipe)
     errors += [FieldError(name, f"needs prompt_syntax {', '.join(syntaxes[:-1])} or {syntaxes[-1]} ({what}); with "
                                 f"{recipe.prompt_syntax} it stays {default}")
                for name, (default, syntaxes, what) in PROMPT_SETTINGS.items()
@@ -268,3 +282,16 @@ def own_sampler_errors(recipe) -> list:
         errors.append(FieldError("eta_ddim", f"is A1111's DDIM's: it needs scheduler DDIM{OWN} or DDIM CFG++{OWN}; "
                                              f"leave it at 0 for {recipe.scheduler[:60]}"))
     return errors
+
+
+def sdcpp_errors(recipe) -> list:
+    """What sd.cpp's samplers refuse: schedules other than discrete (Automatic) and karras, hires fix."""
+    from ..recipe import FieldError
+
+    if not is_sdcpp(recipe.scheduler):
+        return [FieldError("hires_sampler", f"is sd.cpp's: it needs no hires fix, got {recipe.hires_sampler}")] \
+            if is_sdcpp(recipe.hires_sampler) else []
+    errors = [] if recipe.schedule in SDCPP_SCHEDULES else [FieldError(
+        "schedule", f"must be Automatic (sd.cpp's discrete) or Karras for {recipe.scheduler}, got {recipe.schedule}")]
+    return errors + ([FieldError("hires_scale", f"is not run with {recipe.scheduler}: leave it at 0")]
+                     if recipe.hires_scale > 0 else [])
