@@ -2,9 +2,11 @@
 
 src/stable-diffusion.cpp `calculate_alphas_cumprod` and `refresh_compvis_denoiser_sigmas`; src/runtime/denoiser.hpp
 CompVisDenoiser (t_to_sigma, sigma_to_t, get_scalings), DiscreteScheduler, KarrasScheduler, sample_euler,
-sample_heun, sample_dpm2, sample_dpmpp_2m, sample_dpmpp_2m_v2; the denoise lambda of `sample` (x * c_in, one UNet
-call per condition, ClassifierFreeGuidance on the outputs, `guided * c_out + x * c_skip`). Every C++ `float` is a
-numpy float32 here; sd::Tensor<float> arithmetic with a scalar is float32 torch arithmetic.
+sample_heun, sample_dpm2, sample_dpmpp_2m, sample_dpmpp_2m_v2, get_ancestral_step, sample_euler_ancestral,
+sample_dpmpp_2s_ancestral (`randn_like(x, rng)`: `rng()` here, the caller's continued stream); the denoise
+lambda of `sample` (x * c_in, one UNet call per condition, ClassifierFreeGuidance on the outputs,
+`guided * c_out + x * c_skip`). Every C++ `float` is a numpy float32 here; sd::Tensor<float> arithmetic with a
+scalar is float32 torch arithmetic.
 """
 
 from __future__ import annotations
@@ -140,13 +142,71 @@ def sample_dpmpp_2m(model, x, sigmas, v2=False):
     return x
 
 
+def get_ancestral_step(sigma_from, sigma_to, eta):
+    sigma_up, sigma_down = f32(0), sigma_to
+    if eta <= 0:
+        return sigma_down, sigma_up
+    sigma_from_sq, sigma_to_sq = f32(sigma_from * sigma_from), f32(sigma_to * sigma_to)
+    if sigma_from_sq > 0:
+        term = f32(f32(sigma_to_sq * f32(sigma_from_sq - sigma_to_sq)) / sigma_from_sq)
+        sigma_up = min(sigma_to, f32(eta * f32(np.sqrt(max(term, f32(0))))))
+    sigma_down_sq = f32(sigma_to_sq - f32(sigma_up * sigma_up))
+    sigma_down = f32(np.sqrt(sigma_down_sq)) if sigma_down_sq > 0 else f32(0)
+    return sigma_down, sigma_up
+
+
+def sample_euler_ancestral(model, x, sigmas, rng, eta):
+    for i in range(len(sigmas) - 1):
+        sigma, sigma_to = sigmas[i], sigmas[i + 1]
+        denoised = model(x, sigma)
+        if sigma_to == f32(0):
+            x = denoised
+        elif eta == f32(0):
+            sigma_ratio = f32(sigma_to / sigma)
+            x = float(sigma_ratio) * x + float(f32(np.float64(1.0) - np.float64(sigma_ratio))) * denoised
+        else:
+            sigma_down, sigma_up = get_ancestral_step(sigma, sigma_to, eta)
+            sigma_ratio = f32(sigma_down / sigma)
+            x = float(sigma_ratio) * x + float(f32(f32(1.0) - sigma_ratio)) * denoised
+            if sigma_up > 0:
+                x = x + rng() * float(sigma_up)
+    return x
+
+
+def sample_dpmpp_2s_ancestral(model, x, sigmas, rng, eta):
+    def sigma_fn(t):
+        return f32(np.exp(-t))
+
+    for i in range(len(sigmas) - 1):
+        denoised = model(x, sigmas[i])
+        sigma_down, sigma_up = get_ancestral_step(sigmas[i], sigmas[i + 1], eta)
+        if sigma_down == 0:
+            x = denoised
+        else:
+            t, t_next = _t_fn(sigmas[i]), _t_fn(sigma_down)
+            h = f32(t_next - t)
+            s = f32(t + f32(f32(0.5) * h))
+            sigma_s = sigma_fn(s)
+            x2 = float(f32(sigma_s / sigma_fn(t))) * x - float(f32(f32(np.exp(f32(-h * f32(0.5)))) - f32(1))) * denoised
+            denoised2 = model(x2, sigma_s)
+            x = float(f32(sigma_fn(t_next) / sigma_fn(t))) * x - float(f32(f32(np.exp(-h)) - f32(1))) * denoised2
+        if sigmas[i + 1] > 0:
+            x = x + rng() * float(sigma_up)
+    return x
+
+
 SAMPLERS = {"euler": sample_euler, "heun": sample_heun, "dpm2": sample_dpm2, "dpm++2m": sample_dpmpp_2m,
-            "dpm++2mv2": lambda model, x, sigmas: sample_dpmpp_2m(model, x, sigmas, v2=True)}
+            "dpm++2mv2": lambda model, x, sigmas: sample_dpmpp_2m(model, x, sigmas, v2=True),
+            "euler_a": sample_euler_ancestral, "dpm++2s_a": sample_dpmpp_2s_ancestral}
+ANCESTRAL = ("euler_a", "dpm++2s_a")
 
 
-def sdcpp_txt2img(unet, config, cond, uncond, noise, steps, cfg, method, scheduler):
-    """sd.cpp's txt2img latents for SD 1.x: x_t = 0 + noise * sigmas[0], then the method."""
+def sdcpp_txt2img(unet, config, cond, uncond, noise, steps, cfg, method, scheduler, rng=None, eta=1.0):
+    """sd.cpp's txt2img latents for SD 1.x: x_t = 0 + noise * sigmas[0], then the method (an ancestral one draws each
+    step's noise with `rng()`, sd.cpp's rng object's next `randn` call)."""
     sigmas_table, log_sigmas = compvis_tables(config.get("beta_start", 0.00085), config.get("beta_end", 0.012))
     sigmas = karras_sigmas(sigmas_table, steps) if scheduler == "karras" else discrete_sigmas(log_sigmas, steps)
     model = make_denoise(unet, log_sigmas, cond, uncond, cfg, config.get("prediction_type") == "v_prediction")
+    if method in ANCESTRAL:
+        return SAMPLERS[method](model, noise * float(sigmas[0]), sigmas, rng, f32(eta))
     return SAMPLERS[method](model, noise * float(sigmas[0]), sigmas)

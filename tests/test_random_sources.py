@@ -16,6 +16,7 @@ import torch
 import seedlab
 from seedlab.engine import random_sources
 from seedlab.engine.noise import check_scheduler, make_noise, place_centred, slerp
+from seedlab.engine.philox import cuda_normal
 from seedlab.engine.recipe import Recipe, RecipeError
 from tests.tiny import tiny_pipeline
 
@@ -67,6 +68,39 @@ def test_words_continue_across_calls():
     lcg = random_sources._MinimalStandard(48271, 9)
     assert np.array_equal(np.concatenate([lcg.words(4097), lcg.words(3)]),
                           random_sources._MinimalStandard(48271, 9).words(4100))
+
+
+# sd.cpp's rng objects, call after call (tests/fixtures/rng/README.md: std_stream.cpp): seed 0 drew 4095 (odd: the
+# distribution's saved value is dropped with it), then 255 and 256; the other seed 4096, then 256 and 256.
+STREAM_CALLS = [(0, (4095, 255, 256)), (474561583, (4096, 256, 256))]
+
+
+@pytest.mark.parametrize("rng, fixture", [("std-libstdc++", "libstdcxx_stream.npy"),
+                                          ("std-libc++", "libcxx_stream.npy")])
+def test_std_streams_continue_as_the_real_cpp_objects_do(rng, fixture):
+    real, ours = np.load(FIXTURES / fixture), []
+    for seed, counts in STREAM_CALLS:
+        stream = random_sources.Stream(rng, seed)
+        assert np.array_equal(stream.randn(counts[0]), random_sources.normals(rng, seed, counts[0]))
+        ours += [stream.randn(count) for count in counts[1:]]
+    assert real.dtype == np.float32 and np.array_equal(np.concatenate(ours).view(np.uint32), real.view(np.uint32))
+
+
+@pytest.mark.parametrize("rng", ["std-libstdc++", "std-libc++", "std-msvc"])
+def test_a_std_stream_draws_each_call_with_a_fresh_distribution(rng):
+    stream, whole = random_sources.Stream(rng, 3), random_sources.normals(rng, 3, 20)
+    assert np.array_equal(np.concatenate([stream.randn(10), stream.randn(10)]), whole)  # even: nothing saved
+    odd = random_sources.Stream(rng, 3)
+    assert np.array_equal(odd.randn(9), whole[:9]) and np.array_equal(odd.randn(4), whole[10:14])  # whole[9] dropped
+
+
+def test_the_philox_stream_moves_its_offset_by_one_a_call():
+    stream = random_sources.Stream("cuda-philox", 2**40 + 7)
+    assert np.array_equal(stream.randn(5), seedlab.randn(2**40 + 7, (5,), "cuda-philox").numpy())
+    assert np.array_equal(stream.randn(3), cuda_normal(2**40 + 7, 3, 1))
+    assert np.array_equal(stream.randn(4096), cuda_normal(2**40 + 7, 4096, 2))
+    with pytest.raises(ValueError, match="stream"):
+        random_sources.Stream("numpy-mt19937", 1)
 
 
 def _glibc():

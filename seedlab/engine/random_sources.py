@@ -34,9 +34,11 @@ import math
 
 import numpy as np
 
+from .philox import cuda_normal
 from .recipe_checks import MAX_UINT32_SEED
 
 SOURCES = ("numpy-mt19937", "std-libstdc++", "std-libc++", "std-msvc")
+STREAMS = ("std-libstdc++", "std-libc++", "std-msvc", "cuda-philox")  # sd.cpp's rng objects, call after call
 
 _F32 = np.float32
 _ONE, _TWO, _MINUS_TWO, _ZERO = _F32(1), _F32(2), _F32(-2), _F32(0)
@@ -75,16 +77,58 @@ def normals(rng: str, seed: int, count: int) -> np.ndarray:
             raise ValueError(f"seed must be an integer from 0 to {MAX_UINT32_SEED} with rng numpy-mt19937 (Apple's "
                              f"pipeline takes a UInt32 seed), got {seed!r:.60}")
         return apple_gauss(seed, count).astype(np.float32)  # MLShapedArray<Float32>(converting:), value by value
-    seed %= 2**32  # sd.cpp's `generator.seed((unsigned int)seed)`
-    if rng == "std-msvc":
-        return _msvc_normals(seed, count)
-    return _minstd_normals(rng, seed, count)
+    return Stream(rng, seed).randn(count)
+
+
+class Stream:
+    """stable-diffusion.cpp's rng object after `manual_seed(seed)`: `randn(count)` gives its next call's normals.
+
+    sd.cpp draws the starting latents with one `randn` call and each step noise of euler_a and dpm++2s_a with
+    another on the same object (src/stable-diffusion.cpp: `sampler_rng` is `rng` unless told otherwise).
+    std-*: STDDefaultRNG keeps its default_random_engine across calls but makes a fresh normal_distribution<float>
+    in each, so the engine continues and the value a distribution saved (the second of a pair, after an odd count)
+    is dropped. cuda-philox: PhiloxRNG draws call k with its counter's offset k (`offset += 1` a call, whatever the
+    count; a uint32), each element its own subsequence, as philox.cuda_normal computes.
+    """
+
+    def __init__(self, rng: str, seed: int):
+        if rng not in STREAMS:
+            raise ValueError(f"rng must be one of {', '.join(STREAMS)} for a stream, got {rng!r:.60}")
+        self.rng, self.calls = rng, 0
+        self.seed = seed % 2**64 if rng == "cuda-philox" else seed % 2**32  # sd.cpp's uint64 / (unsigned int) seed
+        if rng == "std-msvc":
+            self.engine = _MersenneTwister(self.seed)
+        elif rng != "cuda-philox":
+            self.engine = _MinimalStandard(_MINSTD_MULTIPLIERS[rng], self.seed)
+
+    def randn(self, count: int) -> np.ndarray:
+        """The float32 normals of the object's next `randn(count)` call."""
+        if self.rng == "cuda-philox":
+            values = cuda_normal(self.seed, count, self.calls % 2**32)
+        elif self.rng == "std-msvc":
+            values = _msvc_normals(self.engine, count)
+        else:
+            values = _minstd_normals(self.engine, self.rng == "std-libstdc++", count)
+        self.calls += 1
+        return values
 
 
 # --- engines: streams of 32-bit words that continue across calls ---
 
 
-class _MersenneTwister:
+class _Engine:
+    """What both engines share: the words a polar method drew but did not use go back for the next call."""
+
+    left: np.ndarray  # words drawn from the engine and not handed out yet, in order
+    last: np.ndarray  # the words the last `words` call handed out
+
+    def unread(self, count: int) -> None:
+        """Give back the last `count` words handed out: the next call takes them first."""
+        if count:
+            self.left = np.concatenate([self.last[len(self.last) - count:], self.left])
+
+
+class _MersenneTwister(_Engine):
     """MT19937 (std::mt19937, NumPy's legacy generator) seeded by init_genrand, drawn in whole 624-word blocks."""
 
     def __init__(self, seed: int):
@@ -93,7 +137,7 @@ class _MersenneTwister:
             key.append(value)
             value = (1812433253 * (value ^ (value >> 30)) + index + 1) & 0xFFFFFFFF
         self.key = np.array(key, dtype=np.uint32)
-        self.left = np.zeros(0, dtype=np.uint32)  # tempered words of the last block not handed out yet
+        self.left = self.last = np.zeros(0, dtype=np.uint32)  # tempered words of the last block not handed out yet
 
     def words(self, count: int) -> np.ndarray:
         """The next `count` tempered words."""
@@ -102,8 +146,8 @@ class _MersenneTwister:
             self.key = _twist(self.key)
             blocks.append(_temper(self.key))
         words = np.concatenate(blocks)
-        self.left = words[count:]
-        return words[:count]
+        self.left, self.last = words[count:], words[:count]
+        return self.last
 
 
 def _twist(key: np.ndarray) -> np.ndarray:
@@ -129,21 +173,24 @@ def _temper(y: np.ndarray) -> np.ndarray:
     return y ^ (y >> np.uint32(18))
 
 
-class _MinimalStandard:
+class _MinimalStandard(_Engine):
     """minstd_rand0 / minstd_rand: x -> a * x mod (2**31 - 1), a block at a time from the powers of a."""
 
     def __init__(self, multiplier: int, seed: int):
         state = seed % _MINSTD_MODULUS
         self.state = 1 if state == 0 else state  # [rand.eng.lcong]: a zero state would stay zero
         self.powers = _powers(multiplier)
+        self.left = self.last = np.zeros(0, dtype=np.uint64)
 
     def words(self, count: int) -> np.ndarray:
-        out = np.empty(count, dtype=np.uint64)
-        for start in range(0, count, _LCG_BLOCK):
-            size = min(_LCG_BLOCK, count - start)
+        kept = self.left[:count]
+        out = np.empty(count - len(kept), dtype=np.uint64)
+        for start in range(0, len(out), _LCG_BLOCK):
+            size = min(_LCG_BLOCK, len(out) - start)
             out[start:start + size] = self.powers[:size] * np.uint64(self.state) % np.uint64(_MINSTD_MODULUS)
             self.state = int(out[start + size - 1])
-        return out
+        self.left, self.last = self.left[len(kept):], np.concatenate([kept, out])
+        return self.last
 
 
 @functools.cache
@@ -158,11 +205,18 @@ def _powers(multiplier: int) -> np.ndarray:
 # --- the tools' normal distributions ---
 
 
-def _polar(attempt, count: int) -> np.ndarray:
-    """Run a polar method until `count` normals: `attempt(n)` gives n attempts' (accepted, first, second)."""
+def _polar(attempt, count: int, engine: _Engine, width: int) -> np.ndarray:
+    """Run a polar method until `count` normals: `attempt(n)` gives n attempts' (accepted, first, second), each
+    attempt `width` words of `engine`; the words of attempts after the last pair needed go back to the engine."""
     pairs, made, firsts, seconds = (count + 1) // 2, 0, [np.zeros(0, np.float32)], [np.zeros(0, np.float32)]
     while made < pairs:
-        accepted, first, second = attempt(max(64, int((pairs - made) * 1.3) + 16))  # 78.5% of attempts succeed
+        tries = max(64, int((pairs - made) * 1.3) + 16)  # 78.5% of attempts succeed
+        accepted, first, second = attempt(tries)
+        hits = np.flatnonzero(accepted)
+        if made + len(hits) >= pairs:  # the C++ object stops at the attempt that gives the last pair
+            used = int(hits[pairs - made - 1]) + 1
+            engine.unread(width * (tries - used))
+            accepted, first, second = accepted[:used], first[:used], second[:used]
         firsts.append(first[accepted])
         seconds.append(second[accepted])
         made += int(accepted.sum())
@@ -188,13 +242,11 @@ def apple_gauss(seed: int, count: int) -> np.ndarray:
         f = np.sqrt(-2.0 * log / r2)
         return accepted, f * x2, f * x1
 
-    return _polar(attempt, count)
+    return _polar(attempt, count, engine, 4)
 
 
-def _minstd_normals(rng: str, seed: int, count: int) -> np.ndarray:
-    """libstdc++'s and libc++'s normal_distribution<float> on their default_random_engine."""
-    engine = _MinimalStandard(_MINSTD_MULTIPLIERS[rng], seed)
-    libstdcxx = rng == "std-libstdc++"
+def _minstd_normals(engine: _MinimalStandard, libstdcxx: bool, count: int) -> np.ndarray:
+    """A fresh libstdc++ or libc++ normal_distribution<float> drawing `count` values on their default_random_engine."""
 
     def attempt(n: int):
         # generate_canonical<float, 24>: one word (log2 of the range is 30), x - min() rounded to float, / 2**31.
@@ -211,12 +263,11 @@ def _minstd_normals(rng: str, seed: int, count: int) -> np.ndarray:
             return accepted, second * factor + _ZERO, first * factor + _ZERO
         return accepted, first * factor + _ZERO, second * factor + _ZERO
 
-    return _polar(attempt, count)
+    return _polar(attempt, count, engine, 2)
 
 
-def _msvc_normals(seed: int, count: int) -> np.ndarray:
-    """The MSVC STL's normal_distribution<float> (Knuth's algorithm P) on mt19937."""
-    engine = _MersenneTwister(seed)
+def _msvc_normals(engine: _MersenneTwister, count: int) -> np.ndarray:
+    """A fresh MSVC STL normal_distribution<float> (Knuth's algorithm P) drawing `count` values on mt19937."""
 
     def attempt(n: int):
         canonical = (engine.words(2 * n) >> np.uint32(8)).astype(np.float32) * _F32(2.0**-24)  # P0952R2, R = 2**32
@@ -229,7 +280,7 @@ def _msvc_normals(seed: int, count: int) -> np.ndarray:
         factor = np.sqrt(_MINUS_TWO * log / square)
         return accepted, factor * first + _ZERO, factor * second + _ZERO
 
-    return _polar(attempt, count)
+    return _polar(attempt, count, engine, 2)
 
 
 def _msvc_log(first: np.ndarray, second: np.ndarray, square: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -27,9 +27,8 @@ _RNG_NOTES = {
                    "std-msvc: choose that rng if the file was made there",
 }
 # sd.cpp's methods that SeedLab does not run as sd.cpp does, and why; the A1111 sampler with the same math, if any.
+# (euler_a and dpm++2s_a run as sd.cpp's: their step noise continues the latents' rng, engine/samplers/sdcpp.py.)
 _NOT_RUN = {
-    "euler_a": ("Euler a", "its step noise continues the rng stream that drew the starting latents"),
-    "dpm++2s_a": ("DPM++ 2S a", "its step noise continues the rng stream that drew the starting latents"),
     "lms": ("LMS", "not written here yet"),
 }
 _SCHEDULES = {"discrete": "Automatic", "karras": "Karras"}

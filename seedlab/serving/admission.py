@@ -19,7 +19,14 @@ from ..engine.noise import check_scheduler
 from ..engine.prompts import text_inversion
 from ..engine.random_sources import SOURCES as TOOL_SOURCES
 from ..engine.recipe import COMFY_SCHEDULES, DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
-from ..engine.samplers.names import draws_each_step, is_comfy_sampler, is_ksampler, sampling_errors
+from ..engine.samplers.names import (
+    SDCPP_NO_STREAM,
+    draws_each_step,
+    is_comfy_sampler,
+    is_ksampler,
+    is_sdcpp,
+    sampling_errors,
+)
 from ..engine.seeds import parse_seeds
 from ..engine.weights import checkpoint_files, lora_names, vae_names
 from ..engine.weights.model_info import check_unconditional
@@ -156,7 +163,8 @@ class Admission:
                 return (error,)
             if is_comfy_sampler(name) and rng != "cpu":
                 return (FieldError("rng", f"must be cpu with ComfyUI's {name} (ComfyUI draws its noise on the CPU)"),)
-            if rng in ("numpy-pcg64", *TOOL_SOURCES) and draws_each_step(name):
+            no_stream = SDCPP_NO_STREAM if is_sdcpp(name) else ("numpy-pcg64", *TOOL_SOURCES)  # sd.cpp's: streams
+            if rng in no_stream and draws_each_step(name):
                 return (FieldError("rng", f"cannot be used here: {rng} cannot draw the noise {name} draws at "
                                           "every step; choose rng cpu or cuda-philox"),)
             return ()

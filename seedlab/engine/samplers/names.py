@@ -119,12 +119,15 @@ COMFY_SAMPLERS = {
 
 
 # stable-diffusion.cpp's samplers SeedLab runs as sd.cpp computes them (engine/samplers/sdcpp.py), its name + SDCPP
-# in a recipe ("euler (sd.cpp)"; sd.cpp's bare "euler" is ComfyUI's here): model calls a step. Its ancestral ones
-# (euler_a, dpm++2s_a) draw their step noise from the rng that drew the starting latents, continued, which
-# random_sources.py cannot continue yet: files/sdcpp.py names them in a note. Schedules: Automatic is "discrete".
+# in a recipe ("euler (sd.cpp)"; sd.cpp's bare "euler" is ComfyUI's here): model calls a step, at most. Its ancestral
+# ones (euler_a, dpm++2s_a) draw their step noise from the rng that drew the starting latents, continued: any rng
+# with a stream (SDCPP_NO_STREAM has none). Schedules: Automatic is "discrete".
 SDCPP = " (sd.cpp)"
 SDCPP_SAMPLERS = {name + SDCPP: calls for name, calls in
-                  {"euler": 1, "heun": 2, "dpm2": 2, "dpm++2m": 1, "dpm++2mv2": 1}.items()}
+                  {"euler": 1, "heun": 2, "dpm2": 2, "dpm++2m": 1, "dpm++2mv2": 1, "euler_a": 1,
+                   "dpm++2s_a": 2}.items()}
+SDCPP_DRAWING = ("euler_a" + SDCPP, "dpm++2s_a" + SDCPP)
+SDCPP_NO_STREAM = ("numpy-pcg64", "numpy-mt19937")  # sources that are no sd.cpp rng object: no step noise
 SDCPP_SCHEDULES = {"Automatic": "discrete", "Karras": "karras", "karras": "karras"}
 
 
@@ -206,9 +209,12 @@ def model_calls(name: str, steps: int) -> int | None:
 
 
 def draws_each_step(name: str) -> bool:
-    """Whether an A1111 sampler draws noise while stepping (ancestral and SDE samplers at A1111's eta, Restart)."""
+    """Whether an A1111 sampler draws noise while stepping (ancestral and SDE samplers at A1111's eta, Restart;
+    ComfyUI's and sd.cpp's ancestral ones)."""
     if name in COMFY_SAMPLERS:
         return COMFY_SAMPLERS[name][1]
+    if name in SDCPP_SAMPLERS:
+        return name in SDCPP_DRAWING
     found = split_sampler(name)
     return found is not None and (found[0].brownian or found[0].uses_ensd or found[0].function in ("restart", "lcm"))
 
@@ -293,5 +299,9 @@ def sdcpp_errors(recipe) -> list:
             if is_sdcpp(recipe.hires_sampler) else []
     errors = [] if recipe.schedule in SDCPP_SCHEDULES else [FieldError(
         "schedule", f"must be Automatic (sd.cpp's discrete) or Karras for {recipe.scheduler}, got {recipe.schedule}")]
+    if recipe.scheduler in SDCPP_DRAWING and recipe.rng in SDCPP_NO_STREAM:
+        errors.append(FieldError("rng", f"cannot draw the step noise {recipe.scheduler} draws from the latents' rng, "
+                                        f"continued: choose rng cpu, cuda-philox, std-libstdc++, std-libc++ or "
+                                        f"std-msvc, got {recipe.rng}"))
     return errors + ([FieldError("hires_scale", f"is not run with {recipe.scheduler}: leave it at 0")]
                      if recipe.hires_scale > 0 else [])

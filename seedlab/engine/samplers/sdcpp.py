@@ -4,9 +4,11 @@ sd.cpp (leejet/stable-diffusion.cpp, read at 97d29908) differs from A1111's k-di
 math: its sigma table is a float32 product of the betas (`calculate_alphas_cumprod`), `t_to_sigma` and `sigma_to_t`
 interpolate in float32 scalars, CFG mixes the UNet's outputs (eps or v) before the CompVis scalings turn them into
 denoised latents, prompt and negative prompt are two UNet calls, and every sampler's scalars are C++ floats. So no
-sd.cpp sampler equals an A1111 one bit for bit; those whose math draws nothing while stepping run here, on the
-diffusers UNet, spelled "euler (sd.cpp)" in a recipe (samplers/names.py SDCPP_SAMPLERS). Scalars are numpy
-float32, as C++ floats.
+sd.cpp sampler equals an A1111 one bit for bit; they run here on the diffusers UNet, spelled "euler (sd.cpp)" in a
+recipe (samplers/names.py SDCPP_SAMPLERS). Scalars are numpy float32, as C++ floats. Its ancestral samplers
+(euler_a, dpm++2s_a) draw each step's noise with another `randn` call on the rng object that drew the starting
+latents: `StepNoise` continues that stream (random_sources.Stream; torch's CPU generator for rng cpu, which sd.cpp's
+MT19937RNG copies word for word).
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import numpy as np
 import torch
 
 from ..noise import make_noise
+from ..random_sources import STREAMS, Stream
 from .names import SDCPP, SDCPP_SCHEDULES
 
 F = np.float32
 TIMESTEPS = 1000
 StepFn = Callable[[], None]
+ONE = F(1)  # sd.cpp's eta for its ancestral samplers, and the samplers' default
 
 
 class SdcppSigmas:
@@ -84,7 +88,27 @@ class SdcppDenoiser:
         return guided * float(c_out) + x * float(c_skip)
 
 
-def _euler(model, x, sigmas):
+class StepNoise:
+    """The normals sd.cpp's rng object gives on its calls after the starting latents', one latent's worth a call."""
+
+    def __init__(self, rng: str, seed: int, generator: torch.Generator | None, like: torch.Tensor):
+        self.shape, self.device, self.generator, self.stream = like.shape, like.device, generator, None
+        if rng in STREAMS:  # the first call drew the latents (make_noise): step noise starts at the second
+            self.stream = Stream(rng, seed)
+            self.stream.randn(like.numel())
+        elif generator is None:
+            raise ValueError(f"rng {rng} cannot draw the noise sd.cpp's ancestral samplers draw at every step: "
+                             f"choose rng cpu, cuda-philox or one of {', '.join(STREAMS[:3])}")
+
+    def __call__(self) -> torch.Tensor:
+        if self.stream is not None:
+            values = torch.from_numpy(self.stream.randn(int(np.prod(self.shape))).reshape(self.shape))
+        else:  # torch's generator, left after the latents by make_noise
+            values = torch.randn(self.shape, generator=self.generator, device=self.generator.device)
+        return values.to(self.device, torch.float32)
+
+
+def _euler(model, x, sigmas, noise=None, eta=ONE):
     """sd.cpp's sample_euler."""
     for i in range(len(sigmas) - 1):
         d = (x - model(x, sigmas[i])) / float(sigmas[i])
@@ -92,7 +116,7 @@ def _euler(model, x, sigmas):
     return x
 
 
-def _heun(model, x, sigmas):
+def _heun(model, x, sigmas, noise=None, eta=ONE):
     """sd.cpp's sample_heun."""
     for i in range(len(sigmas) - 1):
         d = (x - model(x, sigmas[i])) / float(sigmas[i])
@@ -106,7 +130,7 @@ def _heun(model, x, sigmas):
     return x
 
 
-def _dpm2(model, x, sigmas):
+def _dpm2(model, x, sigmas, noise=None, eta=ONE):
     """sd.cpp's sample_dpm2 (all its sigmas: it drops no penultimate one, unlike A1111's DPM2)."""
     for i in range(len(sigmas) - 1):
         d = (x - model(x, sigmas[i])) / float(sigmas[i])
@@ -119,7 +143,7 @@ def _dpm2(model, x, sigmas):
     return x
 
 
-def _dpmpp_2m(model, x, sigmas, v2: bool = False):
+def _dpmpp_2m(model, x, sigmas, noise=None, eta=ONE, v2: bool = False):
     """sd.cpp's sample_dpmpp_2m, and sample_dpmpp_2m_v2 (its step b from the mean of the last two h)."""
     old = x
     with np.errstate(divide="ignore"):  # -log(0) is inf, as in C++: a = 0, b = -1 at the last step
@@ -143,8 +167,59 @@ def _dpmpp_2m(model, x, sigmas, v2: bool = False):
     return x
 
 
+def ancestral_step(sigma_from: np.float32, sigma_to: np.float32, eta: np.float32) -> tuple[np.float32, np.float32]:
+    """sd.cpp's get_ancestral_step (not the flow one): (sigma_down, sigma_up), float32 throughout."""
+    if eta <= 0:
+        return sigma_to, F(0)
+    from_sq, to_sq, up = F(sigma_from * sigma_from), F(sigma_to * sigma_to), F(0)
+    if from_sq > 0:
+        up = min(sigma_to, F(eta * F(np.sqrt(max(F(F(to_sq * F(from_sq - to_sq)) / from_sq), F(0))))))
+    down_sq = F(to_sq - F(up * up))
+    return (F(np.sqrt(down_sq)) if down_sq > 0 else F(0)), up
+
+
+def _euler_a(model, x, sigmas, noise=None, eta=ONE):
+    """sd.cpp's sample_euler_ancestral (x from the ratio sigma_down / sigma, not from a derivative)."""
+    for i in range(len(sigmas) - 1):
+        sigma, sigma_to = sigmas[i], sigmas[i + 1]
+        denoised = model(x, sigma)
+        if sigma_to == 0:
+            x = denoised
+        elif eta == 0:  # `(1.0 - sigma_ratio)`: a double, made float by the tensor's scalar product
+            ratio = F(sigma_to / sigma)
+            x = x * float(ratio) + denoised * float(F(1.0 - float(ratio)))
+        else:
+            down, up = ancestral_step(sigma, sigma_to, eta)
+            ratio = F(down / sigma)
+            x = x * float(ratio) + denoised * float(F(F(1) - ratio))
+            if up > 0:
+                x = x + noise() * float(up)
+    return x
+
+
+def _dpmpp_2s_a(model, x, sigmas, noise=None, eta=ONE):
+    """sd.cpp's sample_dpmpp_2s_ancestral (it draws at every step but the last, even when sigma_up is 0)."""
+    for i in range(len(sigmas) - 1):
+        denoised = model(x, sigmas[i])
+        down, up = ancestral_step(sigmas[i], sigmas[i + 1], eta)
+        if down == 0:
+            x = denoised
+        else:
+            t, t_next = F(-np.log(sigmas[i])), F(-np.log(down))
+            h = F(t_next - t)
+            sigma_s, sigma_t = F(np.exp(-F(t + F(F(0.5) * h)))), F(np.exp(-t))
+            x2 = x * float(F(sigma_s / sigma_t)) - denoised * float(F(F(np.exp(F(-h * F(0.5)))) - F(1)))
+            denoised2 = model(x2, sigma_s)
+            x = x * float(F(F(np.exp(-t_next)) / sigma_t)) - denoised2 * float(F(F(np.exp(-h)) - F(1)))
+        if sigmas[i + 1] > 0:
+            x = x + noise() * float(up)
+    return x
+
+
 SAMPLERS = {"euler": _euler, "heun": _heun, "dpm2": _dpm2, "dpm++2m": _dpmpp_2m,
-            "dpm++2mv2": lambda model, x, sigmas: _dpmpp_2m(model, x, sigmas, v2=True)}
+            "dpm++2mv2": lambda model, x, sigmas, noise=None, eta=ONE: _dpmpp_2m(model, x, sigmas, v2=True),
+            "euler_a": _euler_a, "dpm++2s_a": _dpmpp_2s_a}
+DRAWING = ("euler_a", "dpm++2s_a")  # sd.cpp's samplers that draw step noise from the latents' rng stream
 
 
 def sample(pipe, model_sigmas, recipe, cond: torch.Tensor, uncond: torch.Tensor, on_step: StepFn) -> torch.Tensor:
@@ -158,5 +233,7 @@ def sample(pipe, model_sigmas, recipe, cond: torch.Tensor, uncond: torch.Tensor,
     denoiser = SdcppDenoiser(pipe.unet, table, cond, uncond, recipe.guidance_scale,
                              pipe.scheduler.config.get("prediction_type") == "v_prediction", on_step)
     x = noise.latents.float() * float(sigmas[0])
-    latents = SAMPLERS[recipe.scheduler.removesuffix(SDCPP)](denoiser, x, sigmas)
+    method = recipe.scheduler.removesuffix(SDCPP)
+    steps = StepNoise(recipe.rng, recipe.seed, noise.generator, x) if method in DRAWING else None
+    latents = SAMPLERS[method](denoiser, x, sigmas, steps, F(recipe.eta))
     return latents.to(pipe.unet.dtype)
