@@ -38,6 +38,16 @@ PAIRS = [
     ("LMS", "LMSDiscreteScheduler", {}),
     ("DPM++ 2M", "DPMSolverMultistepScheduler", {}),
     ("DPM++ SDE", "DPMSolverSDEScheduler", {}),
+    # A1111's own samplers, ComfyUI's and stable-diffusion.cpp's, against the diffusers class of the same order
+    ("DDIM (A1111)", "DDIMScheduler", {}),
+    ("PLMS (A1111)", "PNDMScheduler", {}),
+    ("UniPC (A1111)", "UniPCMultistepScheduler", {}),
+    ("euler", "EulerDiscreteScheduler", {"schedule": "normal"}),
+    ("dpmpp_2m", "DPMSolverMultistepScheduler", {"schedule": "karras"}),
+    ("uni_pc", "UniPCMultistepScheduler", {"schedule": "normal"}),
+    ("lcm", "LCMScheduler", {"schedule": "normal"}),
+    ("euler (sd.cpp)", "EulerDiscreteScheduler", {}),
+    ("dpm++2m (sd.cpp)", "DPMSolverMultistepScheduler", {}),
 ]
 
 
@@ -68,13 +78,14 @@ def main() -> None:
         for repeat in range(args.repeats + 1):  # the first round warms both sides up and is not counted
             for sampler, scheduler, extra in pairs:
                 for name in (sampler, scheduler):
-                    recipe = base.replace(scheduler=name, **extra)
+                    fields = extra if name == sampler else {}  # a schedule is the sampler's, not the class's
+                    recipe = base.replace(scheduler=name, **fields)
                     start = time.perf_counter()
                     seedlab.generate_grid(model, recipe, seeds)
                     backend = time.perf_counter() - start
                     start = time.perf_counter()
                     call_http(client, url, "/grid", prompt=args.prompt, seeds=f"0-{args.seeds - 1}", scheduler=name,
-                              num_inference_steps=args.steps, **extra)
+                              num_inference_steps=args.steps, **fields)
                     web = time.perf_counter() - start
                     if repeat:
                         times.setdefault((name, "backend"), []).append(backend / len(seeds))

@@ -155,7 +155,8 @@ class ComfyGuided:
 
     def __init__(self, unet, ms: ComfyModelSigmas, cond, uncond, cfg: float, on_step: StepFn, keep_uncond=False):
         self.unet, self.ms, self.cfg, self.on_step, self.keep_uncond = unet, ms, cfg, on_step, keep_uncond
-        self.cond, self.uncond = cond.to(unet.dtype), uncond.to(unet.dtype)
+        self.dtype = unet.dtype  # read once: a module's dtype walks its parameters (6% of a small image's time)
+        self.cond, self.uncond = cond.to(self.dtype), uncond.to(self.dtype)
         self.uncond_denoised: torch.Tensor | None = None
 
     def __call__(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
@@ -175,7 +176,7 @@ class ComfyGuided:
     def _denoise(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
         """BaseModel._apply_model with EPS: calculate_input, quantized timestep, calculate_denoised."""
         shaped = sigma.view(()) if sigma.nelement() == 1 else sigma.view(sigma.shape[:1] + (1,) * (x.ndim - 1))
-        xc = (x / (shaped ** 2 + 1.0 ** 2) ** 0.5).to(self.unet.dtype)
+        xc = (x / (shaped ** 2 + 1.0 ** 2) ** 0.5).to(self.dtype)
         timestep = self.ms.timestep(sigma).float()
         output = self.unet(xc, timestep, encoder_hidden_states=context, return_dict=False)[0]
         return x - output.float() * shaped

@@ -74,13 +74,14 @@ class SdcppDenoiser:
     def __init__(self, unet, table: SdcppSigmas, cond, uncond, cfg: float, v_prediction: bool, on_step: StepFn):
         self.unet, self.table, self.cond, self.uncond = unet, table, cond, uncond
         self.cfg, self.v, self.on_step = F(cfg), v_prediction, on_step
+        self.dtype = unet.dtype  # read once: a module's dtype walks its parameters
 
     def __call__(self, x: torch.Tensor, sigma: np.float32) -> torch.Tensor:
         square = F(F(sigma * sigma) + F(1))
         c_in = F(F(1) / F(np.sqrt(square)))
         c_skip, c_out = (F(F(1) / square), F(F(-sigma) / F(np.sqrt(square)))) if self.v else (F(1), F(-sigma))
         t = torch.tensor([float(self.table.sigma_to_t(sigma))], dtype=torch.float32, device=x.device)
-        noised = (x * float(c_in)).to(self.unet.dtype)
+        noised = (x * float(c_in)).to(self.dtype)
         cond = self.unet(noised, t, encoder_hidden_states=self.cond, return_dict=False)[0].float()
         uncond = self.unet(noised, t, encoder_hidden_states=self.uncond, return_dict=False)[0].float()
         self.on_step()
