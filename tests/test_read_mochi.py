@@ -99,7 +99,8 @@ def test_a_png_with_the_caption_in_its_xmp_draws_apples_numpy_noise():
     assert reading.fields["prompt"] == "a red fox, ünïcødé" and reading.fields["negative_prompt"] == ""
     assert (reading.fields["seed"], reading.fields["guidance_scale"], reading.fields["width"]) == (4294967295, 11.0,
                                                                                                    1024)
-    assert reading.fields["scheduler"] == "DPMSolverMultistepScheduler" and reading.fields["rng"] == "numpy-mt19937"
+    assert reading.fields["scheduler"] == "DPM-Solver++ (Apple)" and reading.fields["rng"] == "numpy-mt19937"
+    assert any("runs as Apple's Swift computes it (DPM-Solver++ (Apple))" in note for note in reading.notes)
     assert any("numpyRNG" in note and "rng numpy-mt19937" in note for note in reading.notes)
     assert partial_recipe(reading)[0].rng == "numpy-mt19937"
 
@@ -115,16 +116,16 @@ def test_a_png_with_the_caption_in_its_exif_image_description():
     # 1.0 - 2.0: the prompt and the negative prompt, then settings, all after ", "
     ("Prompt: a cat, red, Negative: dog, Seed: 7, Model: sd-1.5, Scheduler: pndmScheduler, Steps: 20, "
      "Guidance: 7.5, Index: 0",
-     {"prompt": "a cat, red", "negative_prompt": "dog", "seed": 7, "model": "sd-1.5", "scheduler": "PNDMScheduler",
+     {"prompt": "a cat, red", "negative_prompt": "dog", "seed": 7, "model": "sd-1.5", "scheduler": "PNDM (Apple)",
       "num_inference_steps": 20, "guidance_scale": 7.5}),
     # 2.1
     ("Prompt: a cat; Negative: dog; Model: sd-1.5; Scheduler: dpmSolverMultistepScheduler; Seed: 7; Steps: 20; "
      "Guidance: 7.5; Generator: Mochi Diffusion 2.1",
-     {"prompt": "a cat", "negative_prompt": "dog", "seed": 7, "scheduler": "DPMSolverMultistepScheduler"}),
+     {"prompt": "a cat", "negative_prompt": "dog", "seed": 7, "scheduler": "DPM-Solver++ (Apple)"}),
     # 2.3, upscaled
     ("Include in Image: a cat; Exclude from Image: ; Model: sd-1.5; Steps: 20; Guidance Scale: 7.5; Seed: 7; "
      "Size: 2048x2048; Upscaler: RealESRGAN; Scheduler: PNDM; Generator: Mochi Diffusion 2.3",
-     {"prompt": "a cat", "negative_prompt": "", "width": 2048, "scheduler": "PNDMScheduler", "rng": "numpy-mt19937"}),
+     {"prompt": "a cat", "negative_prompt": "", "width": 2048, "scheduler": "PNDM (Apple)", "rng": "numpy-mt19937"}),
     # 6.0 (main line, 2026): SD 3 through Core ML, an image-to-image input
     ("Include in Image: a cat; Exclude from Image: dog; Model: sd3-medium; Steps: 28; Guidance Scale: 4.5; "
      "Seed: 7; Size: 512x512; Starting Image: cat.png; Scheduler: Flow Match Euler Discrete; ML Compute Unit: All; "

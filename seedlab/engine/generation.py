@@ -39,9 +39,9 @@ from .noise import UnsupportedPipeline, check_scheduler, make_noise
 from .prompts import text_inversion
 from .prompts.embeddings import Embeddings
 from .recipe import Recipe, join_prompt
-from .samplers import a1111, sdcpp, timesteps
+from .samplers import a1111, apple, sdcpp, timesteps
 from .samplers.comfyui import sample_comfy
-from .samplers.names import is_comfy_sampler, is_own, is_sdcpp, sampling_errors
+from .samplers.names import check_sampling, is_apple, is_comfy_sampler, is_own, is_sdcpp
 from .weights import lora, vae
 from .weights.model_info import check_unconditional
 
@@ -238,7 +238,7 @@ def _prepare(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Reci
     recipe = _with_model_hash(model, recipe)
     if a1111.is_ksampler(recipe.scheduler):
         return _prepare_k(model, recipe, embeddings)
-    _check_fields(recipe)
+    check_sampling(recipe)
     scheduler = model.make_scheduler(recipe.scheduler)
     recipe = recipe.replace(model=model.name, scheduler=type(scheduler).__name__)
     unconditional = check_unconditional(model.info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
@@ -267,13 +267,6 @@ def _prepare(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Reci
     return recipe, scheduler, arguments
 
 
-def _check_fields(recipe: Recipe) -> None:
-    """The sampler and prompt fields together (sampler_names.sampling_errors), the first refusal raised."""
-    errors = sampling_errors(recipe)
-    if errors:
-        raise ValueError(str(errors[0]))
-
-
 def _with_model_hash(model: Model, recipe: Recipe) -> Recipe:
     """The recipe as made: the A1111 hash of the checkpoint file the model was loaded from, none for a model that
     is not one (a hash another tool wrote names its file; admission and reproduce say when it is not this one)."""
@@ -283,7 +276,7 @@ def _with_model_hash(model: Model, recipe: Recipe) -> Recipe:
 def _prepare_k(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Recipe, object, dict]:
     """An A1111 sampler's recipe: checked against the model; its call arguments are the two embeddings."""
     a1111.check_recipe(model.pipeline, recipe)
-    _check_fields(recipe)
+    check_sampling(recipe)
     recipe = recipe.replace(model=model.name)
     encoded = embeddings.arguments(recipe, guided=True, same_length=False)
     if "prompt_embeds" not in encoded or encoded.get("negative_prompt_embeds") is None:
@@ -304,8 +297,10 @@ def _run_k(model: Model, pipe, recipe: Recipe, arguments: dict, switches, steps:
     with torch.inference_mode():
         if is_comfy_sampler(recipe.scheduler):  # ComfyUI's names: run as ComfyUI runs them
             latents = sample_comfy(pipe, recipe, arguments["cond"], arguments["uncond"], on_step)
-        else:  # A1111's samplers (a1111.py), its own (timesteps.py: DDIM (A1111)), sd.cpp's (sdcpp.py: euler (sd.cpp))
-            sample = (sdcpp if is_sdcpp(recipe.scheduler) else timesteps if is_own(recipe.scheduler) else a1111).sample
+        else:  # A1111's samplers (a1111.py), its own (timesteps.py: DDIM (A1111)), sd.cpp's (sdcpp.py: euler (sd.cpp)),
+            # Apple's (apple.py: PNDM (Apple))
+            sample = (sdcpp if is_sdcpp(recipe.scheduler) else apple if is_apple(recipe.scheduler)
+                      else timesteps if is_own(recipe.scheduler) else a1111).sample
             latents = sample(pipe, a1111.model_sigmas(pipe), recipe, arguments["cond"], arguments["uncond"], on_step)
         decoded = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
         decoded = decoded if recipe.to_8bit == "round" else decoded.float()  # A1111, ComfyUI: float32 before (x+1)/2

@@ -42,9 +42,10 @@ _SILENT = {"Generator", "ML Compute Unit", "Metadata Version", "Engine", "Model 
            "Random Source"}
 _NOTED = {"Upscaler", "Quality", "Starting Image", "ControlNet Image", "Input Images"}
 _TEXT = {"prompt", "negative_prompt", "model", "Starting Image", "ControlNet Image", "Input Images", "Quality"}  # free
-# Mochi's scheduler labels as diffusers classes: Apple's and GuernikaKit's Swift schedulers re-create diffusers'.
-_APPLE = {"PNDM": "PNDMScheduler", "pndmScheduler": "PNDMScheduler", "DPM-Solver++": "DPMSolverMultistepScheduler",
-          "dpmSolverMultistepScheduler": "DPMSolverMultistepScheduler",
+# Mochi's scheduler labels as SeedLab runs them: Apple's PNDM and DPM-Solver++ as Apple's Swift computes them
+# (engine/samplers/apple.py); its flow scheduler and GuernikaKit's as the diffusers classes they re-create.
+_APPLE = {"PNDM": "PNDM (Apple)", "pndmScheduler": "PNDM (Apple)", "DPM-Solver++": "DPM-Solver++ (Apple)",
+          "dpmSolverMultistepScheduler": "DPM-Solver++ (Apple)",
           "Flow Match Euler Discrete": "FlowMatchEulerDiscreteScheduler",
           "discreteFlowScheduler": "FlowMatchEulerDiscreteScheduler"}
 _GUERNIKA = {"DDIM": "DDIMScheduler", "DPM++ 2M": "DPMSolverMultistepScheduler",
@@ -207,6 +208,9 @@ def _noise(stated: dict[str, str], fields: dict[str, Any], notes: list[str]) -> 
         fields["scheduler"] = _APPLE.get(label, "default")
     if label and fields["scheduler"] == "default":
         notes.append(f"{NAME}: Scheduler {label[:40]} is not one SeedLab knows: the model's default scheduler is used")
+    elif fields["scheduler"].endswith(" (Apple)"):
+        notes.append(f"{NAME}'s {label} runs as Apple's Swift computes it ({fields['scheduler']}) on Stable Diffusion "
+                     "1.x and 2.x models; SDXL ones, whose DPM-Solver++ Mochi spaces as Karras, cannot run it here")
     elif label:
         notes.append(f"{NAME}'s {label} is {source}'s Swift re-creation of diffusers' {fields['scheduler']}: it runs "
                      f"here as diffusers' {fields['scheduler']}" + (" with its default sigmas (not Karras)"

@@ -38,8 +38,9 @@ from .names import (  # is_ksampler and KSampler: part of this module's API
     COMFY_SCHEDULES,
     DEFAULT_RHO,
     KSampler,
+    is_apple,
     is_comfy_sampler,
-    is_ksampler,
+    is_ksampler,  # noqa: F401 - re-exported: generation asks a1111.is_ksampler
     is_sdcpp,
     schedule_label,
     split_sampler,
@@ -222,8 +223,8 @@ def check_pipeline(pipe) -> None:
 def check_recipe(pipe, recipe: Recipe) -> None:
     """What an A1111 sampler's recipe needs beyond its fields' ranges: sampler names, the rng, the pipeline."""
     check_pipeline(pipe)
-    if is_comfy_sampler(recipe.scheduler) or is_sdcpp(recipe.scheduler):  # sd.cpp's: names.sdcpp_errors
-        return None if is_sdcpp(recipe.scheduler) else _check_comfy(recipe)
+    if is_comfy_sampler(recipe.scheduler) or is_sdcpp(recipe.scheduler) or is_apple(recipe.scheduler):
+        return _check_comfy(recipe) if is_comfy_sampler(recipe.scheduler) else None  # names.sdcpp_/apple_errors
     errors = []
     for field, name in (("scheduler", recipe.scheduler), ("hires_sampler", recipe.hires_sampler)):
         if name and split_sampler(name) is None:
@@ -231,7 +232,7 @@ def check_recipe(pipe, recipe: Recipe) -> None:
     for field, name in (("schedule", recipe.schedule), ("hires_schedule", recipe.hires_schedule)):
         if name and schedule_label(name) is None:
             errors.append(f"{field} {name} is ComfyUI's: A1111's samplers take {', '.join(SCHEDULES)}")
-    draws = [split_sampler(name)[0] for name in (recipe.scheduler, recipe.hires_sampler) if name and is_ksampler(name)]
+    draws = [found[0] for name in (recipe.scheduler, recipe.hires_sampler) if name and (found := split_sampler(name))]
     if recipe.rng in ("numpy-pcg64", *TOOL_SOURCES) and any(_draws_each_step(sampler, recipe) for sampler in draws):
         errors.append(f"rng {recipe.rng} cannot draw the noise ancestral and SDE samplers need at every step: choose "
                       "rng cpu or cuda-philox, or a sampler that draws nothing while stepping")

@@ -135,6 +135,16 @@ def is_sdcpp(name: str) -> bool:
     return name in SDCPP_SAMPLERS
 
 
+# Apple's Core ML pipeline's schedulers (Mochi Diffusion's), run as its Swift computes them (engine/samplers/apple.py),
+# its label + APPLE in a recipe: UNet calls for n steps (PNDM: n + 1 timesteps, the next-to-last one twice).
+APPLE = " (Apple)"
+APPLE_SAMPLERS = {"PNDM" + APPLE: 1, "DPM-Solver++" + APPLE: 0}
+
+
+def is_apple(name: str) -> bool:
+    return name in APPLE_SAMPLERS
+
+
 def nearest(word: str, names: Iterable[str] = ()) -> str:
     """" (nearest: DPM++ 2M, dpmpp_2m)" for a word that is none of `names` nor ComfyUI's sampler names, or ""."""
     candidates = {name.lower(): name for name in [*names, *COMFY_SAMPLERS]}
@@ -148,7 +158,7 @@ def is_comfy_sampler(name: str) -> bool:
 
 def is_ksampler(name: str) -> bool:
     """One of the samplers SeedLab runs itself, as A1111 (its names) or ComfyUI (its names) runs it."""
-    return name in COMFY_SAMPLERS or name in SDCPP_SAMPLERS or split_sampler(name) is not None
+    return name in COMFY_SAMPLERS or name in SDCPP_SAMPLERS or is_apple(name) or split_sampler(name) is not None
 
 
 def schedule_label(text: str) -> str | None:
@@ -196,6 +206,8 @@ def model_calls(name: str, steps: int) -> int | None:
         return adaptive_calls(steps)
     if name in COMFY_SAMPLERS or name in SDCPP_SAMPLERS:
         return COMFY_SAMPLERS[name][0] * steps if name in COMFY_SAMPLERS else SDCPP_SAMPLERS[name] * steps
+    if is_apple(name):
+        return steps + APPLE_SAMPLERS[name]
     found = split_sampler(name)
     if found is None:
         return None
@@ -238,12 +250,19 @@ def sampling_errors(recipe) -> list:
     if recipe.hires_sampler and not is_ksampler(recipe.hires_sampler):
         errors.append(FieldError("hires_sampler", f"must be empty (the same) or one of {', '.join(A1111_SAMPLERS)}, "
                                                   f"got {recipe.hires_sampler[:60]!r}"))
-    errors += step_range_errors(recipe) + own_sampler_errors(recipe) + sdcpp_errors(recipe)
+    errors += step_range_errors(recipe) + own_sampler_errors(recipe) + sdcpp_errors(recipe) + apple_errors(recipe)
     errors += [FieldError(name, f"needs prompt_syntax {', '.join(syntaxes[:-1])} or {syntaxes[-1]} ({what}); with "
                                 f"{recipe.prompt_syntax} it stays {default}")
                for name, (default, syntaxes, what) in PROMPT_SETTINGS.items()
                if getattr(recipe, name) != default and recipe.prompt_syntax not in syntaxes]
     return errors
+
+
+def check_sampling(recipe) -> None:
+    """The sampler and prompt fields together (sampling_errors), the first refusal raised as a ValueError."""
+    errors = sampling_errors(recipe)
+    if errors:
+        raise ValueError(str(errors[0]))
 
 
 # The prompt settings and the syntaxes that read them: emphasis is A1111's weighting (NovelAI's brackets are weighed
@@ -303,5 +322,22 @@ def sdcpp_errors(recipe) -> list:
         errors.append(FieldError("rng", f"cannot draw the step noise {recipe.scheduler} draws from the latents' rng, "
                                         f"continued: choose rng cpu, cuda-philox, std-libstdc++, std-libc++ or "
                                         f"std-msvc, got {recipe.rng}"))
+    return errors + ([FieldError("hires_scale", f"is not run with {recipe.scheduler}: leave it at 0")]
+                     if recipe.hires_scale > 0 else [])
+
+
+def apple_errors(recipe) -> list:
+    """What Apple's schedulers refuse: a schedule (Apple's pipeline spaces its own timesteps), hires fix, and PNDM
+    (Apple) in one step (its timesteps need two)."""
+    from ..recipe import FieldError
+
+    if not is_apple(recipe.scheduler):
+        return [FieldError("hires_sampler", f"is Apple's: it needs no hires fix, got {recipe.hires_sampler}")] \
+            if is_apple(recipe.hires_sampler) else []
+    errors = [] if recipe.schedule == "Automatic" else [FieldError(
+        "schedule", f"must be Automatic for {recipe.scheduler} (Apple's own timesteps), got {recipe.schedule}")]
+    if recipe.scheduler == "PNDM" + APPLE and recipe.num_inference_steps < 2:
+        errors.append(FieldError("num_inference_steps", f"must be at least 2 for {recipe.scheduler}, got "
+                                                        f"{recipe.num_inference_steps}"))
     return errors + ([FieldError("hires_scale", f"is not run with {recipe.scheduler}: leave it at 0")]
                      if recipe.hires_scale > 0 else [])
