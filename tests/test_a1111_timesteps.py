@@ -16,17 +16,15 @@ from seedlab.engine.samplers import timesteps
 from seedlab.engine.samplers.names import A1111_OWN_SAMPLERS, model_calls
 from seedlab.files.infotext import parameters_text, read_infotext
 from seedlab.files.links import decode_link, encode_link
+from tests.helpers import tiny_prompted
 from tests.reference_a1111_timesteps import a1111_own_txt2img
-from tests.tiny import tiny_pipeline
 
 STEPS = 6
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    pipe = tiny_pipeline(tmp_path_factory.mktemp("tok"))
-    with torch.inference_mode():
-        cond, uncond = pipe.encode_prompt("a red circle", "cpu", 1, True, "blue square")
+    pipe, cond, uncond = tiny_prompted(tmp_path_factory)
     betas = (torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2).numpy()
     return pipe, cond, uncond, np.cumprod(1 - betas)  # float64, as CompVis computes them
 

@@ -20,17 +20,15 @@ from seedlab.engine.samplers import names as sampler_names
 from seedlab.engine.samplers.kdiffusion_extra import TooManyCalls
 from seedlab.engine.samplers.names import A1111_SAMPLERS, model_calls, split_sampler
 from seedlab.serving import budget
+from tests.helpers import tiny_prompted
 from tests.reference_a1111 import a1111_txt2img
-from tests.tiny import tiny_pipeline
 
 STEPS = 6
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    pipe = tiny_pipeline(tmp_path_factory.mktemp("tok"))
-    with torch.inference_mode():
-        cond, uncond = pipe.encode_prompt("a red circle", "cpu", 1, True, "blue square")
+    pipe, cond, uncond = tiny_prompted(tmp_path_factory)
     betas = (torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2).numpy()
     alphas_cumprod = torch.tensor(np.cumprod(1 - betas), dtype=torch.float32)  # as CompVis computes them
     return pipe, cond, uncond, alphas_cumprod

@@ -27,6 +27,7 @@ from .sdcpp import SDCPP_RNG, read_rng
 A1111_KEYS = {name: spec.a1111 for name, spec in SPECS.items() if spec.a1111}
 A1111_ORDER = ("Steps", "Sampler", "CFG scale", "Seed", "Size", "Model")  # where A1111 puts them: first, in this order
 SEEDLAB_SCHEDULER_KEY = "Scheduler"  # the exact diffusers class, more precise than A1111's Sampler
+NO_RNG = "(no RNG field)"  # in the note on a text without "RNG:" (serving/conventions.py looks for it)
 SEEDLAB_RNG_KEY = "SeedLab RNG"  # the exact noise source where A1111's word is not exact (device, numpy-pcg64)
 # A1111's RNG setting: GPU (its default, not written) is torch's noise on the card, NV the same computed on
 # the CPU, CPU torch's CPU generator. SeedLab's device source is GPU only on a CUDA GPU: written with SeedLab RNG.
@@ -301,7 +302,7 @@ def _default_rng(by_key: dict[str, Any], fields: dict[str, Any], notes: list[str
             # ComfyUI (its savers, the tools built on it) draws its noise with torch's CPU generator, the default
             return
         fields["rng"] = "cuda-philox"
-        notes.append("the file does not say where its noise came from (no RNG field): A1111 draws it on the GPU by "
+        notes.append(f"the file does not say where its noise came from {NO_RNG}: A1111 draws it on the GPU by "
                      "default, so rng cuda-philox (that noise, computed on any machine) is used; choose rng cpu "
                      "if the file was made with A1111's RNG setting CPU or on a Mac")
     width, height = fields.get("width"), fields.get("height")

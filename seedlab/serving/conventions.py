@@ -13,18 +13,14 @@ from __future__ import annotations
 import dataclasses
 
 from ..engine.image import Result
-from ..engine.samplers.names import COMFY_SAMPLERS
+from ..engine.samplers.names import COMFY_BROWNIAN, COMFY_SAMPLERS
+from ..files.infotext import NO_RNG
 from .reproduction import Original, Verdict, compare
-
-# ComfyUI's samplers whose noise is a Brownian tree seeded with the seed (unchanged by PR 11528); every other one
-# that draws (COMFY_SAMPLERS' second flag) draws from default_noise_sampler.
-BROWNIAN = ("dpmpp_sde", "dpmpp_2m_sde", "dpmpp_2m_sde_heun", "dpmpp_3m_sde")
-NO_RNG = "(no RNG field)"  # in files/infotext.py's note on an A1111 text without "RNG:", read as GPU noise
 
 
 def draws_seeded(name: str) -> bool:
     """Whether ComfyUI's sampler `name` draws from default_noise_sampler (the generator PR 11528 re-seeded)."""
-    return name in COMFY_SAMPLERS and COMFY_SAMPLERS[name][1] and name.removesuffix("_gpu") not in BROWNIAN
+    return name in COMFY_SAMPLERS and COMFY_SAMPLERS[name][1] and name.removesuffix("_gpu") not in COMFY_BROWNIAN
 
 
 def retry_conventions(result: Result, verdict: Verdict, original: Original, model) -> tuple[Result, Verdict]:

@@ -263,7 +263,7 @@ def _run_sampler(name: str, model, x: torch.Tensor, sigmas: torch.Tensor, seed: 
     if base in ("dpm_fast", "dpm_adaptive"):  # ksampler(): from sigmas[0] to the last sigma above 0, at eta 0
         bound = {"max_calls": sampler_names.adaptive_calls(len(sigmas) - 1)} if base == "dpm_adaptive" else {}
         return kdiffusion.SAMPLER_FUNCTIONS[base](model, x, sigmas, _no_draw, **bound)
-    tree = ComfyBrownianNoise(x, sigmas, seed, cpu=base == name)
+    tree = ComfyBrownianNoise(x, sigmas, seed, cpu=base == name)  # sampler_names.COMFY_BROWNIAN
     if base == "dpmpp_sde":
         return comfyui_samplers.dpmpp_sde(model, x, sigmas, tree)
     return comfyui_samplers.dpmpp_multistep_sde(model, x, sigmas, tree, order=3 if base == "dpmpp_3m_sde" else 2,

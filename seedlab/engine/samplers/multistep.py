@@ -22,8 +22,9 @@ def _remember(derivatives: list, d, order: int) -> list:
     return [*derivatives, d][-(order - 1):]
 
 
-def ipndm(model: Denoiser, x, sigmas, noise: NoiseFn, max_order: int = 4):
-    """sample_ipndm: Adams-Bashforth in sigma with fixed weights, the denoised latents at the last step."""
+def _ipndm(model: Denoiser, x, sigmas, max_order: int, weights_of):
+    """The iPNDM loop both samplers share: Adams-Bashforth in sigma on the derivatives kept, the denoised latents at
+    the last step. `weights_of(sigmas, i, order)`: the weights of d and the stored derivatives, and their divisor."""
     ones, derivatives = x.new_ones([x.shape[0]]), []
     for i in range(len(sigmas) - 1):
         denoised = model(x, sigmas[i] * ones)
@@ -34,13 +35,19 @@ def ipndm(model: Denoiser, x, sigmas, noise: NoiseFn, max_order: int = 4):
         elif order == 1:
             x_next = x + (sigmas[i + 1] - sigmas[i]) * d
         else:
-            weights, divisor = _IPNDM[order]
+            weights, divisor = weights_of(sigmas, i, order)
             total = weights[0] * d
             for k in range(1, order):
                 total = total + weights[k] * derivatives[-k]
-            x_next = x + (sigmas[i + 1] - sigmas[i]) * total / divisor
+            step = (sigmas[i + 1] - sigmas[i]) * total  # then / divisor: ComfyUI's order of operations, to the bit
+            x_next = x + (step / divisor if divisor != 1 else step)
         x, derivatives = x_next, _remember(derivatives, d, max_order)
     return x
+
+
+def ipndm(model: Denoiser, x, sigmas, noise: NoiseFn, max_order: int = 4):
+    """sample_ipndm: iPNDM with the fixed weights of equal steps."""
+    return _ipndm(model, x, sigmas, max_order, lambda sigmas, i, order: _IPNDM[order])
 
 
 def _ipndm_v_weights(sigmas, i: int, order: int) -> tuple:
@@ -64,23 +71,7 @@ def _ipndm_v_weights(sigmas, i: int, order: int) -> tuple:
 
 def ipndm_v(model: Denoiser, x, sigmas, noise: NoiseFn, max_order: int = 4):
     """sample_ipndm_v: iPNDM with weights for the schedule's unequal steps."""
-    ones, derivatives = x.new_ones([x.shape[0]]), []
-    for i in range(len(sigmas) - 1):
-        denoised = model(x, sigmas[i] * ones)
-        d = (x - denoised) / sigmas[i]
-        order = min(max_order, i + 1)
-        if sigmas[i + 1] == 0:
-            x_next = denoised
-        elif order == 1:
-            x_next = x + (sigmas[i + 1] - sigmas[i]) * d
-        else:
-            weights = _ipndm_v_weights(sigmas, i, order)
-            total = weights[0] * d
-            for k in range(1, order):
-                total = total + weights[k] * derivatives[-k]
-            x_next = x + (sigmas[i + 1] - sigmas[i]) * total
-        x, derivatives = x_next, _remember(derivatives, d, max_order)
-    return x
+    return _ipndm(model, x, sigmas, max_order, lambda sigmas, i, order: (_ipndm_v_weights(sigmas, i, order), 1))
 
 
 def _res_weights(sigmas, i: int, sigma_down, old_sigma_down):

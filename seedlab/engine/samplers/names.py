@@ -145,6 +145,11 @@ def is_apple(name: str) -> bool:
     return name in APPLE_SAMPLERS
 
 
+# ComfyUI's samplers whose noise is a Brownian tree seeded with the seed (BrownianTreeNoiseSampler); every other one
+# that draws (COMFY_SAMPLERS' second flag) draws from default_noise_sampler.
+COMFY_BROWNIAN = ("dpmpp_sde", "dpmpp_2m_sde", "dpmpp_2m_sde_heun", "dpmpp_3m_sde")
+
+
 def nearest(word: str, names: Iterable[str] = ()) -> str:
     """" (nearest: DPM++ 2M, dpmpp_2m)" for a word that is none of `names` nor ComfyUI's sampler names, or ""."""
     candidates = {name.lower(): name for name in [*names, *COMFY_SAMPLERS]}
