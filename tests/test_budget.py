@@ -88,3 +88,15 @@ def test_a_linked_image_past_the_visitors_share_says_so_in_the_verdict_instead_o
     updates = list(reproduction.reproduce_linked(original, None, None))
     assert updates == [{"verdict_text": "Not regenerated: budget: this visitor's share of the server (300 s in 10 "
                                         "minutes) is used up; wait"}]
+
+
+def test_sdcpp_ancestral_step_noise_is_priced_with_its_source():
+    """sd.cpp's euler_a draws a latent's worth of noise from the recipe's source at every step (issue 46): priced
+    as drawn, beside the starting noise every recipe pays."""
+    from seedlab import Recipe
+    from seedlab.serving.budget import noise_seconds
+
+    plain = Recipe(prompt="a", scheduler="euler (sd.cpp)", rng="std-msvc", width=512, height=512,
+                   num_inference_steps=20)
+    ancestral = plain.replace(scheduler="euler_a (sd.cpp)")
+    assert noise_seconds(ancestral) == pytest.approx(11 * noise_seconds(plain))  # 2 latents priced, plus 20 steps

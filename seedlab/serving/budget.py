@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..engine.recipe import Recipe
+from ..engine.samplers.names import draws_each_step, is_sdcpp
 from ..engine.samplers.names import model_calls as sampler_calls
 from ..engine.weights.lora_names import uses_of
 from .limits import Limits
@@ -129,6 +130,8 @@ def noise_seconds(recipe: Recipe) -> float:
     width, height = recipe.seed_resize_from or (recipe.width, recipe.height)
     draws = 2 if recipe.variation_strength > 0 else 1
     values = draws * (width * height // 4 + recipe.width * recipe.height // 4)  # up to 16 latent channels at 1/8
+    if is_sdcpp(recipe.scheduler) and draws_each_step(recipe.scheduler):  # each step draws from the same source
+        values += recipe.num_inference_steps * recipe.width * recipe.height // 4
     return values * NOISE_SECONDS.get(recipe.rng, max(NOISE_SECONDS.values()))
 
 
