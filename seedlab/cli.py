@@ -213,6 +213,8 @@ def finish(args: argparse.Namespace) -> int:
     from .files.metadata import save_png
 
     # 1. The previews and where their full images go, checked before any model loads.
+    if args.threads is not None and args.threads < 1:
+        raise UsageError("--threads must be a positive integer")
     originals = [_read_original(source) for source in args.sources]
     targets = [args.out / Path(source).name for source in args.sources]
     _make_folder(args.out)

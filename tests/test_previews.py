@@ -147,3 +147,5 @@ def test_cli_grid_preview_then_finish_gives_the_grid_s_images(capsys, tiny_model
         assert full.text == fin.text
     refused = cli_here(capsys, "finish", previews[0]["path"], "--out", str(tmp_path / "x"))
     assert refused.returncode == 2 and "--model" in refused.stderr, "another model is loaded only with --model"
+    zero = cli_here(capsys, "finish", previews[0]["path"], "--out", str(tmp_path / "x"), "--threads", "0")
+    assert zero.returncode == 2 and "--threads must be a positive integer" in zero.stderr
