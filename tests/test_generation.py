@@ -310,3 +310,19 @@ def test_a_grid_encodes_its_prompt_once_with_the_same_pixels(model):
     assert len(calls) == 2, "the prompt and the empty negative prompt, once each for four images"
     for result in grid:
         assert np.array_equal(pixels(result), pixels(plain_diffusers(model, result.recipe)))
+
+
+def test_loading_a_model_again_builds_no_scheduler_to_list_them(model, monkeypatch):
+    from seedlab.engine.weights import model_info
+
+    config = dict(model.info.scheduler_config)
+    first = model_info.compatible_schedulers(type(model.pipeline.scheduler), config)
+    built = []
+    for cls in first.values():
+        monkeypatch.setattr(cls, "from_config", classmethod(lambda *args, **kwargs: built.append(1)))
+    again = model_info.compatible_schedulers(type(model.pipeline.scheduler), config)
+    assert again == first and len(first) > 3 and not built
+    assert again is not first, "each caller gets its own dict"
+    changed = {**config, "beta_end": config["beta_end"] * 2}
+    model_info.compatible_schedulers(type(model.pipeline.scheduler), changed)
+    assert built, "another config is checked again"

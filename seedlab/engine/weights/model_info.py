@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,18 +198,30 @@ def check_unconditional(info: ModelInfo, prompt: str, negative_prompt: str, widt
 
 
 def compatible_schedulers(scheduler_class: type, config: dict) -> dict[str, type]:
-    """The scheduler classes diffusers lists as compatible that accept this config, by name."""
-    schedulers = {scheduler_class.__name__: scheduler_class}
-    for candidate_name in getattr(scheduler_class, "_compatibles", []):
-        candidate = getattr(diffusers, candidate_name, None)
-        if candidate is None:
-            continue
-        try:  # some need optional packages (torchsde, scipy) or reject this config
-            candidate.from_config(config)
-        except Exception:  # noqa: BLE001 - any failure means "not offered"
-            continue
-        schedulers[candidate.__name__] = candidate
-    return dict(sorted(schedulers.items()))
+    """The scheduler classes diffusers lists as compatible that accept this config, by name.
+
+    Trying one builds it (each KDPM2 takes 0.17 s: 0.39 s of the embedded model's 0.7 s load), so the answer is kept
+    for the process, per class and config: loading the same model again (a second store, a test) builds none.
+    """
+    key = (scheduler_class, json.dumps(config, sort_keys=True, default=repr))
+    if key not in _COMPATIBLE:
+        schedulers = {scheduler_class.__name__: scheduler_class}
+        for candidate_name in getattr(scheduler_class, "_compatibles", []):
+            candidate = getattr(diffusers, candidate_name, None)
+            if candidate is None:
+                continue
+            try:  # some need optional packages (torchsde, scipy) or reject this config
+                candidate.from_config(config)
+            except Exception:  # noqa: BLE001 - any failure means "not offered"
+                continue
+            schedulers[candidate.__name__] = candidate
+        if len(_COMPATIBLE) >= 64:  # a long-lived process meeting many configs: bounded
+            _COMPATIBLE.pop(next(iter(_COMPATIBLE)))
+        _COMPATIBLE[key] = dict(sorted(schedulers.items()))
+    return dict(_COMPATIBLE[key])
+
+
+_COMPATIBLE: dict[tuple[type, str], dict[str, type]] = {}
 
 
 def looks_local(source: str) -> bool:
