@@ -2,17 +2,22 @@
 
     python bench/bench_preview.py [--seeds 16] [--steps 20] [--runs 3] [--no-page]
 
-In this process (one thread per image, as the app and the CLI run them on a CPU), all measured in one run:
+In this process, all measured in one run:
 - what a preview predicts: the red shape of each seed's preview (a short render from the same noise, for 3 to 8
   steps) against its full image's, as intersection over union; against another seed's full image for scale
-  (goals at the default PREVIEW_STEPS: >= 0.8 same seed, <= 0.35 another seed);
-- what previews cost: the previews / the full images of the same seeds (goal <= 0.35);
+  (goals at the default PREVIEW_STEPS: >= 0.8 same seed, <= 0.35 another seed). A final image whose shape faded in
+  its last steps has no shape: a preview that shows none either agrees with it (1), one that shows a shape does not
+  (0); the mean over the finals that kept their shape is printed beside it;
+- what previews cost: the previews / the full images of the same seeds (goal <= 0.35), both as the app and the CLI
+  run them on a CPU (one thread per image, side by side in lanes) and as a Python user calls the API
+  (seedlab.preview and seedlab.generate once per seed, torch's default threads);
 - what finishing costs: seedlab.finish of each preview / seedlab.generate of its full recipe (goal <= 1.05; finishing
   renders from the start, so this is 1 plus noise);
 - and that each finished image is the full image bit for bit.
 Then, unless --no-page, the real app (`python app.py`) driven from Chromium: Preview of the same seeds, from the click
-to the last cell shown, against the same previews in this process (goal <= 1.2x). Runs alternate; the least
-disturbed (fastest) of each is compared, the medians printed beside it.
+to the last cell shown (goal <= 1.2x), against the same previews in this process both ways: the app's own route
+without the web (lanes) and the API as a Python user calls it. Runs alternate; the least disturbed (fastest) of each
+is compared, the medians printed beside it.
 """
 
 from __future__ import annotations
@@ -49,7 +54,13 @@ def shape(image) -> np.ndarray:
 
 
 def iou(a: np.ndarray, b: np.ndarray) -> float:
-    return float((a & b).sum() / max(1, (a | b).sum()))
+    """Intersection over union of two shapes; two images without a shape agree (1)."""
+    union = (a | b).sum()
+    return float((a & b).sum() / union) if union else 1.0
+
+
+def no_shape(mask: np.ndarray) -> bool:
+    return mask.sum() < VANISHED
 
 
 def in_lanes(function, model, recipes):
@@ -70,23 +81,44 @@ def many(model, recipes):
     return list(seedlab.iter_generate(model, recipes))
 
 
+def one_by_one(model, recipes) -> float:
+    """Seconds for `recipes` as a Python user makes them: seedlab.preview (or generate) once each, default threads."""
+    start = time.perf_counter()
+    for recipe in recipes:
+        if recipe.preview_steps:
+            seedlab.preview(model, recipe.replace(preview_steps=0), steps=recipe.preview_steps)
+        else:
+            seedlab.generate(model, recipe)
+    return time.perf_counter() - start
+
+
 def predictions(model, base: seedlab.Recipe, seeds: list[int]) -> None:
     """Shape IoU and cost of short renders of 3 to 8 steps against the full images; finishing against full renders."""
     full_recipes = [base.replace(seed=seed) for seed in seeds]
     full_s, full = in_lanes(many, model, full_recipes)
-    print(f"{len(seeds)} full images ({base.num_inference_steps} steps): {full_s:.2f} s")
+    finals = [shape(result.image) for result in full]
+    faded = sum(no_shape(final) for final in finals)
+    print(f"{len(seeds)} full images ({base.num_inference_steps} steps): {full_s:.2f} s; {faded} lost their shape in "
+          "the last steps")
     for steps in (3, 4, 5, 6, 8):
         looks_s, looks = in_lanes(many, model, [as_preview(recipe, steps) for recipe in full_recipes])
-        overlaps = [iou(shape(a.image), shape(b.image)) for a, b in zip(looks, full)]
-        kept = [overlap for overlap, b in zip(overlaps, full) if shape(b.image).sum() >= VANISHED]
-        other = statistics.mean(iou(shape(a.image), shape(full[(i + 7) % len(full)].image))
-                                for i, a in enumerate(looks))
+        masks = [shape(result.image) for result in looks]
+        overlaps = [iou(mask, final) for mask, final in zip(masks, finals)]
+        kept = [overlap for overlap, final in zip(overlaps, finals) if not no_shape(final)]
+        foreseen = sum(no_shape(mask) and no_shape(final) for mask, final in zip(masks, finals))
+        other = statistics.mean(iou(mask, finals[(i + 7) % len(finals)]) for i, mask in enumerate(masks))
         mark = "  <- default" if steps == PREVIEW_STEPS else ""
         print(f"preview of {steps} steps: shape IoU same seed {statistics.mean(overlaps):.3f} (finals that kept "
-              f"their shape, {len(kept)} of {len(full)}: {statistics.mean(kept):.3f}), another seed {other:.3f}; "
-              f"cost {looks_s / full_s:.3f} of the full images{mark}", flush=True)
+              f"their shape: {statistics.mean(kept):.3f}; faded shapes foreseen {foreseen} of {faded}), another seed "
+              f"{other:.3f}; cost {looks_s / full_s:.3f} of the full images{mark}", flush=True)
         if steps == PREVIEW_STEPS:
             previews = looks
+    sixteen = full_recipes[:16]
+    previews_s = one_by_one(model, [as_preview(recipe) for recipe in sixteen])
+    full_api_s = one_by_one(model, sixteen)
+    print(f"through the API (seedlab.preview / seedlab.generate, once per seed, {torch.get_num_threads()} threads): "
+          f"{len(sixteen)} previews {previews_s:.2f} s / {len(sixteen)} full images {full_api_s:.2f} s = "
+          f"{previews_s / full_api_s:.3f}  (goal <= 0.35)")
     finishing, renders = [], []
     for preview, recipe in zip(previews[:4], full_recipes[:4]):
         start = time.perf_counter()
@@ -101,12 +133,12 @@ def predictions(model, base: seedlab.Recipe, seeds: list[int]) -> None:
 
 
 def page(model, base: seedlab.Recipe, count: int, runs: int) -> None:
-    """The page's Preview against the same previews in this process."""
+    """The page's Preview against the same previews in this process: the app's route (lanes) and the API's."""
     from playwright.sync_api import sync_playwright
 
     folder = Path(tempfile.mkdtemp(prefix="bench-preview-"))
     process, url = start_app("embedded", folder)
-    page_times, here_times = [], []
+    page_times, lanes_times, api_times = [], [], []
     try:
         with sync_playwright() as playwright:
             browser, tab = open_page(playwright, url)
@@ -117,16 +149,19 @@ def page(model, base: seedlab.Recipe, count: int, runs: int) -> None:
                 page_times.append(page_grid(tab, f"{first}-{first + count - 1}", count, base.num_inference_steps,
                                             "#preview"))
                 recipes = [as_preview(base.replace(seed=seed)) for seed in range(first, first + count)]
-                here_times.append(in_lanes(many, model, recipes)[0])
-                print(f"run {run + 1}: page Preview {page_times[-1]:.2f} s, in-process previews {here_times[-1]:.2f} s",
-                      flush=True)
+                lanes_times.append(in_lanes(many, model, recipes)[0])
+                api_times.append(one_by_one(model, recipes))
+                print(f"run {run + 1}: page Preview {page_times[-1]:.2f} s; in this process: the app's route "
+                      f"{lanes_times[-1]:.2f} s, the API once per seed {api_times[-1]:.2f} s", flush=True)
             browser.close()
     finally:
         process.terminate()
         process.wait(timeout=30)
-    print(f"page preview grid / in-process previews: least disturbed {min(page_times) / min(here_times):.3f} "
-          f"({min(page_times):.2f} s / {min(here_times):.2f} s); medians "
-          f"{statistics.median(page_times) / statistics.median(here_times):.3f}  (goal <= 1.2)")
+    for name, times in (("the app's route in this process (lanes, no web)", lanes_times),
+                        ("the API once per seed in this process (seedlab.preview)", api_times)):
+        print(f"page preview grid / {name}: least disturbed {min(page_times) / min(times):.3f} "
+              f"({min(page_times):.2f} s / {min(times):.2f} s); medians "
+              f"{statistics.median(page_times) / statistics.median(times):.3f}  (goal <= 1.2)")
 
 
 def main() -> None:
