@@ -10,7 +10,7 @@ from PIL import Image
 
 import seedlab
 from seedlab.engine.models import ModelStore
-from seedlab.explore.travel import strengths, travel_recipes
+from seedlab.explore.travel import steps_draw_noise, strengths, travel_recipes
 from seedlab.serving.admission import Admission
 from seedlab.serving.limits import Limits
 from tests.helpers import cli_here, torch_threads
@@ -114,6 +114,23 @@ def test_cli_travel_writes_a_lossless_webp_and_a_gif_of_every_frame(travel_run):
             assert seedlab.fingerprint(webp.convert("RGB")) == line["fingerprint"]  # lossless: the frames exactly
     with Image.open(animations["gif"]) as gif:
         assert gif.n_frames == 5
+
+
+@pytest.mark.parametrize(("fields", "draws"), [
+    ({"scheduler": "DDIM (A1111)"}, False),
+    ({"scheduler": "DDIM (A1111)", "eta_ddim": 0.5}, True),  # A1111's Eta DDIM: noise at every step
+    ({"scheduler": "Euler a"}, True),
+    ({"scheduler": "Euler a", "eta": 0.0}, False),  # an ancestral sampler at eta 0 draws nothing
+    ({"scheduler": "Euler", "s_churn": 1.0}, True),
+    ({"scheduler": "DPM++ 2M", "s_churn": 1.0}, False),  # takes no churn
+    ({"scheduler": "DPM++ 2M", "hires_scale": 2.0, "hires_sampler": "Euler a"}, True),  # the second pass draws
+    ({"scheduler": "DPM++ 2M", "hires_scale": 2.0}, False),
+    ({"scheduler": "euler_ancestral"}, True),  # ComfyUI's, by its name
+    ({"scheduler": "EulerAncestralDiscreteScheduler"}, True),
+    ({"scheduler": "EulerDiscreteScheduler"}, False),
+])
+def test_travel_knows_which_recipes_draw_noise_while_stepping(admission, tiny_model_dir, fields, draws):
+    assert steps_draw_noise(admission, seedlab.Recipe(prompt="x", model=str(tiny_model_dir), **fields)) is draws
 
 
 def test_cli_travel_refuses_an_ancestral_scheduler_unless_allowed(tiny_model_dir, tmp_path):

@@ -26,7 +26,8 @@ from PIL import Image
 
 from ..engine.noise import draws_noise
 from ..engine.recipe import Recipe
-from ..engine.samplers.names import draws_each_step, is_ksampler
+from ..engine.samplers import a1111
+from ..engine.samplers.names import draws_each_step, is_comfy_sampler, is_ksampler, is_sdcpp, split_sampler
 from ..engine.seeds import parse_seeds
 from ..files.links import encode_link
 from ..serving.admission import Admission
@@ -81,8 +82,17 @@ def travel_recipes(admission: Admission, values: Mapping[str, Any], seeds: list[
 def steps_draw_noise(admission: Admission, recipe: Recipe) -> bool:
     """Does the recipe's scheduler draw noise while stepping (ancestral, SDE)? From its config, no weights."""
     if is_ksampler(recipe.scheduler):
-        return draws_each_step(recipe.scheduler) or recipe.s_churn > 0
+        passes = [recipe.scheduler, *([recipe.hires_sampler or recipe.scheduler] if recipe.hires_scale else [])]
+        return any(_pass_draws(name, recipe) for name in passes)
     return draws_noise(admission.store.info(recipe.model).make_scheduler(recipe.scheduler))
+
+
+def _pass_draws(name: str, recipe: Recipe) -> bool:
+    """One pass's sampler: A1111's as the recipe's Eta, Sigma churn and Eta DDIM set it; another tool's by its name."""
+    found = None if is_comfy_sampler(name) or is_sdcpp(name) else split_sampler(name)
+    if found is not None:
+        return a1111.draws_while_stepping(found[0], recipe)
+    return draws_each_step(name) or recipe.s_churn > 0
 
 
 def animation_name(recipes: list[Recipe]) -> str:

@@ -233,7 +233,7 @@ def check_recipe(pipe, recipe: Recipe) -> None:
         if name and schedule_label(name) is None:
             errors.append(f"{field} {name} is ComfyUI's: A1111's samplers take {', '.join(SCHEDULES)}")
     draws = [found[0] for name in (recipe.scheduler, recipe.hires_sampler) if name and (found := split_sampler(name))]
-    if recipe.rng in ("numpy-pcg64", *TOOL_SOURCES) and any(_draws_each_step(sampler, recipe) for sampler in draws):
+    if recipe.rng in ("numpy-pcg64", *TOOL_SOURCES) and any(draws_while_stepping(sampler, recipe) for sampler in draws):
         errors.append(f"rng {recipe.rng} cannot draw the noise ancestral and SDE samplers need at every step: choose "
                       "rng cpu or cuda-philox, or a sampler that draws nothing while stepping")
     if errors:
@@ -258,7 +258,8 @@ def _check_comfy(recipe: Recipe) -> None:
         raise ValueError("; ".join(errors))
 
 
-def _draws_each_step(sampler: KSampler, recipe: Recipe) -> bool:
+def draws_while_stepping(sampler: KSampler, recipe: Recipe) -> bool:
+    """Whether one of A1111's samplers draws noise at its steps with this recipe's Eta, Sigma churn and Eta DDIM."""
     return (sampler.function in kdiffusion.TAKES_ETA and recipe.eta > 0) or (
         sampler.function in kdiffusion.TAKES_CHURN and recipe.s_churn > 0) or sampler.function in (
         "restart", "lcm") or (sampler.function.startswith("ddim") and recipe.eta_ddim > 0)
