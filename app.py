@@ -36,7 +36,7 @@ from webui.compare import compare_panel, travel_panel
 from webui.fields import ACCORDIONS, DETERMINISM, FIELDS, MAIN, RESTORED, control
 from webui.fields import with_fields as with_server_fields
 from webui.handlers import NO_ANCHOR, WebApp, final_only
-from webui.history import history_panel
+from webui.history import history_panel, to_store
 from webui.matrix import matrix_panel
 from webui.previews import finish_controls, preview_controls, wire_previews
 from webui.queue_cap import cap_queued
@@ -220,10 +220,10 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
 
     # History: kept in this browser; every finished grid, variation set, matrix, nudge set, plot and travel.
     kept = ["history", "timeline", "history_export", "history_note"]
-    event(demo.load, app.history.show, [ui["history"]], kept, queue=False, **PRIVATE)
+    event(demo.load, to_store(app.history.show), [ui["history"]], kept, queue=False, **PRIVATE)
     for made, target in ((grid, "grid"), (vary, "vary"), (page_matrix, "matrix"), (nudges, "nudges"),
                          (page_plot, "plot"), (page_travel, "travel")):
-        made.success(by_name(app.history.remember(target), ui, [ui[name] for name in kept]),
+        made.success(by_name(to_store(app.history.remember(target)), ui, [ui[name] for name in kept]),
                      [ui[f"{target}_results"], ui["history"], ui["anchor"], ui["anchor_fingerprint"]],
                      [ui[name] for name in kept], queue=False, **PRIVATE)
     # Queued (one at a time, and within each visitor's cap on waiting requests): a restore checks every cell the
@@ -232,7 +232,8 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
           [*RESTORED, "variations", *ANCHOR, "history_view", "history_view_results", "restored_entry",
            "history_regenerate", "history_note"], concurrency_id="history", show_progress="hidden", **PRIVATE)
     shows_cell(ui["history_view"].select, app.select_history, [ui["history_view_results"]], list(CELL), floating=True)
-    event(ui["history_import"].upload, app.history.import_, [ui["history_import"], ui["history"]], kept, **PRIVATE)
+    event(ui["history_import"].upload, to_store(app.history.import_), [ui["history_import"], ui["history"]], kept,
+          **PRIVATE)
     regenerate = event(guarded([ui["history_regenerate"].click]), app.history.regenerate, [ui["restored_entry"]],
                        ["history_view", "history_view_results", "history_note"], concurrency_id="generation",
                        show_progress="minimal", **PRIVATE)
@@ -245,7 +246,7 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     wiring.settles(grid, vary, page_matrix, page_plot, page_travel, nudges, regenerate)
     stopped = ui["stop"].click(ready, None, wiring.buttons, queue=False, show_progress="hidden", **PRIVATE)
     # A stopped generation keeps its finished cells: they go to History too.
-    stopped.then(by_name(app.history.remember_stopped, ui, [ui[name] for name in kept]),
+    stopped.then(by_name(to_store(app.history.remember_stopped), ui, [ui[name] for name in kept]),
                  [ui[name] for name in ("history", "anchor", "anchor_fingerprint", "grid_results", "vary_results",
                                         "matrix_results", "nudges_results", "plot_results", "travel_results")],
                  [ui[name] for name in kept], queue=False, **PRIVATE)

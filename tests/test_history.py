@@ -15,7 +15,18 @@ from seedlab import ModelStore, fingerprint, join_prompt
 from seedlab.serving.admission import Admission
 from seedlab.serving.limits import Limits
 from tests.test_app import reference_model  # noqa: F401 - a fixture
-from webui.history import FORMAT, MAX_CELLS, MAX_ENTRIES, Cell, Entry, read_history, variation_text
+from webui.entries import MAX_STORED_CHARS
+from webui.history import (
+    FORMAT,
+    MAX_CELLS,
+    MAX_ENTRIES,
+    Cell,
+    Entry,
+    read_history,
+    stored_text,
+    to_store,
+    variation_text,
+)
 
 STEPS = 2
 
@@ -186,6 +197,22 @@ def test_a_tampered_browser_store_is_read_as_far_as_it_is_valid(app, monkeypatch
     entries, dropped = read_history(flood)  # only its newest end is looked at
     assert [entry.id for entry in entries] == [2] and dropped == 100_001
     assert len(checked) <= MAX_ENTRIES * 4 * (len(history[1]["cells"]) + 1)  # the cells and the anchor
+
+
+def test_the_browser_stores_the_history_as_one_text_and_reads_what_earlier_versions_stored(app):
+    history, _, _ = explored(app)
+    update = to_store(app.history.show)(history, None)  # as the page wires it
+    stored = update["history"]
+    assert isinstance(stored, str) and json.loads(stored) == history  # one value, not thousands of objects to copy
+    assert stored == stored_text(history) and update["timeline"].choices == app.history.show(history, None)[
+        "timeline"].choices
+    assert [entry.to_json() for entry in read_history(stored)[0]] == history
+    assert [entry.to_json() for entry in read_history(history)[0]] == history  # a list, as stored before
+    again = to_store(app.history.remember("grid"))(history[0]["cells"], stored, None, "", None)["history"]
+    assert json.loads(again)[:-1] == history  # the text read back, the new entry added
+    for hostile in ("[" * 100_000, "[" + "1," * MAX_STORED_CHARS + "1]", "{not json", "[1, 2"):
+        assert read_history(hostile) == ([], 1)  # too deep, too long, not JSON: dropped like a tampered store
+    assert read_history("") == ([], 0)
 
 
 def test_the_history_is_bounded(app):

@@ -13,6 +13,7 @@ admission before its cells are shown, and all of it is shown as plain text.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from webui.entries import (  # noqa: F401 - FORMAT: the history's file format, r
     merge,
     read_export,
     read_history,
+    stored_text,
     variation_text,
 )
 from webui.fields import restore, user_errors
@@ -46,8 +48,20 @@ SECRET = "seedlab-history"  # BrowserState encrypts with it; fixed, so a history
 
 
 def history_state() -> gr.BrowserState:
-    """The browser-side store (localStorage) the history lives in."""
+    """The browser-side store (localStorage) the history lives in: one JSON text (entries.stored_text)."""
     return gr.BrowserState([], storage_key="seedlab-history", secret=SECRET)
+
+
+def to_store(handler: Callable) -> Callable:
+    """A history handler as the page wires it: the history it returns goes to the browser's store as one JSON text
+    (entries.stored_text); read_history reads that text, and the list an earlier version stored, back."""
+    @functools.wraps(handler)
+    def wired(*args, **kwargs):
+        update = handler(*args, **kwargs)
+        if isinstance(update, dict) and isinstance(update.get("history"), list):
+            update = {**update, "history": stored_text(update["history"])}
+        return update
+    return wired
 
 
 def history_panel(ui: dict) -> None:

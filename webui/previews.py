@@ -130,6 +130,7 @@ def wire_previews(wiring, app, ui: dict, with_fields, fields: list, kept: list[s
     """Preview, Finish, Finish all, /preview and /finish; the page's ones settle the buttons and go to History.
     Returns the generating events (Stop cancels them)."""
     from webui.cells import ANCHOR, CELL
+    from webui.history import to_store
     from webui.wiring import PRIVATE, by_name
 
     event, guarded, previews = wiring.event, wiring.guarded, app.previews
@@ -146,7 +147,7 @@ def wire_previews(wiring, app, ui: dict, with_fields, fields: list, kept: list[s
     every = event(guarded([ui["finish_all"].click]), previews.finish_all, [ui["grid_results"]],
                   ["grid", "grid_results"], concurrency_id="generation", show_progress="minimal", **PRIVATE)
     wiring.settles(page, one, every)
-    remember = by_name(app.history.remember("grid"), ui, [ui[name] for name in kept])
+    remember = by_name(to_store(app.history.remember("grid")), ui, [ui[name] for name in kept])
     for made in (page, one, every):
         made.success(remember, [ui["grid_results"], ui["history"], ui["anchor"], ui["anchor_fingerprint"]],
                      [ui[name] for name in kept], queue=False, **PRIVATE)
