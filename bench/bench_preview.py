@@ -132,8 +132,9 @@ def predictions(model, base: seedlab.Recipe, seeds: list[int]) -> None:
           "its full render bit for bit)")
 
 
-def page(model, base: seedlab.Recipe, count: int, runs: int) -> None:
-    """The page's Preview against the same previews in this process: the app's route (lanes) and the API's."""
+def page(model, base: seedlab.Recipe, count: int, runs: int, history: int = 0) -> None:
+    """The page's Preview against the same previews in this process: the app's route (lanes) and the API's; after
+    `history` grids made first (each one an entry of the page's History)."""
     from playwright.sync_api import sync_playwright
 
     folder = Path(tempfile.mkdtemp(prefix="bench-preview-"))
@@ -144,6 +145,11 @@ def page(model, base: seedlab.Recipe, count: int, runs: int) -> None:
             browser, tab = open_page(playwright, url)
             tab.locator("#prompt textarea").fill(PROMPT)
             page_grid(tab, "100-101", 2, base.num_inference_steps, "#preview")  # warm-up
+            for made in range(history):
+                took = page_grid(tab, f"{10_000 + made * count}-{10_000 + made * count + count - 1}", count,
+                                 base.num_inference_steps, "#preview")
+                if made in (0, history - 1):
+                    print(f"History: grid {made + 1} of {history} made first took {took:.2f} s", flush=True)
             for run in range(runs):
                 first = 2000 + run * count
                 page_times.append(page_grid(tab, f"{first}-{first + count - 1}", count, base.num_inference_steps,
@@ -170,6 +176,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-page", action="store_true")
+    parser.add_argument("--history", type=int, default=0, help="page preview grids made before the measured ones "
+                        "(History keeps 40; 26 such grids fill its 400 images)")
     args = parser.parse_args()
     seedlab.configure_process()  # the app's CPU kernels, so the lanes run as the app's do
     model = seedlab.load_model("embedded", torch.device("cpu"))
@@ -177,7 +185,7 @@ def main() -> None:
     in_lanes(many, model, [base, as_preview(base)])  # warm-up: traces, first calls
     predictions(model, base, list(range(1000, 1000 + args.seeds)))
     if not args.no_page:
-        page(model, base, 16, args.runs)
+        page(model, base, 16, args.runs, args.history)
 
 
 if __name__ == "__main__":
