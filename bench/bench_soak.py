@@ -1,16 +1,19 @@
 """Soak run against the real app: many requests from new sessions, the server's memory per 100.
 
-    python bench/bench_soak.py [--model embedded] [--requests 400] [--threads 1]
+    python bench/bench_soak.py [--model embedded] [--requests 400] [--threads 1] [--sessions 50]
 
-Starts `python app.py` (bench_load's start-up), sends REQUESTS small grid requests, each from a new
-gradio_client session (what anonymous visitors do), and prints the server's resident memory (RSS)
-after every 100, the growth per 100 requests, and whether it stayed flat (< 5 MiB per 100 after the
-first hundred, which warms caches). Every tenth visitor also reproduces a link.
+Starts `python app.py` (bench_load's start-up) keeping at most SESSIONS sessions' state (SEEDLAB_SESSIONS; the
+default server keeps 512, each a few hundred KB: a bounded store, filled by the first SESSIONS visitors), sends
+REQUESTS small grid requests, each from a new gradio_client session (what anonymous visitors do), and prints the
+server's resident memory (RSS) after every 100, the growth per 100 requests, and whether it stayed flat (< 5 MiB
+per 100 after the first hundred, which fill the sessions' store and warm caches). Every tenth visitor also
+reproduces a link, and every tenth (another one) makes a preview and finishes it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -28,7 +31,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--sessions", type=int, default=50, help="sessions whose state the server keeps")
     args = parser.parse_args()
+    os.environ["SEEDLAB_SESSIONS"] = str(args.sessions)  # the app's environment (bench_load.start_app)
 
     process, url = start_app(args.model, threads=args.threads)
     try:
@@ -42,6 +47,10 @@ def main() -> None:
                            api_name="/grid")
             if index % 10 == 0:
                 client.predict(link_or_recipe=results[0]["link"], api_name="/reproduce")
+            if index % 10 == 5:
+                _, previews = client.predict(prompt=f"a red square {index}", seeds=str(index),
+                                             num_inference_steps=args.steps + 1, api_name="/preview")
+                client.predict(previews[0]["link"], api_name="/finish")
             if index % 100 == 0:
                 marks.append(rss_mib(process))
                 print(f"after {index} requests: {marks[-1]:.0f} MiB ({marks[-1] - marks[-2]:+.1f} MiB per 100)")

@@ -36,7 +36,8 @@ class Limits:
     visitor_seconds: int = 300  # estimated generation time one visitor may use in any 10 minutes
     visitor_uploads: int = 20  # files one visitor may upload in any 10 minutes (the app's upload route)
     visitor_queued: int = 8  # requests one visitor may have waiting in the queue (webui/queue_cap.py)
-    sessions: int = 512  # browser/API sessions whose state the app keeps (~160 KB each); the least recent go first
+    sessions: int = 512  # browser/API sessions whose state the app keeps (~430 KB each on the embedded model's
+    # page, bench_soak: ~220 MB when full); the least recent go first
 
     def __post_init__(self) -> None:
         for field in fields(self):
