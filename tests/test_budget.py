@@ -76,7 +76,7 @@ def test_a_linked_image_past_the_visitors_share_says_so_in_the_verdict_instead_o
     from webui.reproduction import Reproduction
 
     class Spent:  # an admission whose visitor has used up the share
-        def charge(self, recipes, visitor):
+        def charge_reproduction(self, original, visitor):
             raise ValueError("budget: this visitor's share of the server (300 s in 10 minutes) is used up; wait")
 
     class NoRecord:
@@ -99,4 +99,5 @@ def test_sdcpp_ancestral_step_noise_is_priced_with_its_source():
     plain = Recipe(prompt="a", scheduler="euler (sd.cpp)", rng="std-msvc", width=512, height=512,
                    num_inference_steps=20)
     ancestral = plain.replace(scheduler="euler_a (sd.cpp)")
-    assert noise_seconds(ancestral) == pytest.approx(11 * noise_seconds(plain))  # 2 latents priced, plus 20 steps
+    # the starting latent, its call replayed to continue the stream, and a latent for each of 20 steps
+    assert noise_seconds(ancestral) == pytest.approx(22 * noise_seconds(plain))

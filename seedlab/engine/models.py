@@ -24,6 +24,7 @@ import diffusers
 import torch
 from diffusers import DiffusionPipeline
 
+from .noise import packs
 from .recipe import DEFAULT_MODEL, DTYPES, FieldError
 from .tracing import TracedUNet
 from .weights.checkpoint_files import find_checkpoint
@@ -39,6 +40,7 @@ from .weights.model_info import (  # noqa: F401  (were here)
     looks_local,
     model_defaults,
     model_source,
+    noise_per_pixel,
     read_info,
     reads_a1111_prompts,
     runs_a1111,
@@ -168,14 +170,17 @@ def describe(name: str, pipeline: DiffusionPipeline, device: torch.device, dtype
     sample = getattr(pipeline, "default_sample_size", None) or getattr(denoiser.config, "sample_size", 64)
     sample = sample[0] if isinstance(sample, (list, tuple)) else sample
     pixel_space = getattr(pipeline, "vae", None) is None  # DDIM, DDPM: the denoiser's sample is the image
-    size = int(sample) * (1 if pixel_space else int(getattr(pipeline, "vae_scale_factor", 8)))
+    scale = 1 if pixel_space else int(getattr(pipeline, "vae_scale_factor", 8))
+    size = int(sample) * scale
     steps, guidance = model_defaults(name, type(pipeline), type(pipeline.scheduler).__name__, config)
     denoiser_name = "unet" if hasattr(pipeline, "unet") else "transformer"
     info = ModelInfo(name, (size, size), guidance, type(pipeline.scheduler).__name__,
                      compatible_schedulers(type(pipeline.scheduler), config), config, steps,
                      unconditional=not takes_prompt(type(pipeline)),
                      a1111=runs_a1111(type(pipeline), denoiser_name, config),
-                     a1111_prompts=reads_a1111_prompts(type(pipeline), denoiser_name, config))
+                     a1111_prompts=reads_a1111_prompts(type(pipeline), denoiser_name, config),
+                     noise_per_pixel=noise_per_pixel(int(getattr(denoiser.config, "in_channels", 4)), scale,
+                                                     packs(pipeline)))
     traced = device.type == "cpu" and isinstance(getattr(pipeline, "unet", None), diffusers.UNet2DConditionModel)
     return Model(name=name, pipeline=pipeline, device=device, dtype=dtype, info=info,
                  call_parameters=frozenset(inspect.signature(pipeline.__call__).parameters), traced=traced)

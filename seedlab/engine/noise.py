@@ -97,11 +97,11 @@ _PACK_PARAMETERS = ["latents", "batch_size", "num_channels_latents", "height", "
 
 def packs(pipeline) -> bool:
     """Does this pipeline pack its latents into 2x2-patch tokens as Flux does (`_pack_latents`, position ids)?"""
-    return _packs(type(pipeline))
+    return class_packs(type(pipeline))
 
 
 @functools.cache  # asked several times for every image: once per pipeline class is enough
-def _packs(pipeline_class: type) -> bool:
+def class_packs(pipeline_class: type) -> bool:
     pack = getattr(pipeline_class, "_pack_latents", None)
     if pack is None or not hasattr(pipeline_class, "_prepare_latent_image_ids"):
         return False

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..engine.recipe import Recipe
-from ..engine.samplers.names import draws_each_step, is_sdcpp
 from ..engine.samplers.names import model_calls as sampler_calls
+from ..engine.samplers.names import step_draws
 from ..engine.weights.lora_names import uses_of
 from .limits import Limits
 
@@ -31,10 +31,15 @@ TWO_CALL_SCHEDULERS = ("HeunDiscreteScheduler", "KDPM2DiscreteScheduler", "KDPM2
 # What an image costs besides its steps (the prompt's encoding, the VAE's decoding, saving), in model calls of
 # its size: 34 one-step grids admitted for 10 s took 31 s of CPU when only the steps were priced.
 IMAGE_CALLS = 2
-# Seconds per latent value drawn, by noise source: measured on the 2-core development machine under load
-# (12, 34 and 424 ns for 1M values; numpy-mt19937 424, std-libstdc++ 65, std-libc++ 58, std-msvc 118), with room.
-NOISE_SECONDS = {"cpu": 20e-9, "device": 20e-9, "numpy-pcg64": 60e-9, "cuda-philox": 700e-9, "numpy-mt19937": 850e-9,
-                 "std-libstdc++": 130e-9, "std-libc++": 120e-9, "std-msvc": 240e-9}
+# Seconds per noise value drawn, by noise source, with room over what was measured on the 2-core machine, one thread,
+# drawing 14.7M values (a 4096x4096 seed resize on the embedded model; 57k values cost the same or less): cpu 4.5 ns,
+# numpy-pcg64 32, cuda-philox 77 to 100, numpy-mt19937 425, std-libstdc++ 29 to 34, std-libc++ 29 to 33, std-msvc 84 to
+# 91. Beside a victim's grid on two lanes the same draws took up to 2.4 times as long (std-msvc: 80 s for 16 images).
+NOISE_SECONDS = {"cpu": 20e-9, "device": 20e-9, "numpy-pcg64": 80e-9, "cuda-philox": 250e-9, "numpy-mt19937": 1000e-9,
+                 "std-libstdc++": 80e-9, "std-libc++": 80e-9, "std-msvc": 220e-9}
+# The starting noise's values per image pixel where a model is not known: a pixel-space model's 3 channels at 1/1,
+# the most of any family (the embedded model 14 channels at 1/4: 0.875; SD 4 at 1/8: 0.0625; Flux 16 at 1/8).
+MOST_NOISE_PER_PIXEL = 3.0
 # Seconds per noise level of hires fix's schedule (steps / denoising strength of them, before a step is taken):
 # ComfyUI's beta and normal schedules took 29 and 21 us each over 20,000 levels on the 2-core machine.
 SCHEDULE_SECONDS = 50e-6
@@ -46,6 +51,10 @@ _TOKENS = re.compile(r"[^\W\d_]+|\d|[^\w\s]")  # words, digits and signs: CLIP g
 # A new set of LoRAs: each file read and merged into a copy of the weights it touches (0.4 to 0.8 s measured on
 # the embedded model, kept ~24 MB), priced once per set in a request whether or not a copy is kept.
 LORA_SET_SECONDS = 1.0
+# A retry with native kernels (serving/reproduction.py) starts a worker process that imports torch and loads the
+# model before its one image: 7 s of CPU on the quiet 2-core machine for the embedded model, 30 s (46 s wall,
+# +600 MB) beside other requests; priced at the busy figure, on top of the image's own render.
+NATIVE_START_SECONDS = 30.0
 MAX_VISITORS = 4096  # visitors remembered at once; the least recently seen are forgotten first
 
 
@@ -76,8 +85,9 @@ class Speed:
             return self.a * pixels + self.b * pixels * pixels
         return self.step_seconds(self.measured) * (pixels / self.measured) ** 2
 
-    def seconds(self, recipe: Recipe) -> float:
-        """Estimated seconds for one image of `recipe`: its model calls, what each image costs besides, its noise.
+    def seconds(self, recipe: Recipe, noise_per_pixel: float = MOST_NOISE_PER_PIXEL) -> float:
+        """Estimated seconds for one image of `recipe`: its model calls, what each image costs besides, its noise
+        (`noise_per_pixel`: its model's latent values per image pixel, ModelInfo.noise_per_pixel).
 
         Hires fix adds its second pass: its own steps at its own size, its own noise and its schedule. A preview
         costs its short render (Recipe.rendered).
@@ -85,20 +95,23 @@ class Speed:
         recipe = recipe.rendered
         widen = 1 + CHUNK_STEP_SHARE * (prompt_chunks(recipe) - 1)
         calls = model_calls(recipe.scheduler, recipe.num_inference_steps) + IMAGE_CALLS
-        seconds = calls * widen * self.step_seconds(recipe.width * recipe.height) + noise_seconds(recipe)
+        seconds = (calls * widen * self.step_seconds(recipe.width * recipe.height)
+                   + noise_seconds(recipe, noise_per_pixel))
         if recipe.hires_scale:
             width, height = recipe.hires_size
             steps = recipe.hires_steps or recipe.num_inference_steps
             calls = model_calls(recipe.hires_sampler or recipe.scheduler, steps) + IMAGE_CALLS
-            seconds += calls * widen * self.step_seconds(width * height) + noise_seconds(recipe.replace(
-                width=width, height=height, hires_scale=0.0)) + recipe.hires_sigma_count * SCHEDULE_SECONDS
+            seconds += (calls * widen * self.step_seconds(width * height) + recipe.hires_sigma_count * SCHEDULE_SECONDS
+                        + noise_values_hires(recipe, noise_per_pixel) * _per_value(recipe.rng))
         return seconds
 
-
-    def request_seconds(self, recipes: list[Recipe]) -> float:
-        """Estimated seconds for a request: its images, and each set of LoRAs it merges once."""
+    def request_seconds(self, recipes: list[Recipe], noise_per_pixel: Callable[[str], float] | None = None) -> float:
+        """Estimated seconds for a request: its images, and each set of LoRAs it merges once (`noise_per_pixel`: a
+        model's latent values per pixel by its name; unknown models are priced at the most)."""
+        per_pixel = noise_per_pixel or (lambda _: MOST_NOISE_PER_PIXEL)
         lora_sets = {tuple(uses_of(recipe)) for recipe in recipes} - {()}
-        return sum(self.seconds(recipe) for recipe in recipes) + len(lora_sets) * LORA_SET_SECONDS
+        return (sum(self.seconds(recipe, per_pixel(recipe.model)) for recipe in recipes)
+                + len(lora_sets) * LORA_SET_SECONDS)
 
 
 def prompt_chunks(recipe: Recipe) -> int:
@@ -121,18 +134,43 @@ def model_calls(scheduler: str, steps: int) -> int:
     return steps * (2 if scheduler in TWO_CALL_SCHEDULERS else 1)
 
 
-def noise_seconds(recipe: Recipe) -> float:
-    """What drawing the starting noise costs: at `seed_resize_from`'s size when set, twice with a variation seed.
+def noise_values(recipe: Recipe, noise_per_pixel: float = MOST_NOISE_PER_PIXEL) -> int:
+    """The noise values one image of `recipe` draws from its source before a hires pass, at most: the starting
+    latents, drawn again with a variation seed or a seed resize (noise.make_noise: the seed's at the source size, the
+    variation seed's there too, the seed's at the image's size to place them in), and what its sampler draws while
+    stepping (samplers.names.step_draws: a latent a step for ancestral samplers, a Brownian tree's levels for SDE).
 
-    Negligible at the image's own size with torch's generator; not with A1111's GPU noise replayed on the
-    CPU at a 4096x4096 `seed_resize_from` (16 such 64x64 images took 38 to 70 s, priced before at 0.3 s).
+    A1111's GPU noise replayed on the CPU at a 4096x4096 `seed_resize_from` is 14.7M values an image on the embedded
+    model (16 such images took 38 to 70 s when the count assumed 4 channels at 1/8).
     """
-    width, height = recipe.seed_resize_from or (recipe.width, recipe.height)
-    draws = 2 if recipe.variation_strength > 0 else 1
-    values = draws * (width * height // 4 + recipe.width * recipe.height // 4)  # up to 16 latent channels at 1/8
-    if is_sdcpp(recipe.scheduler) and draws_each_step(recipe.scheduler):  # each step draws from the same source
-        values += recipe.num_inference_steps * recipe.width * recipe.height // 4
-    return values * NOISE_SECONDS.get(recipe.rng, max(NOISE_SECONDS.values()))
+    own = _latent(recipe.width, recipe.height, noise_per_pixel)
+    values = own
+    if recipe.variation_strength > 0 or recipe.seed_resize_from:
+        width, height = recipe.seed_resize_from or (recipe.width, recipe.height)
+        source = _latent(width, height, noise_per_pixel)
+        values += source * (2 if recipe.variation_strength > 0 else 1) + (own if recipe.seed_resize_from else 0)
+    return values + own * step_draws(recipe.scheduler, recipe.num_inference_steps)
+
+
+def noise_values_hires(recipe: Recipe, noise_per_pixel: float = MOST_NOISE_PER_PIXEL) -> int:
+    """The noise values hires fix's second pass draws: its starting noise at its size and its sampler's step draws."""
+    width, height = recipe.hires_size
+    steps = recipe.hires_steps or recipe.num_inference_steps
+    own = _latent(width, height, noise_per_pixel)
+    return own * (1 + step_draws(recipe.hires_sampler or recipe.scheduler, steps))
+
+
+def noise_seconds(recipe: Recipe, noise_per_pixel: float = MOST_NOISE_PER_PIXEL) -> float:
+    """What drawing one image's noise costs before a hires pass (noise_values) from its source."""
+    return noise_values(recipe, noise_per_pixel) * _per_value(recipe.rng)
+
+
+def _latent(width: int, height: int, noise_per_pixel: float) -> int:
+    return math.ceil(width * height * noise_per_pixel)
+
+
+def _per_value(rng: str) -> float:
+    return NOISE_SECONDS.get(rng, max(NOISE_SECONDS.values()))
 
 
 def measure(step_seconds: Callable[[int, int], float], native: tuple[int, int]) -> Speed:

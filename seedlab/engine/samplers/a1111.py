@@ -112,7 +112,7 @@ class StepNoise:
             return torch.from_numpy(values).to(device=self.like.device, dtype=self.like.dtype)
         if self.generator is None:
             raise ValueError(f"rng {self.rng} cannot draw the noise this sampler needs at every step: choose rng cpu "
-                             "or cuda-philox, or a sampler that draws nothing while stepping (Euler, DPM++ 2M, ...)")
+                             "or cuda-philox, or a sampler that draws nothing while stepping (DPM++ 2M, LMS, ...)")
         noise = torch.randn(self.shape, generator=self.generator, device=self.generator.device, dtype=torch.float32)
         return noise.to(device=self.like.device, dtype=self.like.dtype)
 
@@ -233,7 +233,9 @@ def check_recipe(pipe, recipe: Recipe) -> None:
         if name and schedule_label(name) is None:
             errors.append(f"{field} {name} is ComfyUI's: A1111's samplers take {', '.join(SCHEDULES)}")
     draws = [found[0] for name in (recipe.scheduler, recipe.hires_sampler) if name and (found := split_sampler(name))]
-    if recipe.rng in ("numpy-pcg64", *TOOL_SOURCES) and any(draws_while_stepping(sampler, recipe) for sampler in draws):
+    if recipe.rng in ("numpy-pcg64", *TOOL_SOURCES) and any(draws_while_stepping(sampler, recipe)
+                                                           or sampler.function in kdiffusion.TAKES_CHURN
+                                                           for sampler in draws):  # churn draws even at 0
         errors.append(f"rng {recipe.rng} cannot draw the noise ancestral and SDE samplers need at every step: choose "
                       "rng cpu or cuda-philox, or a sampler that draws nothing while stepping")
     if errors:

@@ -236,6 +236,59 @@ def draws_each_step(name: str) -> bool:
     return found is not None and (found[0].brownian or found[0].uses_ensd or found[0].function in ("restart", "lcm"))
 
 
+# What a Brownian tree draws for one query, in latents: torchsde's BrownianTree bisects down to its tolerance and draws
+# a latent's worth at each level (47 to 52 a query counted over 5 to 50 steps, embedded model; 56 with room).
+BROWNIAN_DRAWS = 56
+CHURNING = ("euler", "heun", "dpm_2")  # k-diffusion's churn draws a latent every step, used or not
+
+
+def consumes_step_noise(name: str, eta_ddim: float = 0.0) -> bool:
+    """Whether a sampler asks its noise source for a latent while stepping, whether or not the image uses it: every
+    sampler that draws (draws_each_step), A1111's Euler, Heun and DPM2, whose churn draws at every step as
+    k-diffusion does (at churn 0 the draw is unused, but a source that cannot stream cannot give it), and A1111's
+    DDIM at Eta DDIM above 0."""
+    found = split_sampler(name) if is_ksampler(name) and name not in COMFY_SAMPLERS else None
+    function = found[0].function if found is not None else ""
+    return draws_each_step(name) or function in CHURNING or (function.startswith("ddim") and eta_ddim > 0)
+
+
+def quiet_samplers(name: str) -> list[str]:
+    """The samplers of `name`'s tool that ask their noise source for nothing while stepping (a source without a
+    stream can drive them): sd.cpp's for an sd.cpp sampler, A1111's (and its own) for any other."""
+    if is_sdcpp(name):
+        return [other for other in SDCPP_SAMPLERS if not consumes_step_noise(other)]
+    return [label for label in (*A1111_SAMPLERS, *A1111_OWN_SAMPLERS) if not consumes_step_noise(label)
+            and A1111_SAMPLERS.get(label, A1111_OWN_SAMPLERS.get(label)).function not in ("restart", "lcm")]
+
+
+def step_draws(name: str, steps: int) -> int:
+    """The latents' worth of values a sampler draws while stepping, at most, for `steps` steps (besides the starting
+    noise): what the budget prices per source. A diffusers class may draw one a step (its generator)."""
+    if name in COMFY_SAMPLERS:
+        if not COMFY_SAMPLERS[name][1]:
+            return 0
+        per_step = COMFY_SAMPLERS[name][0] if name.removesuffix("_gpu") not in COMFY_BROWNIAN else (
+            BROWNIAN_DRAWS * COMFY_SAMPLERS[name][0])
+        return per_step * (adaptive_calls(steps) if name == "dpm_adaptive" else steps)
+    if name in SDCPP_SAMPLERS:
+        # a latent a call, after the starting latents' call replayed to continue the stream (samplers/sdcpp.py)
+        return SDCPP_SAMPLERS[name] * steps + 1 if name in SDCPP_DRAWING else 0
+    if is_apple(name):
+        return 0
+    found = split_sampler(name)
+    if found is None:  # a diffusers class, with the image's generator
+        return steps
+    sampler = found[0]
+    if sampler.brownian:  # DPM++ SDE asks the tree twice a step
+        return BROWNIAN_DRAWS * steps * (2 if sampler.second_order else 1)
+    if sampler.function == "dpm_adaptive":
+        return adaptive_calls(steps)
+    if sampler.timesteps:  # A1111's DDIM at Eta DDIM above 0 draws a latent a timestep
+        return timestep_count(steps)
+    return steps * (2 if sampler.second_order else 1) if consumes_step_noise(name) or sampler.function in (
+        "restart", "lcm") else 0
+
+
 def sampling_errors(recipe) -> list:
     """What a recipe's sampler and prompt fields refuse together (admission names them, generation raises them):
     A1111's schedule and hires fix need one of the samplers SeedLab runs itself, emphasis and clip skip need a

@@ -16,6 +16,7 @@ from pathlib import Path
 import diffusers
 from diffusers import DiffusionPipeline
 
+from ..noise import class_packs
 from ..recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, FieldError
 from ..samplers.names import A1111_OWN_SAMPLERS, A1111_SAMPLERS, is_ksampler, nearest
 from .checkpoint_files import CheckpointError, find_checkpoint, plan
@@ -48,6 +49,8 @@ class ModelInfo:
     a1111: bool = False  # runs A1111's samplers (engine/samplers/a1111.py): a Stable Diffusion 1.x / 2.x UNet pipeline
     # reads A1111's prompt syntax: where its samplers run, and SDXL (engine/prompts/sdxl.py)
     a1111_prompts: bool = False
+    # the starting noise's values per image pixel: latent channels / (VAE scale)**2 (the budget prices noise by it)
+    noise_per_pixel: float = 3.0  # where unknown: a pixel-space model's 3 channels, the most of any family
     _made: dict = field(default_factory=dict, repr=False, compare=False)  # name -> an untouched instance
 
     def make_scheduler(self, name: str):
@@ -85,6 +88,12 @@ class ModelInfo:
                                               f"got {name[:80]!r}")
             return name
         return type(self.make_scheduler(name)).__name__
+
+
+def noise_per_pixel(in_channels: int, scale: int, packed: bool) -> float:
+    """The starting noise's values per image pixel: the denoiser's input channels at 1/scale of the image's sides
+    (a packed pipeline's 2x2 patches hold 4 latent pixels: Flux's 64 channels are 16 at 1/8)."""
+    return in_channels / (4 if packed else 1) / scale ** 2
 
 
 def runs_a1111(pipeline_class: type | None, denoiser: str, scheduler_config: dict) -> bool:
@@ -161,7 +170,9 @@ def read_info(name: str) -> ModelInfo:
                      compatible_schedulers(scheduler_class, scheduler_config), scheduler_config, steps,
                      unconditional=pipeline_class is not None and not takes_prompt(pipeline_class),
                      a1111=runs_a1111(pipeline_class, denoiser, scheduler_config),
-                     a1111_prompts=reads_a1111_prompts(pipeline_class, denoiser, scheduler_config))
+                     a1111_prompts=reads_a1111_prompts(pipeline_class, denoiser, scheduler_config),
+                     noise_per_pixel=noise_per_pixel(int(denoiser_config.get("in_channels", 4)), scale,
+                                                     pipeline_class is not None and class_packs(pipeline_class)))
 
 
 def _checkpoint_source(name: str) -> tuple[str, dict] | None:
