@@ -292,6 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a models folder laid out as A1111's models/ or ComfyUI's: its checkpoints are offered "
                              "as models, and the LoRAs and embeddings prompts name are read from it "
                              f"(env {library.ENV})")
+    parser.add_argument("--native-retry", action="store_true",
+                        default=os.environ.get("SEEDLAB_NATIVE_RETRY", "") in ("1", "true", "yes"),
+                        help="retry an old link or PNG that records no CPU baseline with native kernels in a worker "
+                             "process of its own, priced with the process start; off on a public server (env "
+                             "SEEDLAB_NATIVE_RETRY=1)")
     parser.add_argument("--mcp", action="store_true", default=os.environ.get("SEEDLAB_MCP", "") in ("1", "true", "yes"),
                         help="also serve the public endpoints (grid, vary, matrix, plot, travel, reproduce, reverify, "
                              "preview, finish) as MCP tools at /gradio_api/mcp/ (env SEEDLAB_MCP=1; needs mcp)")
@@ -318,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
         extra = [name.strip() for name in os.environ.get("SEEDLAB_MODELS", "").split(",") if name.strip()]
         extra += checkpoint_files.checkpoint_names() if library.models_dir() is not None else []
         store = ModelStore([args.model, *extra], device=device, dtype=args.dtype, lanes=lanes)
-        admission = Admission(store, limits, measure_speed(store.get(store.default)))
+        admission = Admission(store, limits, measure_speed(store.get(store.default)), args.native_retry)
     except ValueError as error:
         parser.exit(2, f"seedlab: {error}\n")
     if workers is None:

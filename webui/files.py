@@ -139,6 +139,13 @@ class ResultRecord:
             return None
         return Result(recipe, Image.fromarray(pixels), entry.fingerprint, entry.environment), entry
 
+    def kept(self, recipe: Recipe, print_: str) -> str | None:
+        """The PNG's path this record keeps for `recipe` when it was made with fingerprint `print_`, else None; its
+        pixels are not read back (a gallery shown again as it is: `find` checks them where the image is used)."""
+        with self._lock:
+            entry = self._entries.get(self.key(recipe))
+        return entry.path if entry is not None and entry.fingerprint == print_ else None
+
     def __len__(self) -> int:
         return len(self._entries)
 

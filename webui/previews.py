@@ -70,8 +70,9 @@ class Previews:
         """Finish: the selected preview of the grid made in full, in its place."""
         if not cell:
             raise gr.Error("Select a preview first: click a cell of the grid made with Preview", print_exception=False)
+        results = self._bounded(results)
         record = checked(cell)
-        places = [index for index, other in enumerate(results or [])
+        places = [index for index, other in enumerate(results)
                   if isinstance(other, dict) and other.get("fingerprint") == record["fingerprint"]]
         if not places:
             raise gr.Error("Finish works on the grid's previews: click a preview cell of the grid",
@@ -87,8 +88,10 @@ class Previews:
 
     def finish_all(self, results: list | None, request: gr.Request | None = None, progress=None):
         """Finish all previews: every preview cell of the grid made in full, each in its place as it is done."""
-        places = [index for index, record in enumerate(results or []) if isinstance(record, dict)
-                  and (record.get("recipe") or {}).get("preview_steps") not in (None, 0, "0")]
+        results = self._bounded(results)
+        places = [index for index, record in enumerate(results) if isinstance(record, dict)
+                  and isinstance(record.get("recipe"), dict)
+                  and record["recipe"].get("preview_steps") not in (None, 0, "0")]
         if not places:
             raise gr.Error("The grid has no previews to finish: make some with Preview", print_exception=False)
         yield from self._finish(places, results, request, progress)
@@ -109,16 +112,30 @@ class Previews:
             self.admission.charge(recipes, visitor(request))
         yield from self.app.run(recipes, [caption(recipe) for recipe in recipes], request, progress, "grid")
 
+    def _bounded(self, results) -> list:
+        """The grid's results as the browser sent them, refused unread past a grid's size (max_images cells): each
+        cell is checked and looked up in this server's record, so their count is the work a finish costs before
+        it renders anything."""
+        most = self.admission.limits.max_images
+        if results is None:
+            return []
+        if not isinstance(results, list) or len(results) > most:
+            size = f"{len(results)} cells" if isinstance(results, list) else type(results).__name__
+            raise gr.Error(f"The grid's results must be a list of at most {most} cells (a grid of this server), got "
+                           f"{size}: make the grid again", print_exception=False)
+        return results
+
     def _finish(self, places: list[int], results: list, request, progress):
         """The previews at `places` of the grid made in full, each replacing its preview."""
         with user_errors():
             records = [checked(record) for record in results]
             gallery = []
             for record in records:
-                found = self.app.record.find(Recipe.from_dict(record["recipe"]))
-                if found is None or found[0].fingerprint != record["fingerprint"]:
+                recipe = Recipe.from_dict(record["recipe"])
+                path = self.app.record.kept(recipe, record["fingerprint"])
+                if path is None:
                     raise ValueError("this grid's images are no longer kept by the server: make it again")
-                gallery.append((found[1].path, caption(found[0].recipe)))
+                gallery.append((path, caption(recipe)))
             recipes = [self.admission.recipe(finished(Recipe.from_dict(records[place]["recipe"])).to_dict())
                        for place in places]
             self.admission.charge(recipes, visitor(request))

@@ -24,6 +24,7 @@ from seedlab.serving.reproduction import (
     original_from_png,
     original_from_text,
     retry_natively,
+    unretried_verdict,
 )
 from webui.cells import anchor_updates, show_cell, verdict_record
 from webui.fields import label_message, restore, user_errors
@@ -99,7 +100,7 @@ class Reproduction:
         with user_errors():
             original = self.admission.original(original_from_text(link_or_recipe), strict=True)
             if not (from_record and self.record.find(original.recipe)):
-                self.admission.charge([original.recipe], visitor(request))
+                self.admission.charge_reproduction(original, visitor(request))
         yield from self.regenerate(original, request, progress, from_record)
 
     def open_link(self, request: gr.Request) -> dict:
@@ -203,7 +204,7 @@ class Reproduction:
             return
         try:
             if not (from_record and self.record.find(original.recipe)):
-                self.admission.charge([original.recipe], visitor(request))
+                self.admission.charge_reproduction(original, visitor(request))
         except ValueError as error:  # over this visitor's share: said where "Regenerating…" stood, not left there
             yield {"verdict_text": f"Not regenerated: {label_message(error)}"}
             return
@@ -282,8 +283,11 @@ class Reproduction:
         verdict = compare(result, original)
         with user_errors():  # an original made before SeedLab recorded CPU baselines may need native kernels
             result, verdict = retry_conventions(result, verdict, original, model)  # another ComfyUI's, A1111's noise
-            result, verdict = retry_natively(result, verdict, original, device=model.device.type,
-                                             threads=torch.get_num_threads(), dtype=model.dtype)
+            if self.admission.native_retry:  # priced with its process start (Admission.charge_reproduction)
+                result, verdict = retry_natively(result, verdict, original, device=model.device.type,
+                                                 threads=torch.get_num_threads(), dtype=model.dtype)
+            else:
+                verdict = unretried_verdict(verdict, original, model.device.type)
         link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
         path = self.pngs.save(result)
         self.record.add(result, path)

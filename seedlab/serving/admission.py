@@ -21,18 +21,20 @@ from ..engine.random_sources import SOURCES as TOOL_SOURCES
 from ..engine.recipe import COMFY_SCHEDULES, DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
 from ..engine.samplers.names import (
     SDCPP_NO_STREAM,
-    draws_each_step,
+    consumes_step_noise,
     is_comfy_sampler,
     is_ksampler,
     is_sdcpp,
+    quiet_samplers,
     sampling_errors,
 )
 from ..engine.seeds import parse_seeds
 from ..engine.weights import checkpoint_files, lora_names, vae_names
 from ..engine.weights.model_info import check_unconditional
-from .budget import Ledger, Speed, measure
+from .budget import MOST_NOISE_PER_PIXEL, NATIVE_START_SECONDS, Ledger, Speed, measure
+from .conventions import renders
 from .limits import Limits
-from .reproduction import Original
+from .reproduction import Original, may_retry_natively
 
 MAX_CHECKED = 4096  # scheduler answers kept: every model x scheduler x rng x step count a server sees
 _SYNTAX_NAMES = {"a1111": "A1111's", "comfyui": "ComfyUI's", "novelai": "NovelAI's"}
@@ -65,6 +67,23 @@ def measure_speed(model: Model, repeats: int = 3) -> Speed:
     return measure(step_seconds, model.native_size)
 
 
+def stream_errors(recipe: Recipe) -> list[FieldError]:
+    """A sampler SeedLab runs itself that asks for noise while stepping, in either pass, with a source that cannot
+    give it (no stream of its own): refused before anything is drawn, naming the samplers that can run with it."""
+    errors = []
+    passes = (("rng", recipe.scheduler), ("hires_sampler", recipe.hires_sampler if recipe.hires_scale else ""))
+    for field, name in passes:
+        if not name or not is_ksampler(name) or is_comfy_sampler(name):  # ComfyUI's: rng cpu only (another check)
+            continue
+        no_stream = SDCPP_NO_STREAM if is_sdcpp(name) else ("numpy-pcg64", *TOOL_SOURCES)  # sd.cpp's rngs stream
+        if recipe.rng in no_stream and consumes_step_noise(name, recipe.eta_ddim):
+            problem = (f"cannot draw the noise {name} draws at every step; choose rng cpu or cuda-philox, or a "
+                       f"sampler that draws nothing while stepping ({', '.join(quiet_samplers(name))})")
+            errors.append(FieldError(field, f"cannot be used here: {recipe.rng} {problem}" if field == "rng"
+                                     else f"is {name}: rng {recipe.rng} {problem}"))
+    return errors
+
+
 def comfy_schedule(scheduler: Any, schedule: Any) -> Any:
     """A ComfyUI sampler's schedule in ComfyUI's spelling: "Karras" or "SGM Uniform" (A1111's words, the page's
     menu) name ComfyUI's karras and sgm_uniform; any other schedule, or another sampler, is left as written."""
@@ -77,10 +96,14 @@ def comfy_schedule(scheduler: Any, schedule: Any) -> Any:
 class Admission:
     """The host's policy: allowed models (ModelStore), limits, the compute budget."""
 
-    def __init__(self, store: ModelStore, limits: Limits | None = None, speed: Speed | None = None):
+    def __init__(self, store: ModelStore, limits: Limits | None = None, speed: Speed | None = None,
+                 native_retry: bool = False):
         self.store = store
         self.limits = limits or Limits()
         self.speed = speed  # seconds per step, measured on the default model; None: no budget check
+        # An old original whose pixels differ is made again with native kernels in a process of its own only where
+        # the host allows it (app.py --native-retry): a process start costs ~140 times a small image's price.
+        self.native_retry = native_retry
         self.ledger = Ledger(self.limits)
         self._checked: dict[tuple, tuple[FieldError, ...]] = {}  # (model, scheduler, rng, steps) -> refusals
         self._lock = threading.Lock()
@@ -143,8 +166,9 @@ class Admission:
         errors += lora_names.missing(recipe) + vae_names.errors(recipe)
         if recipe.model_hash and (problem := checkpoint_files.hash_problem(recipe.model, recipe.model_hash)):
             errors.append(FieldError("model_hash", problem))
-        return errors + sampling_errors(recipe) + list(self._scheduler_errors(recipe.model, recipe.scheduler,
-                                                                             recipe.rng, recipe.num_inference_steps))
+        errors += sampling_errors(recipe) + list(self._scheduler_errors(recipe.model, recipe.scheduler, recipe.rng,
+                                                                        recipe.num_inference_steps))
+        return errors + stream_errors(recipe)
 
     def _scheduler_errors(self, model: str, name: str, rng: str, steps: int) -> tuple[FieldError, ...]:
         """What the scheduler refuses (a noise source, a step count); each combination is worked out once.
@@ -163,10 +187,6 @@ class Admission:
                 return (error,)
             if is_comfy_sampler(name) and rng != "cpu":
                 return (FieldError("rng", f"must be cpu with ComfyUI's {name} (ComfyUI draws its noise on the CPU)"),)
-            no_stream = SDCPP_NO_STREAM if is_sdcpp(name) else ("numpy-pcg64", *TOOL_SOURCES)  # sd.cpp's: streams
-            if rng in no_stream and draws_each_step(name):
-                return (FieldError("rng", f"cannot be used here: {rng} cannot draw the noise {name} draws at "
-                                          "every step; choose rng cpu or cuda-philox"),)
             return ()
         try:
             scheduler = self.store.info(model).make_scheduler(name)
@@ -211,13 +231,30 @@ class Admission:
             self.limits.check_recipe(recipe)
         return recipes
 
-    def charge(self, recipes: list[Recipe], visitor: str | None) -> float:
-        """Price a request on this hardware and charge it to `visitor`; ValueError saying what to reduce."""
+    def charge(self, recipes: list[Recipe], visitor: str | None, extra_seconds: float = 0.0) -> float:
+        """Price a request on this hardware and charge it to `visitor`; ValueError saying what to reduce.
+        `extra_seconds`: work besides the recipes' renders (a worker process's start)."""
         if self.speed is None:
             return 0.0
-        seconds = self.speed.request_seconds(recipes)
+        seconds = self.speed.request_seconds(recipes, self.noise_per_pixel) + extra_seconds
         self.ledger.charge(visitor, seconds)
         return seconds
+
+    def noise_per_pixel(self, model: str) -> float:
+        """A model's starting-noise values per image pixel (the budget's count); the most where it cannot be read."""
+        try:
+            return self.store.info(model).noise_per_pixel
+        except FieldError:
+            return MOST_NOISE_PER_PIXEL
+
+    def charge_reproduction(self, original: Original, visitor: str | None) -> float:
+        """Charge what regenerating `original` may render, before anything starts: its recipe, the other convention
+        a file's pixels may need (conventions.py), and a retry with native kernels (its process start and its
+        render) where this server offers one."""
+        recipes, extra = renders(original), 0.0
+        if self.native_retry and may_retry_natively(original, self.store.device.type):
+            recipes, extra = [*recipes, original.recipe], NATIVE_START_SECONDS
+        return self.charge(recipes, visitor, extra)
 
     def original(self, original: Original, strict: bool) -> Original:
         """Check an untrusted original (a link, a PNG, recipe JSON) against this server.
@@ -285,7 +322,7 @@ class Admission:
     def price(self, recipe: Recipe) -> None:
         """Refuse one image this server would never run (over the per-request time), saying so; no charge."""
         if self.speed is not None:
-            Ledger(self.limits).charge(None, self.speed.seconds(recipe))
+            Ledger(self.limits).charge(None, self.speed.seconds(recipe, self.noise_per_pixel(recipe.model)))
 
     def nearest(self, recipe: Recipe) -> Recipe | None:
         """The nearest recipe this server runs for one refused for its size, steps or time, else None.
@@ -302,7 +339,8 @@ class Admission:
             candidate = recipe.replace(width=width, height=height, num_inference_steps=steps, seed_resize_from=size)
             if candidate.seed_resize_from == (width, height):
                 candidate = candidate.replace(seed_resize_from=None)
-            affordable = self.speed is None or self.speed.seconds(candidate) <= self.limits.max_request_seconds
+            affordable = self.speed is None or (self.speed.seconds(candidate, self.noise_per_pixel(candidate.model))
+                                                <= self.limits.max_request_seconds)
             if affordable or max(width, height) <= 64:
                 break
             scale *= 0.9

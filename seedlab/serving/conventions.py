@@ -23,35 +23,59 @@ def draws_seeded(name: str) -> bool:
     return name in COMFY_SAMPLERS and COMFY_SAMPLERS[name][1] and name.removesuffix("_gpu") not in COMFY_BROWNIAN
 
 
-def retry_conventions(result: Result, verdict: Verdict, original: Original, model) -> tuple[Result, Verdict]:
-    """The result and verdict to show: these, or those of the convention the original's pixels match."""
-    if (verdict.exact or original.lossy or original.environment is not None
-            or (original.fingerprint is None and original.pixels is None)):
-        return result, verdict
+@dataclasses.dataclass(frozen=True)
+class Convention:
+    """The other convention a file's pixels may need: the recipe's changes, and what the verdict says either way."""
+
+    changes: dict
+    matched: str
+    neither: str
+
+
+def other_convention(original: Original) -> Convention | None:
+    """The convention to try when `original`'s regenerated pixels differ, known before anything is rendered (a
+    server prices its render with the first, before it starts); None where there is none to try."""
+    if original.lossy or original.environment is not None or (original.fingerprint is None
+                                                               and original.pixels is None):
+        return None
     recipe = original.recipe
     if recipe.comfyui_noise == "seed+1" and (draws_seeded(recipe.scheduler)
                                              or (recipe.hires_scale and draws_seeded(recipe.hires_sampler))):
-        return _retry(result, verdict, original, model, {"comfyui_noise": "seed"}, (
+        return Convention({"comfyui_noise": "seed"}, (
             "made by a ComfyUI from before PR 11528: its ancestral sampler drew from a generator seeded with the "
             "seed (today's ComfyUI: seed + 1); SeedLab ran that convention (ComfyUI noise: seed) and it matches"), (
             "the file does not say which ComfyUI made it: its ancestral noise under both ComfyUI conventions (seed + 1 "
             "since PR 11528, the seed before) differs from the original"))
     if recipe.rng == "cuda-philox" and any(NO_RNG in note for note in original.notes):
-        return _retry(result, verdict, original, model, {"rng": "cpu"}, (
+        return Convention({"rng": "cpu"}, (
             "made with A1111's CPU noise (its RNG setting CPU, or a Mac), not its default GPU noise: the file does "
             "not say, and rng cpu matches"), (
             "the file does not say where its noise came from: A1111's GPU noise (rng cuda-philox) and its CPU noise "
             "(rng cpu) both differ from the original"))
-    return result, verdict
+    return None
 
 
-def _retry(result: Result, verdict: Verdict, original: Original, model, changes: dict, matched: str,
-           neither: str) -> tuple[Result, Verdict]:
-    """`original.recipe` with `changes`, regenerated: kept and named where it matches, else both said tried."""
+def renders(original: Original) -> list:
+    """The recipes reproducing `original` may render: its own, then the other convention's (what a server charges)."""
+    convention = other_convention(original)
+    return [original.recipe] + ([original.recipe.replace(**convention.changes)] if convention else [])
+
+
+def retry_conventions(result: Result, verdict: Verdict, original: Original, model) -> tuple[Result, Verdict]:
+    """The result and verdict to show: these, or those of the convention the original's pixels match."""
+    convention = other_convention(original)
+    if verdict.exact or convention is None:
+        return result, verdict
+    return _retry(result, verdict, original, model, convention)
+
+
+def _retry(result: Result, verdict: Verdict, original: Original, model,
+           convention: Convention) -> tuple[Result, Verdict]:
+    """`original.recipe` under `convention`, regenerated: kept and named where it matches, else both said tried."""
     from ..engine.generation import generate  # torch: only when a retry runs
 
-    retried = generate(model, original.recipe.replace(**changes))
+    retried = generate(model, original.recipe.replace(**convention.changes))
     again = compare(retried, dataclasses.replace(original, recipe=retried.recipe))
     if again.exact:
-        return retried, dataclasses.replace(again, notes=(*again.notes, matched))
-    return result, dataclasses.replace(verdict, notes=(*verdict.notes, neither))
+        return retried, dataclasses.replace(again, notes=(*again.notes, convention.matched))
+    return result, dataclasses.replace(verdict, notes=(*verdict.notes, convention.neither))

@@ -182,8 +182,8 @@ def environment_unknown(here: Environment, there: Environment | None) -> list[st
     return unknown
 
 
-def wants_native_retry(original: Original, verdict: Verdict, device: str) -> bool:
-    """Whether a differing regeneration should be made again with native kernels.
+def may_retry_natively(original: Original, device: str) -> bool:
+    """Whether regenerating `original` here may need a retry with native kernels, should its pixels differ.
 
     An original that records an environment but no CPU baseline was made before SeedLab recorded one, so
     with native kernels on whatever CPU made it. The default baseline is tried first (it matches what an
@@ -191,10 +191,28 @@ def wants_native_retry(original: Original, verdict: Verdict, device: str) -> boo
     (elsewhere the caps mean nothing) and when this process is not running native kernels already.
     """
     environment = original.environment
-    return (not verdict.exact and not original.lossy and device == "cpu" and cpu.is_x86()
+    return (not original.lossy and device == "cpu" and cpu.is_x86()
             and environment is not None and environment.cpu_isa is None and environment.device.startswith("cpu")
             and (original.fingerprint is not None or original.pixels is not None)
             and not cpu.in_force().startswith("native"))
+
+
+def wants_native_retry(original: Original, verdict: Verdict, device: str) -> bool:
+    """Whether a differing regeneration should be made again with native kernels (see may_retry_natively)."""
+    return not verdict.exact and may_retry_natively(original, device)
+
+
+NOT_RETRIED_NATIVELY = (
+    "the original records no CPU baseline, so it was made with native kernels (before SeedLab recorded one): this "
+    "server does not retry with them for its visitors (each retry starts a process of its own); SeedLab's "
+    "reproduce command on your own computer does")
+
+
+def unretried_verdict(verdict: Verdict, original: Original, device: str) -> Verdict:
+    """`verdict`, saying where a retry with native kernels was wanted but is not offered here."""
+    if not wants_native_retry(original, verdict, device):
+        return verdict
+    return dataclasses.replace(verdict, notes=(*verdict.notes, NOT_RETRIED_NATIVELY))
 
 
 def regenerate_natively(recipe: Recipe, *, threads: int, dtype: str = "float32") -> Result:
