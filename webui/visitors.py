@@ -7,7 +7,8 @@ client cannot choose:
   On a Hugging Face Space (`SPACE_ID` set) that is one proxy; elsewhere none is trusted unless the host says how
   many stand in front (`SEEDLAB_PROXY_HOPS`). A header with fewer entries than hops names nobody: the peer is used.
 - An IPv6 client holds a whole /64 (2**64 addresses to rotate through), so it is known by its /64; an
-  IPv4-mapped IPv6 address is its IPv4 address.
+  IPv4-mapped IPv6 address is its IPv4 address. A port a proxy writes after the address ("[2001:db8::1]:443",
+  "203.0.113.9:443") names no other visitor.
 """
 
 from __future__ import annotations
@@ -34,7 +35,11 @@ def visitor_key(address: str | None) -> str | None:
     """An address as one visitor: IPv6 by its /64, IPv4-mapped IPv6 as IPv4; anything else as written (capped)."""
     if not address:
         return address
-    text = address.strip().strip("[]")
+    text = address.strip()
+    if text.startswith("["):  # "[2001:db8::1]:443", as proxies write an IPv6 address with its port
+        text = text[1:].partition("]")[0]
+    elif text.count(":") == 1:  # "203.0.113.9:443": an IPv4 address with its port
+        text = text.partition(":")[0]
     try:
         ip = ipaddress.ip_address(text.split("%")[0])  # a zone index (fe80::1%eth0) names no other host
     except ValueError:
