@@ -130,7 +130,7 @@ def _clip(value: Any, limit: int = 40) -> str:
 
 
 def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_DIGITS:
+    if len(text) > MAX_DIGITS and len(text.lstrip("-")) > MAX_DIGITS:  # called for every integer of a file
         raise ValueError(f"a number has {len(text)} digits, more than {MAX_DIGITS}")
     return int(text)
 

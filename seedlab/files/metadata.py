@@ -13,6 +13,7 @@ naming what was found.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -177,6 +178,7 @@ def _keyed_chunks(chunks: dict[str, str]) -> bool:
 _TEXTS = ("Description", "Comment", "description", "comment", "UserComment", "Generation data")  # front ends' texts
 
 
+@functools.lru_cache(maxsize=4)  # asked up to four times of one file's text: a 1.6 MB JSON was parsed each time
 def _is_json_object(text: str) -> bool:
     if not text.lstrip().startswith("{"):
         return False
