@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from seedlab.engine.noise import RNG_SOURCES, check_scheduler, draws_noise, latent_shape, make_noise, randn, slerp
+from seedlab.engine.latents import latent_shape
+from seedlab.engine.noise import RNG_SOURCES, check_scheduler, draws_noise, make_noise, randn, slerp
 from tests.tiny import tiny_pipeline
 
 CPU = torch.device("cpu")

@@ -14,6 +14,7 @@ import seedlab
 from seedlab import Recipe
 from seedlab.engine import noise as noise_module
 from seedlab.engine import philox, random_sources
+from seedlab.engine.latents import latent_shape
 from seedlab.engine.models import ModelStore
 from seedlab.engine.recipe import RecipeError
 from seedlab.engine.samplers import a1111 as a1111_sampling
@@ -76,7 +77,7 @@ def priced(model, recipe: Recipe) -> int:
 def test_every_family_knows_its_latent_values_per_pixel(sd, families):
     for name, model in {"sd": sd, **families}.items():
         width, height = model.native_size
-        shape = noise_module.latent_shape(model.pipeline, width, height) if name != "ddim" else (1, 3, height, width)
+        shape = latent_shape(model.pipeline, width, height) if name != "ddim" else (1, 3, height, width)
         assert model.info.noise_per_pixel * width * height == pytest.approx(math.prod(shape)), name
     assert max(model.info.noise_per_pixel for model in families.values()) <= MOST_NOISE_PER_PIXEL
 

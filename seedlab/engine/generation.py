@@ -34,8 +34,9 @@ import torch
 from . import memory, pixels
 from .determinism import current_environment, full_determinism
 from .image import Result, as_asked, fingerprint
+from .latents import UnsupportedPipeline
 from .models import Model
-from .noise import UnsupportedPipeline, check_scheduler, make_noise
+from .noise import check_scheduler, make_noise
 from .prompts import text_inversion
 from .prompts.embeddings import Embeddings
 from .recipe import Recipe, join_prompt

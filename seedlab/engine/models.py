@@ -24,7 +24,7 @@ import diffusers
 import torch
 from diffusers import DiffusionPipeline
 
-from .noise import packs
+from .latents import packs
 from .recipe import DEFAULT_MODEL, DTYPES, FieldError
 from .tracing import TracedUNet
 from .weights.checkpoint_files import find_checkpoint

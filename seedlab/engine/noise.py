@@ -30,7 +30,6 @@ result does not depend on the hardware) and cast to the model's dtype at the end
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
 import math
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ import torch
 from diffusers.utils.torch_utils import randn_tensor
 
 from . import random_sources
+from .latents import latent_shape, pack, size_multiple
 from .philox import cuda_normal
 from .recipe import MAX_SEED, MAX_SIZE, RNG_SOURCES  # torch's manual_seed takes 0..2**64-1; PCG64 any int >= 0
 
@@ -57,71 +57,6 @@ class Noise:
 
     latents: torch.Tensor  # (1, C, h, w), packed where the pipeline packs (Flux); model's device and dtype, unscaled
     generator: torch.Generator | None  # None where nothing may draw (rng numpy-pcg64, cuda-philox)
-
-
-class UnsupportedPipeline(ValueError):
-    """SeedLab cannot shape this pipeline's starting noise (video latents, an unknown packing)."""
-
-
-def latent_shape(pipeline, width: int, height: int) -> tuple[int, ...]:
-    """(1, C, h, w): the latents a pipeline starts from at this size, before any packing (see `packs`).
-
-    For packed pipelines (Flux) this is the shape diffusers draws in before it packs 2x2 patches into
-    tokens, so variation seeds and seed resize work on it exactly as on any other latents.
-    """
-    denoiser = getattr(pipeline, "unet", None)
-    if denoiser is None:
-        denoiser = getattr(pipeline, "transformer", None)
-    # Video latents and packings other than Flux's have other shapes and layouts.
-    unusual = hasattr(pipeline, "vae_scale_factor_temporal") or (hasattr(pipeline, "_pack_latents")
-                                                                 and not packs(pipeline))
-    takes_latents = "latents" in inspect.signature(pipeline.__call__).parameters
-    if denoiser is not None and not takes_latents:
-        raise UnsupportedPipeline(
-            f"{type(pipeline).__name__} draws its own starting noise (it takes no latents): it runs plain seeds "
-            "with rng cpu or device; variation seeds, seed resize and other noise sources need a pipeline that "
-            "takes starting latents")
-    if denoiser is None or unusual or not hasattr(pipeline, "vae_scale_factor"):
-        raise UnsupportedPipeline(
-            f"{type(pipeline).__name__} is not supported: SeedLab makes the starting noise of UNet, unpacked "
-            "transformer and Flux-style packed pipelines (SD 1.x/2.x, SDXL, SD3, PixArt, Sana, Flux, ...)"
-        )
-    scale = pipeline.vae_scale_factor
-    if packs(pipeline):  # diffusers rounds the latent size down to whole 2x2 patches
-        return (1, denoiser.config.in_channels // 4, 2 * (int(height) // (2 * scale)), 2 * (int(width) // (2 * scale)))
-    return (1, denoiser.config.in_channels, int(height) // scale, int(width) // scale)
-
-
-_PACK_PARAMETERS = ["latents", "batch_size", "num_channels_latents", "height", "width"]
-
-
-def packs(pipeline) -> bool:
-    """Does this pipeline pack its latents into 2x2-patch tokens as Flux does (`_pack_latents`, position ids)?"""
-    return class_packs(type(pipeline))
-
-
-@functools.cache  # asked several times for every image: once per pipeline class is enough
-def class_packs(pipeline_class: type) -> bool:
-    pack = getattr(pipeline_class, "_pack_latents", None)
-    if pack is None or not hasattr(pipeline_class, "_prepare_latent_image_ids"):
-        return False
-    try:
-        return list(inspect.signature(pack).parameters) == _PACK_PARAMETERS
-    except (TypeError, ValueError):
-        return False
-
-
-def size_multiple(pipeline) -> int:
-    """Width and height must be multiples of this for the image to have exactly the size asked for."""
-    scale = int(getattr(pipeline, "vae_scale_factor", 8))
-    return 2 * scale if packs(pipeline) else scale
-
-
-def _pack(pipeline, latents: torch.Tensor) -> torch.Tensor:
-    """Unpacked (1, C, h, w) latents as the pipeline itself packs what it draws; others as they are."""
-    if not packs(pipeline):
-        return latents
-    return pipeline._pack_latents(latents, 1, *latents.shape[1:])
 
 
 def make_noise(
@@ -163,7 +98,7 @@ def make_noise(
         generator = torch.Generator(_generator_device(rng, device)).manual_seed(seed)
         latents = randn_tensor(shape, generator=generator, device=device, dtype=dtype)
     if variation_strength == 0 and source_shape == shape:
-        return Noise(_pack(pipeline, latents), generator)  # the plain seed: no arithmetic touches its bits
+        return Noise(pack(pipeline, latents), generator)  # the plain seed: no arithmetic touches its bits
 
     # 2. Variation, then resize, in A1111's order, from fresh sources in float32.
     noise = _first_noise(rng, seed, source_shape, device)
@@ -172,7 +107,7 @@ def make_noise(
         noise = slerp(variation_strength, noise[0], other[0])[None]
     if source_shape != shape:
         noise = place_centred(noise, _first_noise(rng, seed, shape, device))
-    return Noise(_pack(pipeline, noise.to(device=device, dtype=dtype)), generator)
+    return Noise(pack(pipeline, noise.to(device=device, dtype=dtype)), generator)
 
 
 def randn(seed: int, shape: tuple[int, ...], rng: str = "cpu") -> torch.Tensor:

@@ -16,7 +16,7 @@ from pathlib import Path
 import diffusers
 from diffusers import DiffusionPipeline
 
-from ..noise import class_packs
+from ..latents import class_packs
 from ..recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, FieldError
 from ..samplers.names import A1111_OWN_SAMPLERS, A1111_SAMPLERS, is_ksampler, nearest
 from .checkpoint_files import CheckpointError, find_checkpoint, plan
