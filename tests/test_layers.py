@@ -184,17 +184,17 @@ def test_modules_and_functions_stay_short(path):
                 f"{path.name}: {node.name} has {length} lines and no '# Long: why' comment above it")
 
 
-def test_old_module_paths_still_import_as_the_same_modules():
+def test_a_module_imports_only_by_its_path_in_its_layer():
+    """No import hook or table of old paths: `seedlab.recipe` is `seedlab.engine.recipe` and nothing else."""
     import importlib
+    import sys
 
     import seedlab
 
-    for old, layer_name in seedlab.MOVED.items():
-        module = importlib.import_module(f"seedlab.{old}")
-        now = seedlab.RENAMED.get(f"{layer_name}.{old}", f"{layer_name}.{old}")
-        assert module is importlib.import_module(f"seedlab.{now}")
-        assert module.__spec__.name == f"seedlab.{now}"
-        assert getattr(seedlab, old) is module
-    for old, now in seedlab.RENAMED.items():  # modules that moved into a room of their layer
-        module = importlib.import_module(f"seedlab.{old}")
-        assert module is importlib.import_module(f"seedlab.{now}") and module.__spec__.name == f"seedlab.{now}"
+    assert not any(type(finder).__module__.startswith("seedlab") for finder in sys.meta_path)
+    assert not {"MOVED", "RENAMED"} & set(vars(seedlab))
+    for old in ("seedlab.recipe", "seedlab.links", "seedlab.engine.ksampling", "seedlab.files.comfyui_graph"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(old)
+    with pytest.raises(AttributeError):
+        seedlab.recipe  # noqa: B018  (an attribute the package no longer aliases)

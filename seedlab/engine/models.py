@@ -29,13 +29,9 @@ from .recipe import DEFAULT_MODEL, DTYPES, FieldError
 from .tracing import TracedUNet
 from .weights.checkpoint_files import find_checkpoint
 from .weights.checkpoints import load_single_file
-from .weights.model_info import (  # noqa: F401  (were here)
-    EMBEDDED_GUIDANCE,
+from .weights.model_info import (
     EMBEDDED_MODEL_DIR,
-    EXPLORING_STEPS,
-    STANDARD_GUIDANCE,
     ModelInfo,
-    check_unconditional,
     compatible_schedulers,
     looks_local,
     model_defaults,

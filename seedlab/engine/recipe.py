@@ -27,7 +27,7 @@ from .recipe_checks import (  # noqa: F401
 )
 
 # FieldError, RecipeError, Spec and the size limits are part of this module's API too.
-from .spec import A1111_HASH, MAX_SAFE_JS_INT, MAX_SIZE, MIN_SIZE, SIZE_MULTIPLE, FieldError, RecipeError, Spec  # noqa: F401
+from .spec import A1111_HASH, MAX_SIZE, MIN_SIZE, SIZE_MULTIPLE, FieldError, RecipeError, Spec
 from .weights import vae_names
 
 MAX_SEED = 2**64 - 1  # what torch's manual_seed accepts; ComfyUI and Fooocus seeds reach 2**63

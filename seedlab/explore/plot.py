@@ -30,7 +30,7 @@ from ..engine.recipe import FieldError, Recipe, RecipeError
 from ..files.links import result_record
 from ..files.sheets import save_plot_sheet
 from ..serving.admission import Admission
-from .axes import A1111_AXES, MAX_AXIS_VALUES, Axis, axis_name, parse_axis  # noqa: F401  (where they were before axes.py)
+from .axes import Axis, parse_axis
 from .render import Where, render
 from .viewer import write_viewer
 

@@ -17,9 +17,7 @@ from typing import Any
 
 from .tool_samplers import (  # noqa: F401  (the sampler names: part of this module's API)
     A1111_NAMES,
-    LOWER_SAMPLERS,
     SAMPLERS,
-    SCHEDULE_TYPES,
     sampler_scheduler,
     tool_sampling,
 )
@@ -256,16 +254,6 @@ def _split_brackets(prompt: str) -> tuple[str, str]:
     if 0 <= start < end:
         return (prompt[:start] + prompt[end + 1:]).strip(), prompt[start + 1:end].strip()
     return prompt, ""
-
-
-def _number_word(key: str, value: Any, kind: type) -> int | float:
-    text = str(value).strip()
-    try:
-        if len(text) > MAX_DIGITS:
-            raise ValueError
-        return kind(text)
-    except ValueError:
-        raise ValueError(f"{key} must be a number, got {text[:40]!r}") from None
 
 
 def json_end(text: str, start: int) -> int | None:

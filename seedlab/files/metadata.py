@@ -40,7 +40,7 @@ from .chunks import (
     stealth_name,
 )
 from .comfyui.reader import read_comfyui, read_comfyui_workflow
-from .infotext import parameters_text, quote, read_infotext  # noqa: F401  (quote: part of this module's API)
+from .infotext import parameters_text, read_infotext
 from .links import check_fingerprint
 from .stealth import embed, read_stealth
 

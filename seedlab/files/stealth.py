@@ -125,8 +125,3 @@ def embed(image: Image.Image, text: str, signature: str = "stealth_pnginfo") -> 
     values[:] = flat.reshape(values.shape[1], values.shape[0], values.shape[2]).transpose(1, 0, 2)
     return Image.fromarray(pixels)
 
-
-def capacity(image: Image.Image, signature: str) -> int:
-    """How many payload bytes `image` can hide under `signature`."""
-    channels = 1 if SIGNATURES[signature][0] == "alpha" else 3
-    return max(0, (image.width * image.height * channels - SIGNATURE_BITS - LENGTH_BITS) // 8)
