@@ -4,8 +4,8 @@ Run `python app.py` (honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT), or with `
 `--lanes`, `--dtype` (also SEEDLAB_MODEL, SEEDLAB_DEVICE, SEEDLAB_THREADS, SEEDLAB_LANES, SEEDLAB_DTYPE).
 SEEDLAB_MODELS (comma-separated) allows more models beside the default one; SEEDLAB_BASE_URL sets where image links
 point when the address the browser used is not the public one. Per-request limits, the compute budget and queue
-settings come from SEEDLAB_MAX_* and friends (see seedlab/limits.py). On a ZeroGPU Space (the `spaces` package is
-importable) the generation runs inside `spaces.GPU`; elsewhere nothing changes.
+settings come from SEEDLAB_MAX_* and friends (see seedlab/serving/limits.py). On a ZeroGPU Space (the `spaces`
+package is importable) the generation runs inside `spaces.GPU`; elsewhere nothing changes.
 """
 
 import argparse

@@ -1,4 +1,4 @@
-"""Benchmark: what each CPU baseline (seedlab/cpu.py) costs, measured in one run on this machine.
+"""Benchmark: what each CPU baseline (seedlab/engine/cpu.py) costs, measured in one run on this machine.
 
     python bench/bench_cpu_isa.py [--rounds 3] [--seeds 0-7]
 

@@ -362,7 +362,7 @@ def test_a_link_from_the_grid_opens_from_the_record_and_reverifies_exactly(clien
     assert verdict["served_from_record"] is True and verdict["exact"] is True
     assert verdict["summary"].startswith("Served from this server's record of the image it made: ")
     assert "made_at" not in verdict and "Exact match" in verdict["summary"]  # never when: any visitor may ask
-    # Issue 33: nothing was regenerated, and it says so once (it also said "the regenerated image is identical").
+    # Issue 33: nothing was regenerated, and it says so once (never also "the regenerated image is identical").
     assert "regenerated image" not in verdict["summary"] and "not regenerated now" in verdict["summary"]
     assert read_png(image)[1] == results[0]["fingerprint"]
     image, verdict = client.predict(link_or_recipe=results[0]["link"], api_name="/reverify")  # regenerated now

@@ -79,7 +79,7 @@ def test_travel_captions_read_plainly_and_whole(travelled):
 
 
 def test_a_plot_cells_selected_image_title_names_its_axis_values(app_server, browser):  # noqa: F811
-    """The title said "Seed 6 · prompt …", which four cells of a seed x sampler plot share."""
+    """The title names the cell's axis values: four cells of a seed x sampler plot share "Seed 6 · prompt …"."""
     page = plot_on_page(browser, app_server.url, "seed: 5, 6", "Sampler: Euler a, DDIM", 4)
     assert ready(page)
     for index, title in ((3, "Seed 6 · Scheduler DDIM · prompt 'a red circle'"),

@@ -100,7 +100,7 @@ def test_generate_looks_busy_stop_works_only_while_running_and_ctrl_enter_genera
     assert stop.is_disabled() and "Generating" not in generate.inner_text()
     shown = thumbnails(page, "grid").count()
     assert shown < 4  # it stopped
-    # Issue 33: Stop says what it stopped (it said nothing), until the next generation starts.
+    # Issue 33: Stop says what it stopped, until the next generation starts.
     page.wait_for_function("document.querySelector('#busy-note').innerText.startsWith('Stopped after')")
     note = page.locator("#busy-note").inner_text()
     assert note.startswith("Stopped after ") and note.split(" of ")[1].startswith("4 images"), note
@@ -167,7 +167,7 @@ def test_a_link_this_server_made_opens_from_its_record_and_re_verifies_on_click(
     assert "Exact match" in page.locator("#verdict textarea").input_value()
     label = page.locator("#reproduced [data-testid='block-label']")
     settle(page)
-    assert label.inner_text().strip() == "Made on this server"  # Issue 33: it said "Regenerated" here too
+    assert label.inner_text().strip() == "Made on this server"  # Issue 33: read from the record, not "Regenerated"
     page.wait_for_function("!document.querySelector('#reverify').disabled")
     page.locator("#reverify").click()
     wait_for_value(page, "verdict", "pixel for pixel")

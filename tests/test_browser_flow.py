@@ -66,7 +66,7 @@ def test_a_bad_link_keeps_its_message_and_leaves_the_page_ready(browser, app_ser
     assert message.startswith("This link cannot be opened."), message
     assert "seed must be a whole number from 0 to" in message and "steps (num_inference_steps)" in message
     assert in_view(page, "verdict") and ready(page)
-    # Issue 33: every bad key at once (the missing prompt was said first, alone), and the link where it can be fixed.
+    # Issue 33: every bad key at once (not the missing prompt first, alone), and the link where it can be fixed.
     page.context.close()
     page = open_settled(browser, f"{app_server.url}/?v=1&seed=-5&steps=abc&fp=12")
     message = value(page, "verdict")
@@ -269,6 +269,6 @@ def test_a_stopped_grid_keeps_its_finished_cells_in_history(browser, app_server)
     page.locator("#history-panel").get_by_text("History").first.click()
     page.locator("#timeline").wait_for()
     labels = page.locator("#timeline label").all_inner_texts()
-    # Issue 33: and says how many it was asked for (it said "grid of 1" for 1 of 16).
+    # Issue 33: and says how many it was asked for (not "grid of 1" for 1 of 16).
     assert any(f"grid of {shown} (stopped: {shown} of 4):" in label and "seeds 70" in label for label in labels), labels
     page.context.close()

@@ -51,8 +51,8 @@ def test_an_animations_name_says_its_seeds_and_frames_in_safe_characters():
 
 
 def test_a_plot_cells_title_names_its_axis_values_and_the_sheet_labels_them_as_typed(seedlab_app):  # noqa: F811
-    """The Selected image title of a plot cell said only "Seed 6 · prompt …"; the sheet said "DDIMScheduler" where
-    the user typed "DDIM"."""
+    """A plot cell's Selected image title names its axis values (not only "Seed 6 · prompt …"), and the sheet labels
+    a value as the user typed it ("DDIM", not "DDIMScheduler")."""
     steps = updates(seedlab_app, seedlab_app.plot, x="seed: 5, 6", y="Sampler: Euler a, DDIM", z=None)
     streamed = [step["plot_results"] for step in steps if step.get("plot_results")]
     assert streamed, steps

@@ -329,7 +329,7 @@ def test_plots_and_travels_are_kept_with_captions_that_tell_their_cells_apart(ap
 
 
 def test_variations_name_the_entry_their_anchor_was_picked_in(app):
-    """Issue 33: variations of an anchor picked in #1 said "from" the newest variation set of that anchor."""
+    """Issue 33: variations of an anchor picked in #1 say "from #1", not the newest variation set of that anchor."""
     history, grid, _ = explored(app)  # #1 a grid, #2 variations of its second cell
     anchor = grid[1]
     again = generated(app, "vary", {**anchor["recipe"], "variations": ", green"}, "vary")

@@ -55,7 +55,7 @@ def test_a_setting_above_what_a_recipe_accepts_is_refused_not_silently_capped(se
 
 
 def test_a_range_refusal_names_this_servers_narrower_limit_beside_the_recipes():
-    """Issue 47: the page's width error said "32 to 4096" where this server's limit is 1024."""
+    """Issue 47: the page's width error names this server's limit (1024) beside the recipe's range (32 to 4096)."""
     from seedlab.engine.recipe import Recipe, RecipeError
 
     with pytest.raises(RecipeError) as error:

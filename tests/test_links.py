@@ -196,7 +196,7 @@ def test_a_link_without_environment_decodes_with_none():
 
 
 def test_a_bad_link_names_every_bad_key_at_once():
-    """Issue 33: a link was explained a layer at a time (a missing key, then the types, then the ranges)."""
+    """Issue 33: every bad key of a link is named in one message (not a missing key, then the types, then ranges)."""
     fingerprint = "ab" * 32
     with pytest.raises(ValueError) as refused:
         decode_link(f"v=1&seed=x&steps=abc&cfg=-5&w=7&bogus=1&other=2&fp={fingerprint[:10]}&env=nonsense")

@@ -76,7 +76,7 @@ def test_a_jpeg_with_the_issues_caption_is_read_and_drawn_as_guernikakit_drew_it
     assert reading.fields["scheduler"] == "DPMSolverSinglestepScheduler" and reading.fields["rng"] == "cpu"
     assert any("not A1111's DPM++ SDE" in note for note in reading.notes)
     assert any("(not Karras)" in note for note in reading.notes)
-    described = describe(path)  # `seedlab info` used to answer "file has no recipe"
+    described = describe(path)  # `seedlab info` reads its recipe (not "file has no recipe")
     assert described["format"] == "Mochi Diffusion" and described["recipe"]["seed"] == 1234
     recipe, unusable = partial_recipe(reading)
     assert (recipe.seed, recipe.rng, recipe.width) == (1234, "cpu", 512) and not unusable

@@ -1,5 +1,5 @@
-"""Compare and travel: an X/Y/Z plot over any recipe field (seedlab/plot.py) and seed travel (seedlab/travel.py),
-on the page and as /plot and /travel.
+"""Compare and travel: an X/Y/Z plot over any recipe field (seedlab/explore/plot.py) and seed travel
+(seedlab/explore/travel.py), on the page and as /plot and /travel.
 
 Every cell and every frame is its own exact, linkable image (made alone, as a grid cell is); the labelled
 sheet of a plot lists every cell's recipe, fingerprint and link in its `seedlab-plot` chunk.

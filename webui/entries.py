@@ -154,7 +154,8 @@ def bounded(entries: list[Entry]) -> list[Entry]:
 def parent_of(entries: list[Entry], anchor: Cell | None) -> int | None:
     """The entry the anchor was picked in: the newest that made its image (recipe and pixels), not counting the
     variation and nudge sets that only made it again as their own anchor's base cell (variations of an anchor
-    picked in #1 said "from #4", the newest variation set of that anchor); failing that, the newest holding it."""
+    picked in #1 would otherwise say "from #4", the newest variation set of that anchor); failing that, the newest
+    holding it."""
     if anchor is None:
         return None
     holding = [entry for entry in entries if any(cell.recipe == anchor.recipe and cell.fingerprint == anchor.fingerprint

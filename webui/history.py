@@ -150,7 +150,7 @@ class History:
     def remember_stopped(self, value, anchor, anchor_fingerprint, grid, vary, matrix, nudges, plot, travel,
                          request: gr.Request) -> dict:
         """After Stop: the finished cells of a stopped generation, added like a finished one (once), with the number
-        of images it was asked for (History said "grid of 1" for 1 of 16)."""
+        of images it was asked for, so History says "1 of 16" rather than "grid of 1"."""
         entries, _ = read_history(value)
         kept = {tuple(cell.fingerprint for cell in entry.cells) for entry in entries}
         changed, asked = False, self.cancels.asked(getattr(request, "session_hash", None))

@@ -13,7 +13,7 @@ from webui.fields import RESTORED
 from webui.wiring import PRIVATE, SHOW_VERDICT, Wiring, busy, by_name, only_if_pending, ready
 
 # The image beside the original: regenerated now, or read back from this server's record of what it made (the
-# verdict says which). It was labelled "Regenerated" also when it came from the record.
+# verdict says which). Its label says which too, so an image read back from the record is never called regenerated.
 MADE_HERE = "Made on this server"
 VERDICT = ("reproduced", "verdict", "verdict_text", "reverify")  # what a regeneration (or the record) shows
 

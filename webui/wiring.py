@@ -89,7 +89,7 @@ SHORTCUTS = """
 GENERATE = "Generate grid"
 # After a click on any cell: the Selected image panel scrolled into view (a no-op where it already is).
 # After a click on a grid or variation cell: the Selected image panel docked under the grid and scrolled into view,
-# its top first where it does not fit (it was aligned by its bottom, its top cut off).
+# its top first where it does not fit, so a panel taller than the window shows its title, not its bottom.
 SHOW_CELL = """() => {
     const panel = document.querySelector('#cell-panel');
     if (!panel) return;

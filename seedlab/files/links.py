@@ -86,7 +86,7 @@ def decode_link(url_or_query: str) -> tuple[Recipe, str, Environment | None]:
     """Read a link (a URL, "?v=1&..." or "v=1&..."): (recipe, fingerprint, environment or None).
 
     Raises ValueError naming every bad key at once: unknown and missing keys, values that do not read and
-    values out of range (it said them a layer at a time: first a missing key, then types, then ranges).
+    values out of range, so one pass over the link fixes it (not a missing key, then the types, then the ranges).
     Only a link that cannot be read as key=value pairs at all, or one of a format this server does not
     read, is refused on that alone.
     """

@@ -47,7 +47,7 @@ def _sigma(t):
 
 
 def _ancestral(sigma_from, sigma_to, eta: float):
-    """k-diffusion's get_ancestral_step (as ksamplers.ancestral_step): (sigma_down, sigma_up)."""
+    """k-diffusion's get_ancestral_step (as kdiffusion.ancestral_step): (sigma_down, sigma_up)."""
     sigma_up = min(sigma_to, eta * (sigma_to ** 2 * (sigma_from ** 2 - sigma_to ** 2) / sigma_from ** 2) ** 0.5)
     return (sigma_to ** 2 - sigma_up ** 2) ** 0.5, sigma_up
 
