@@ -17,7 +17,7 @@ from seedlab.engine.models import describe
 from seedlab.engine.recipe import LATENT_UPSCALERS, SCHEDULES, Recipe, RecipeError
 from seedlab.engine.samplers import a1111 as ksampling
 from seedlab.engine.samplers import names as sampler_names
-from seedlab.engine.samplers.kdiffusion_extra import TooManyCalls
+from seedlab.engine.samplers.kdiffusion import TooManyCalls
 from seedlab.engine.samplers.names import A1111_SAMPLERS, model_calls, split_sampler
 from seedlab.serving import budget
 from tests.helpers import tiny_prompted
@@ -141,7 +141,7 @@ def test_hires_fix_with_dpm_fast_adaptive_or_restart(setup, hires_sampler):
 def test_restart_twice_matches_a1111s_restart_sampler(steps):
     """From 36 steps Restart restarts twice, steps // 4 steps each time: SeedLab's function against the reference's
     re-creation of A1111's, on a cheap stand-in denoiser, with the same noise source (A1111's ImageRNG, ENSD)."""
-    from seedlab.engine.samplers.kdiffusion_extra import restart
+    from seedlab.engine.samplers.kdiffusion import restart
     from seedlab.engine.samplers.sigmas import karras
     from tests import reference_a1111 as a1111
 

@@ -122,7 +122,7 @@ def sa_solver(model: Denoiser, x, sigmas, noise: NoiseFn, interval: tuple[float,
     (percent_to_sigma); it returns the last corrected state, the denoised latents when the schedule ends at 0."""
     if len(sigmas) <= 1:
         return x
-    ones, lambdas = x.new_ones([x.shape[0]]), kdiffusion._lam(sigmas)
+    ones, lambdas = x.new_ones([x.shape[0]]), kdiffusion.sigma_to_t(sigmas)
     x_pred, h, tau, drawn, predictions = x, 0.0, 0.0, 0.0, []
     lower_to_end = sigmas[-1].item() == 0
     for i in range(len(sigmas) - 1):

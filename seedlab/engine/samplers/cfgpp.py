@@ -22,9 +22,9 @@ def euler_ancestral_cfg_pp(model: Denoiser, x, sigmas, noise: NoiseFn, eta: floa
         if sigmas[i + 1] == 0:
             x = denoised
             continue
-        alpha_s = sigmas[i] * kdiffusion._lam(sigmas[i]).exp()  # sigma * exp(-log sigma): 1 within rounding
-        alpha_t = sigmas[i + 1] * kdiffusion._lam(sigmas[i + 1]).exp()
-        d = kdiffusion._d(x, sigmas[i], alpha_s * model.uncond_denoised)
+        alpha_s = sigmas[i] * kdiffusion.sigma_to_t(sigmas[i]).exp()  # sigma * exp(-log sigma): 1 within rounding
+        alpha_t = sigmas[i + 1] * kdiffusion.sigma_to_t(sigmas[i + 1]).exp()
+        d = kdiffusion.to_d(x, sigmas[i], alpha_s * model.uncond_denoised)
         sigma_down, sigma_up = kdiffusion.ancestral_step(sigmas[i] / alpha_s, sigmas[i + 1] / alpha_t, eta)
         x = alpha_t * denoised + (alpha_t * sigma_down) * d
         if eta > 0 and s_noise > 0:
@@ -39,16 +39,16 @@ def dpmpp_2s_ancestral_cfg_pp(model: Denoiser, x, sigmas, noise: NoiseFn, eta: f
         denoised = model(x, sigmas[i] * ones)
         sigma_down, sigma_up = kdiffusion.ancestral_step(sigmas[i], sigmas[i + 1], eta)
         if sigma_down == 0:
-            x = denoised + kdiffusion._d(x, sigmas[i], model.uncond_denoised) * sigma_down
+            x = denoised + kdiffusion.to_d(x, sigmas[i], model.uncond_denoised) * sigma_down
         else:
-            t, t_next = kdiffusion._lam(sigmas[i]), kdiffusion._lam(sigma_down)
+            t, t_next = kdiffusion.sigma_to_t(sigmas[i]), kdiffusion.sigma_to_t(sigma_down)
             h = t_next - t
             s = t + 1 / 2 * h
             guided = x + (denoised - model.uncond_denoised)
-            x_2 = (kdiffusion._sig(s) / kdiffusion._sig(t)) * guided - (-h * (1 / 2)).expm1() * denoised
-            denoised_2 = model(x_2, kdiffusion._sig(s) * ones)  # replaces model.uncond_denoised, read again below
+            x_2 = (kdiffusion.t_to_sigma(s) / kdiffusion.t_to_sigma(t)) * guided - (-h * (1 / 2)).expm1() * denoised
+            denoised_2 = model(x_2, kdiffusion.t_to_sigma(s) * ones)  # replaces model.uncond_denoised, read again below
             guided = x + (denoised - model.uncond_denoised)
-            x = (kdiffusion._sig(t_next) / kdiffusion._sig(t)) * guided - (-h).expm1() * denoised_2
+            x = (kdiffusion.t_to_sigma(t_next) / kdiffusion.t_to_sigma(t)) * guided - (-h).expm1() * denoised_2
         if sigmas[i + 1] > 0:
             x = x + noise(sigmas[i], sigmas[i + 1]) * s_noise * sigma_up
     return x
@@ -61,11 +61,11 @@ def dpmpp_2m_cfg_pp(model: Denoiser, x, sigmas, noise: NoiseFn):
     for i in range(len(sigmas) - 1):
         denoised = model(x, sigmas[i] * ones)
         uncond = model.uncond_denoised
-        t, t_next = kdiffusion._lam(sigmas[i]), kdiffusion._lam(sigmas[i + 1])
+        t, t_next = kdiffusion.sigma_to_t(sigmas[i]), kdiffusion.sigma_to_t(sigmas[i + 1])
         h = t_next - t  # inf at the last step: exp(-h) is 0 and x becomes the denoised latents
         mix = -torch.exp(-h) * uncond
         if old_uncond is not None and sigmas[i + 1] != 0:
-            r = (t - kdiffusion._lam(sigmas[i - 1])) / h
+            r = (t - kdiffusion.sigma_to_t(sigmas[i - 1])) / h
             mix = mix - torch.expm1(-h) * (1 / (2 * r)) * (denoised - old_uncond)
         x = denoised + mix + torch.exp(-h) * x
         old_uncond = uncond

@@ -39,7 +39,7 @@ def lms(model, x, sigmas, order: int = 4):
             x = denoised
             continue
         current = min(i + 1, order)
-        weights = [kdiffusion._lms_weight(current, levels, i, j) for j in range(current)]
+        weights = [kdiffusion.lms_weight(current, levels, i, j) for j in range(current)]
         x = x + sum(weight * d for weight, d in zip(weights, reversed(derivatives)))
     return x
 
@@ -52,7 +52,7 @@ def dpmpp_sde(model, x, sigmas, noise: kdiffusion.NoiseFn, eta: float = 1.0, s_n
         if sigmas[i + 1] == 0:
             x = denoised
             continue
-        lam_s, lam_t = kdiffusion._lam(sigmas[i]), kdiffusion._lam(sigmas[i + 1])
+        lam_s, lam_t = kdiffusion.sigma_to_t(sigmas[i]), kdiffusion.sigma_to_t(sigmas[i + 1])
         lam_mid, weight = lam_s + r * (lam_t - lam_s), 1 / (2 * r)
         sigma_mid = lam_mid.neg().exp()
         alpha_s, alpha_mid, alpha_t = sigmas[i] * lam_s.exp(), sigma_mid * lam_mid.exp(), sigmas[i + 1] * lam_t.exp()
@@ -82,7 +82,7 @@ def dpmpp_multistep_sde(model, x, sigmas, noise: kdiffusion.NoiseFn, order: int 
         if sigmas[i + 1] == 0:
             x = denoised
         else:
-            lam_s, lam_t = kdiffusion._lam(sigmas[i]), kdiffusion._lam(sigmas[i + 1])
+            lam_s, lam_t = kdiffusion.sigma_to_t(sigmas[i]), kdiffusion.sigma_to_t(sigmas[i + 1])
             h = lam_t - lam_s
             h_eta = h * (eta + 1)  # with alpha_t and the sigma ratio times exp(-h * eta), unlike k-diffusion
             alpha_t, phi_2 = sigmas[i + 1] * lam_t.exp(), h_eta.neg().expm1() / h_eta + 1

@@ -76,9 +76,9 @@ def ipndm_v(model: Denoiser, x, sigmas, noise: NoiseFn, max_order: int = 4):
 
 def _res_weights(sigmas, i: int, sigma_down, old_sigma_down):
     """res_multistep's (h, b1, b2): the exponential integrator's weights of this and the last prediction."""
-    t, t_next = kdiffusion._lam(sigmas[i]), kdiffusion._lam(sigma_down)
+    t, t_next = kdiffusion.sigma_to_t(sigmas[i]), kdiffusion.sigma_to_t(sigma_down)
     h = t_next - t
-    c2 = (kdiffusion._lam(sigmas[i - 1]) - kdiffusion._lam(old_sigma_down)) / h
+    c2 = (kdiffusion.sigma_to_t(sigmas[i - 1]) - kdiffusion.sigma_to_t(old_sigma_down)) / h
     phi1 = torch.expm1(-h) / -h
     phi2 = (phi1 - 1.0) / -h
     return h, torch.nan_to_num(phi1 - phi2 / c2, nan=0.0), torch.nan_to_num(phi2 / c2, nan=0.0)
@@ -96,14 +96,14 @@ def res_multistep(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 0.0, 
         sigma_down, sigma_up = kdiffusion.ancestral_step(sigmas[i], sigmas[i + 1], eta)
         if sigma_down == 0 or old is None:
             if cfg_pp:
-                x = denoised + kdiffusion._d(x, sigmas[i], followed) * sigma_down
+                x = denoised + kdiffusion.to_d(x, sigmas[i], followed) * sigma_down
             else:
-                x = x + kdiffusion._d(x, sigmas[i], denoised) * (sigma_down - sigmas[i])
+                x = x + kdiffusion.to_d(x, sigmas[i], denoised) * (sigma_down - sigmas[i])
         else:
             h, b1, b2 = _res_weights(sigmas, i, sigma_down, old_sigma_down)
             if cfg_pp:
                 x = x + (denoised - followed)
-            x = kdiffusion._sig(h) * x + h * (b1 * followed + b2 * old)
+            x = kdiffusion.t_to_sigma(h) * x + h * (b1 * followed + b2 * old)
         if sigmas[i + 1] > 0:
             x = x + noise(sigmas[i], sigmas[i + 1]) * s_noise * sigma_up
         old, old_sigma_down = followed, sigma_down
@@ -115,7 +115,7 @@ def gradient_estimation(model: Denoiser, x, sigmas, noise: NoiseFn, ge_gamma: fl
     ones, old_d = x.new_ones([x.shape[0]]), None
     for i in range(len(sigmas) - 1):
         denoised = model(x, sigmas[i] * ones)
-        d = kdiffusion._d(x, sigmas[i], model.uncond_denoised if cfg_pp else denoised)
+        d = kdiffusion.to_d(x, sigmas[i], model.uncond_denoised if cfg_pp else denoised)
         dt = sigmas[i + 1] - sigmas[i]
         if sigmas[i + 1] == 0:
             x = denoised
@@ -145,7 +145,7 @@ def er_sde(model: Denoiser, x, sigmas, noise: NoiseFn, s_noise: float = 1.0, max
     """sample_er_sde: the VP ER-SDE-Solver-3, in er_lambda = sigma / alpha (exp(log sigma) for an eps model)."""
     ones = x.new_ones([x.shape[0]])
     points = torch.arange(0, 200.0, dtype=torch.float32, device=x.device)
-    er = kdiffusion._lam(sigmas).neg().exp()
+    er = kdiffusion.sigma_to_t(sigmas).neg().exp()
     old = old_d = None
     for i in range(len(sigmas) - 1):
         denoised = model(x, sigmas[i] * ones)

@@ -48,7 +48,7 @@ A1111_SAMPLERS = {sampler.label: sampler for sampler in (
     KSampler("DPM2", "dpm_2", ("k_dpm_2",), "Karras", discard_penultimate=True, second_order=True),
     KSampler("DPM2 a", "dpm_2_ancestral", ("k_dpm_2_a",), "Karras", discard_penultimate=True, uses_ensd=True,
              second_order=True),
-    # From sigma_max to sigma_min in `steps` model calls / in as many as it needs (engine/samplers/kdiffusion_extra.py);
+    # From sigma_max to sigma_min in `steps` model calls / in as many as it needs (engine/samplers/kdiffusion.py);
     # the schedule only sets the first noise's scale (sigmas[0]).
     KSampler("DPM fast", "dpm_fast", ("k_dpm_fast",), uses_ensd=True),
     KSampler("DPM adaptive", "dpm_adaptive", ("k_dpm_ad",), uses_ensd=True),

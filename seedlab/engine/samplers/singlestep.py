@@ -18,19 +18,19 @@ def heunpp2(model: Denoiser, x, sigmas, noise: NoiseFn):
     unused randn_like from the global generator every step; without churn it changes nothing, so none is drawn.)"""
     ones, last = x.new_ones([x.shape[0]]), sigmas[-1]
     for i in range(len(sigmas) - 1):
-        d = kdiffusion._d(x, sigmas[i], model(x, sigmas[i] * ones))
+        d = kdiffusion.to_d(x, sigmas[i], model(x, sigmas[i] * ones))
         dt = sigmas[i + 1] - sigmas[i]
         if sigmas[i + 1] == last:
             x = x + d * dt
             continue
         x_2 = x + d * dt
-        d_2 = kdiffusion._d(x_2, sigmas[i + 1], model(x_2, sigmas[i + 1] * ones))
+        d_2 = kdiffusion.to_d(x_2, sigmas[i + 1], model(x_2, sigmas[i + 1] * ones))
         if sigmas[i + 2] == last:  # Heun, weighted by the next sigma over twice the first
             w2 = sigmas[i + 1] / (2 * sigmas[0])
             x = x + (d * (1 - w2) + d_2 * w2) * dt
         else:  # Heun++: a third derivative two levels ahead
             x_3 = x_2 + d_2 * (sigmas[i + 2] - sigmas[i + 1])
-            d_3 = kdiffusion._d(x_3, sigmas[i + 2], model(x_3, sigmas[i + 2] * ones))
+            d_3 = kdiffusion.to_d(x_3, sigmas[i + 2], model(x_3, sigmas[i + 2] * ones))
             w2, w3 = sigmas[i + 1] / (3 * sigmas[0]), sigmas[i + 2] / (3 * sigmas[0])
             x = x + ((1 - w2 - w3) * d + w2 * d_2 + w3 * d_3) * dt
     return x
@@ -83,11 +83,11 @@ def seeds_2(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 1.0, s_nois
         if sigmas[i + 1] == 0:
             x = denoised
             continue
-        lambda_s, lambda_t = kdiffusion._lam(sigmas[i]), kdiffusion._lam(sigmas[i + 1])
+        lambda_s, lambda_t = kdiffusion.sigma_to_t(sigmas[i]), kdiffusion.sigma_to_t(sigmas[i + 1])
         h = lambda_t - lambda_s
         h_eta = h * (eta + 1)
         lambda_1 = torch.lerp(lambda_s, lambda_t, r)
-        sigma_1 = kdiffusion._sig(lambda_1)
+        sigma_1 = kdiffusion.t_to_sigma(lambda_1)
         x_2 = sigma_1 / sigmas[i] * (-r * h * eta).exp() * x - sigma_1 * lambda_1.exp() * torch.expm1(
             -r * h_eta) * denoised
         if inject:
@@ -119,11 +119,11 @@ def seeds_3(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 1.0, s_nois
         if sigmas[i + 1] == 0:
             x = denoised
             continue
-        lambda_s, lambda_t = kdiffusion._lam(sigmas[i]), kdiffusion._lam(sigmas[i + 1])
+        lambda_s, lambda_t = kdiffusion.sigma_to_t(sigmas[i]), kdiffusion.sigma_to_t(sigmas[i + 1])
         h = lambda_t - lambda_s
         h_eta = h * (eta + 1)
         lambda_1, lambda_2 = torch.lerp(lambda_s, lambda_t, r_1), torch.lerp(lambda_s, lambda_t, r_2)
-        sigma_1, sigma_2 = kdiffusion._sig(lambda_1), kdiffusion._sig(lambda_2)
+        sigma_1, sigma_2 = kdiffusion.t_to_sigma(lambda_1), kdiffusion.t_to_sigma(lambda_2)
         x_2 = sigma_1 / sigmas[i] * (-r_1 * h * eta).exp() * x - sigma_1 * lambda_1.exp() * torch.expm1(
             -r_1 * h_eta) * denoised
         if inject:
