@@ -2,7 +2,7 @@
 
     python bench/bench_lora.py [--model embedded] [--seeds 4] [--steps 20] [--repeats 3]
 
-A kohya LoRA on every attention and MLP layer (tests/reference_a1111_lora.py writes it, rank 16) is put in a
+A kohya LoRA on every attention and MLP layer (tests/reference/a1111_lora.py writes it, rank 16) is put in a
 models folder given to the app by SEEDLAB_MODELS_DIR. Per image, same steps, measured in one run: each pair
 is timed through the real app's HTTP API (/grid, as a user's client calls it) and in this process
 (seedlab.generate_grid at the app's one thread per image), interleaved so that a noisy machine slows both
@@ -44,7 +44,7 @@ def main() -> None:
 
     from gradio_client import Client
 
-    from tests.reference_a1111_lora import write_kohya_lora
+    from tests.reference.a1111_lora import write_kohya_lora
 
     folder = Path(tempfile.mkdtemp(prefix="bench-lora-"))
     (folder / "models" / "Lora").mkdir(parents=True)

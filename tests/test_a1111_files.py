@@ -1,12 +1,12 @@
 """A1111 PNGs made on the embedded model by k-diffusion's own samplers, driven as A1111 1.10 drives them,
 come back from `python -m seedlab reproduce FILE` as the same image.
 
-The PNGs are made here with tests/reference_a1111.py (k-diffusion 0.1.1's functions, A1111's CFG
+The PNGs are made here with tests/reference/a1111.py (k-diffusion 0.1.1's functions, A1111's CFG
 denoiser, ImageRNG, Brownian noise and hires pass), decoded by the model's VAE, made 8-bit as A1111 does
 (`astype(np.uint8)`: truncated), and carry the text A1111
 writes: the sampler under its A1111 name (old and new spellings), Schedule type, ENSD, hires fix keys; and
 prompts in A1111's syntax (weights, nesting, No norm, Clip skip 2, more than one chunk, BREAK) conditioned as
-A1111 conditions them (tests/reference_a1111_prompt.py).
+A1111 conditions them (tests/reference/a1111_prompt.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from seedlab.engine.models import EMBEDDED_MODEL_DIR
-from tests.reference_a1111_prompt import a1111_conditioning
+from tests.reference.a1111_prompt import a1111_conditioning
 
 pytestmark = pytest.mark.skipif(not (EMBEDDED_MODEL_DIR / "model_index.json").exists(), reason="no embedded model")
 
@@ -67,7 +67,7 @@ def a1111_pngs(tmp_path_factory):
     """The PNGs, as A1111 1.10 with RNG CPU would have made them on the embedded model."""
     from diffusers import StableDiffusionPipeline
 
-    import tests.reference_a1111 as reference
+    import tests.reference.a1111 as reference
 
     pipe = StableDiffusionPipeline.from_pretrained(EMBEDDED_MODEL_DIR)
     channels, factor = pipe.unet.config.in_channels, pipe.vae_scale_factor
@@ -161,7 +161,7 @@ def test_an_a1111_png_regenerates_as_the_same_image(a1111_pngs, embedded, name):
 
 def a1111_euler_image(pipe, unet, encode, prompt: str, negative: str):
     """The image A1111 1.10 makes with Euler from `encode`'s conditioning on `unet` (CPU noise, one thread)."""
-    import tests.reference_a1111 as reference
+    import tests.reference.a1111 as reference
 
     betas = (torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2).numpy()
     alphas_cumprod = torch.tensor(np.cumprod(1 - betas), dtype=torch.float32)
@@ -186,13 +186,13 @@ LORA_PROMPT = "a red circle <lora:detail:0.8> on a blue background"
 
 @pytest.fixture(scope="module")
 def a1111_lora_png(tmp_path_factory):
-    """A1111 1.10's image with a kohya LoRA named inline: merged as A1111 merges it (tests/reference_a1111_lora.py),
+    """A1111 1.10's image with a kohya LoRA named inline: merged as A1111 merges it (tests/reference/a1111_lora.py),
     conditioned and sampled as above; the LoRA kept in an A1111 models folder (models/Lora)."""
     import copy
 
     from diffusers import StableDiffusionPipeline
 
-    import tests.reference_a1111_lora as lora_reference
+    import tests.reference.a1111_lora as lora_reference
 
     pipe = StableDiffusionPipeline.from_pretrained(EMBEDDED_MODEL_DIR)
     folder = tmp_path_factory.mktemp("a1111-lora")
@@ -244,10 +244,10 @@ TI_PROMPT = "a red circle in inkstyle on a blue background"
 @pytest.fixture(scope="module")
 def a1111_ti_png(tmp_path_factory):
     """A1111 1.10's image with a textual-inversion embedding (an A1111 .pt) named in the prompt, conditioned as A1111
-    conditions it (tests/reference_a1111_prompt.py's EmbeddingDatabase), the file kept in models/embeddings."""
+    conditions it (tests/reference/a1111_prompt.py's EmbeddingDatabase), the file kept in models/embeddings."""
     from diffusers import StableDiffusionPipeline
 
-    from tests.reference_a1111_prompt import EmbeddingDatabase, a1111_ti_hashes
+    from tests.reference.a1111_prompt import EmbeddingDatabase, a1111_ti_hashes
 
     pipe = StableDiffusionPipeline.from_pretrained(EMBEDDED_MODEL_DIR)
     folder = tmp_path_factory.mktemp("a1111-ti")

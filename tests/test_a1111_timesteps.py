@@ -1,5 +1,5 @@
 """A1111's own samplers (DDIM, DDIM CFG++, PLMS, UniPC, LCM) against a re-creation of A1111 1.10's code
-(tests/reference_a1111_timesteps.py), bit for bit on a tiny random-weight SD pipeline; how A1111's texts, SeedLab's
+(tests/reference/a1111_timesteps.py), bit for bit on a tiny random-weight SD pipeline; how A1111's texts, SeedLab's
 texts and links name them, and what they refuse."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from seedlab.engine.samplers.names import A1111_OWN_SAMPLERS, model_calls
 from seedlab.files.infotext import parameters_text, read_infotext
 from seedlab.files.links import decode_link, encode_link
 from tests.helpers import tiny_prompted
-from tests.reference_a1111_timesteps import a1111_own_txt2img
+from tests.reference.a1111_timesteps import a1111_own_txt2img
 
 STEPS = 6
 

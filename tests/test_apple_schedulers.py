@@ -1,4 +1,4 @@
-"""Apple's Core ML pipeline's schedulers (seedlab/engine/samplers/apple.py) against tests/reference_apple.py, bit for
+"""Apple's Core ML pipeline's schedulers (seedlab/engine/samplers/apple.py) against tests/reference/apple.py, bit for
 bit, on the tiny pipeline; where they differ from diffusers' classes; and the names a recipe gives them."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from seedlab.engine.recipe import Recipe
 from seedlab.engine.samplers import apple
 from seedlab.engine.samplers.names import APPLE_SAMPLERS, draws_each_step, is_ksampler, model_calls, sampling_errors
 from tests.helpers import tiny_prompted
-from tests.reference_apple import generate_images, scheduler_init
+from tests.reference.apple import generate_images, scheduler_init
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ def lora_server(app_model, tmp_path_factory):
     from diffusers import StableDiffusionPipeline
 
     from seedlab.engine.models import EMBEDDED_MODEL_DIR
-    from tests.reference_a1111_lora import write_kohya_lora
+    from tests.reference.a1111_lora import write_kohya_lora
 
     folder = tmp_path_factory.mktemp("lora-app")
     (folder / "models" / "Lora").mkdir(parents=True)

@@ -1,7 +1,7 @@
 """Single-file checkpoints (A1111's and ComfyUI's .safetensors) load offline and make the pixels of their diffusers
 folder.
 
-The files are written by tests/reference_ldm_layout.py (the LDM key layout A1111 and ComfyUI keep) from the
+The files are written by tests/reference/ldm_layout.py (the LDM key layout A1111 and ComfyUI keep) from the
 tiny pipeline, tiny SD 2.x / SDXL layouts and the embedded model; a models folder in A1111's or ComfyUI's layout
 is given by SEEDLAB_MODELS_DIR, as a user gives it.
 """
@@ -37,7 +37,7 @@ from seedlab.engine.weights.checkpoint_files import CheckpointError, find_checkp
 from seedlab.engine.weights.checkpoints import clip_tokenizer, load_single_file, predicts_v
 from seedlab.engine.weights.model_info import EMBEDDED_MODEL_DIR, read_info
 from tests.helpers import use_models_folder
-from tests.reference_ldm_layout import save_config_folder, save_ldm_checkpoint
+from tests.reference.ldm_layout import save_config_folder, save_ldm_checkpoint
 from tests.tiny import save_tiny_pipeline
 from training.tokenizer import write_clip_tokenizer
 

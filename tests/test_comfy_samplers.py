@@ -1,6 +1,6 @@
 """ComfyUI's samplers and schedulers against a re-creation of ComfyUI's KSampler node.
 
-The reference (tests/reference_comfyui.py) follows ComfyUI's own sources step by step (KSampler,
+The reference (tests/reference/comfyui.py) follows ComfyUI's own sources step by step (KSampler,
 ModelSamplingDiscrete, calc_cond_batch, its copies of the k-diffusion samplers); SeedLab's implementation
 (seedlab/engine/samplers/comfyui.py) must give the same latents bit for bit, on a tiny random-weight SD pipeline.
 """
@@ -14,7 +14,7 @@ from seedlab.engine.recipe import Recipe
 from seedlab.engine.samplers.comfyui import COMFY_SAMPLERS, COMFY_SCHEDULES, comfy_sigmas, sample_comfy
 from seedlab.engine.samplers.names import model_calls
 from tests.helpers import tiny_prompted
-from tests.reference_comfyui import (
+from tests.reference.comfyui import (
     SAMPLERS,
     SCHEDULERS,
     SD1_LATENT_SCALE_FACTOR,
@@ -115,7 +115,7 @@ def test_automatic_is_normal(setup):
 @pytest.mark.parametrize("sampler, steps, denoise", [("euler", 20, 1.0), ("dpm_2", 7, 1.0), ("euler", 10, 0.6),
                                                       ("dpm_2_ancestral", 9, 0.35), ("euler", 3, 0.0)])
 def test_sigmas_match_comfyui(setup, schedule, sampler, steps, denoise):
-    from tests.reference_comfyui import _ksampler_sigmas, _ModelSampling
+    from tests.reference.comfyui import _ksampler_sigmas, _ModelSampling
 
     config = dict(setup[0].scheduler.config)
     want = _ksampler_sigmas(_ModelSampling(config), sampler, schedule, steps, denoise)

@@ -1,5 +1,5 @@
 """ComfyUI's other samplers (CFG++, Heun++, DDPM, LCM, iPNDM, DEIS, RES multistep, gradient estimation, ER-SDE, SEEDS,
-SA-Solver, exp_heun_2_x0) against their re-creation from ComfyUI's sources (tests/reference_comfyui_samplers.py),
+SA-Solver, exp_heun_2_x0) against their re-creation from ComfyUI's sources (tests/reference/comfyui_samplers.py),
 bit for bit, on the tiny SD pipeline.
 
 tests/test_comfy_samplers.py compares every ComfyUI sampler at the normal and karras schedules, cfg 7 and the seed + 1
@@ -16,13 +16,13 @@ import json
 import pytest
 import torch
 
-import tests.reference_comfyui_samplers as more
+import tests.reference.comfyui_samplers as more
 from seedlab.engine.recipe import Recipe
 from seedlab.engine.samplers.comfyui import sample_comfy
 from seedlab.engine.samplers.names import COMFY_SAMPLERS, draws_each_step, model_calls
 from seedlab.files.comfyui import read_comfyui
 from tests.helpers import tiny_prompted
-from tests.reference_comfyui import SD1_LATENT_SCALE_FACTOR, comfyui_ksampler, comfyui_latent_upscale_by
+from tests.reference.comfyui import SD1_LATENT_SCALE_FACTOR, comfyui_ksampler, comfyui_latent_upscale_by
 from tests.test_comfyui import DEFAULT_API
 
 NEW = tuple(more.MORE)  # the samplers the reference file re-creates

@@ -1,6 +1,6 @@
 """A1111's samplers, schedules, noise conventions and hires fix against k-diffusion driven as A1111 1.10 drives it.
 
-The reference (tests/reference_a1111.py) calls k-diffusion 0.1.1's own sampler and schedule functions
+The reference (tests/reference/a1111.py) calls k-diffusion 0.1.1's own sampler and schedule functions
 the way A1111's modules do (CFGDenoiser, ImageRNG, TorchHijack, BrownianTreeNoiseSampler, get_sigmas,
 sample_hr_pass); SeedLab's own implementation (seedlab/engine/samplers/a1111.py) must give the same latents
 bit for bit, on a tiny random-weight SD pipeline.
@@ -21,7 +21,7 @@ from seedlab.engine.samplers.kdiffusion import TooManyCalls
 from seedlab.engine.samplers.names import A1111_SAMPLERS, model_calls, split_sampler
 from seedlab.serving import budget
 from tests.helpers import tiny_prompted
-from tests.reference_a1111 import a1111_txt2img
+from tests.reference.a1111 import a1111_txt2img
 
 STEPS = 6
 
@@ -143,7 +143,7 @@ def test_restart_twice_matches_a1111s_restart_sampler(steps):
     re-creation of A1111's, on a cheap stand-in denoiser, with the same noise source (A1111's ImageRNG, ENSD)."""
     from seedlab.engine.samplers.kdiffusion import restart
     from seedlab.engine.samplers.sigmas import karras
-    from tests import reference_a1111 as a1111
+    from tests.reference import a1111 as a1111
 
     def model(x, sigma):
         return torch.tanh(x) * 0.8 / (1 + sigma[:, None, None, None] ** 2)

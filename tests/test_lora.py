@@ -1,6 +1,6 @@
 """LoRA (issue 29): A1111's tags, the models folder, kohya and diffusers layouts merged as A1111 merges them.
 
-The reference is tests/reference_a1111_lora.py (A1111 1.10's parser and merge, re-created from its sources);
+The reference is tests/reference/a1111_lora.py (A1111 1.10's parser and merge, re-created from its sources);
 the LoRA files are written there too, in kohya's and diffusers' key layouts, on a tiny pipeline.
 """
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-import tests.reference_a1111_lora as reference
+import tests.reference.a1111_lora as reference
 from seedlab.engine.generation import generate, generate_grid
 from seedlab.engine.models import describe
 from seedlab.engine.recipe import Recipe, RecipeError

@@ -18,7 +18,7 @@ from seedlab.serving.admission import Admission
 from seedlab.serving.limits import Limits
 from seedlab.serving.reproduction import Original
 from tests.helpers import use_models_folder
-from tests.reference_ldm_layout import save_config_folder, save_ldm_checkpoint
+from tests.reference.ldm_layout import save_config_folder, save_ldm_checkpoint
 from tests.tiny import save_tiny_pipeline
 
 CPU = torch.device("cpu")

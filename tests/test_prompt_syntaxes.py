@@ -1,9 +1,9 @@
 """ComfyUI's and NovelAI's prompt syntaxes: tensor for tensor against their own steps, and where the field flows.
 
-ComfyUI's: seedlab/engine/prompts/comfyui.py against tests/reference_comfyui_prompt.py (ComfyUI's
+ComfyUI's: seedlab/engine/prompts/comfyui.py against tests/reference/comfyui_prompt.py (ComfyUI's
 tokenize_with_weights -> encode_token_weights re-created from its sources), on the tiny pipeline's CLIP (14-token
 batches, one layer) and the embedded model's (30-token batches, two layers: CLIPSetLastLayer -2 reads its first).
-NovelAI's: A1111's pipeline with NovelAI's brackets, against tests/reference_a1111_prompt.py given the same weights.
+NovelAI's: A1111's pipeline with NovelAI's brackets, against tests/reference/a1111_prompt.py given the same weights.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from seedlab.files.comfyui.reader import read_comfyui, read_comfyui_workflow
 from seedlab.files.infotext import parameters_text, read_infotext
 from seedlab.files.links import decode_link, encode_link
 from tests.helpers import use_models_folder
-from tests.reference_a1111_prompt import a1111_conditioning
-from tests.reference_comfyui_prompt import comfyui_conditioning
+from tests.reference.a1111_prompt import a1111_conditioning
+from tests.reference.comfyui_prompt import comfyui_conditioning
 from tests.tiny import tiny_pipeline
 
 WIDTH = 16  # the tiny pipeline's text encoder

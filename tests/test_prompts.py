@@ -1,6 +1,6 @@
 """A1111's prompt syntax: parsing, chunks, BREAK, emphasis and clip skip against A1111 1.10's own steps.
 
-tests/reference_a1111_prompt.py re-creates A1111's prompt_parser / sd_hijack_clip / sd_emphasis (written
+tests/reference/a1111_prompt.py re-creates A1111's prompt_parser / sd_hijack_clip / sd_emphasis (written
 independently from A1111's sources); seedlab/engine/prompts.py must give the same tensors bit for bit,
 on the embedded model's real CLIP tokenizer and text encoder (30-token chunks: its encoder has 32 positions).
 """
@@ -15,7 +15,7 @@ import seedlab
 from seedlab.engine.models import EMBEDDED_MODEL_DIR
 from seedlab.engine.prompts import a1111 as prompts
 from seedlab.engine.recipe import Recipe
-from tests.reference_a1111_prompt import a1111_conditioning, parse_prompt_attention
+from tests.reference.a1111_prompt import a1111_conditioning, parse_prompt_attention
 
 pytestmark = pytest.mark.skipif(not (EMBEDDED_MODEL_DIR / "model_index.json").exists(), reason="no embedded model")
 

@@ -1,4 +1,4 @@
-"""A1111's prompt syntax on SDXL against A1111 1.10's own steps (tests/reference_a1111_sdxl.py, written from A1111's
+"""A1111's prompt syntax on SDXL against A1111 1.10's own steps (tests/reference/a1111_sdxl.py, written from A1111's
 and sgm's sources): both encoders' hidden states and the pooled vector equal bit for bit, the time ids' embedding
 equals A1111's vector, an image through generation equals diffusers' pipeline given the reference's tensors pixel
 for pixel, SDXL textual inversion pairs, and admission keeping the syntax for SDXL while A1111's samplers stay
@@ -26,7 +26,7 @@ from seedlab.serving.admission import Admission
 from seedlab.serving.limits import Limits
 from seedlab.serving.reproduction import Original
 from tests.helpers import torch_threads, use_models_folder
-from tests.reference_a1111_sdxl import a1111_sdxl_conditioning, diffusers_vector, sdxl_database
+from tests.reference.a1111_sdxl import a1111_sdxl_conditioning, diffusers_vector, sdxl_database
 from training.tokenizer import write_clip_tokenizer
 
 CPU = torch.device("cpu")

@@ -1,4 +1,4 @@
-"""Fast checks of tests/reference_a1111_lora.py itself (the A1111 1.10 LoRA reference)."""
+"""Fast checks of tests/reference/a1111_lora.py itself (the A1111 1.10 LoRA reference)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from tests.reference_a1111_lora import (
+from tests.reference.a1111_lora import (
     apply_a1111_loras,
     checkpoint_autov2,
     checkpoint_old_hash,

@@ -1,4 +1,4 @@
-"""stable-diffusion.cpp's samplers (seedlab/engine/samplers/sdcpp.py) against tests/reference_sdcpp.py, bit for bit,
+"""stable-diffusion.cpp's samplers (seedlab/engine/samplers/sdcpp.py) against tests/reference/sdcpp.py, bit for bit,
 on the tiny pipeline; and sd.cpp's text read into a recipe that runs them, with honest notes."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from seedlab.engine.samplers import sdcpp
 from seedlab.engine.samplers.names import SDCPP_SAMPLERS, draws_each_step, model_calls, sampling_errors
 from seedlab.files.infotext import read_infotext
 from tests.helpers import tiny_prompted
-from tests.reference_sdcpp import ANCESTRAL, SAMPLERS, sdcpp_txt2img
+from tests.reference.sdcpp import ANCESTRAL, SAMPLERS, sdcpp_txt2img
 
 STEPS = 4
 

@@ -1,6 +1,6 @@
 """Textual inversion embeddings in A1111-syntax prompts, tensor for tensor against A1111 1.10's own steps.
 
-The reference is tests/reference_a1111_prompt.py (EmbeddingDatabase, tokenize_line's fixes, EmbeddingsWithFixes,
+The reference is tests/reference/a1111_prompt.py (EmbeddingDatabase, tokenize_line's fixes, EmbeddingsWithFixes,
 "TI hashes", re-created from A1111's sources); the embedding files are written here in the three layouts A1111
 reads: A1111's `.pt` (string_to_param), diffusers' `.bin` ({token: vector}) and `.safetensors` (emb_params).
 """
@@ -22,8 +22,8 @@ from seedlab.engine.recipe import Recipe
 from seedlab.engine.spec import FieldError
 from seedlab.engine.weights import library
 from tests.helpers import use_models_folder
-from tests.reference_a1111_lora import parse_extra_networks
-from tests.reference_a1111_prompt import EmbeddingDatabase, a1111_conditioning, a1111_ti_hashes, calculate_sha256
+from tests.reference.a1111_lora import parse_extra_networks
+from tests.reference.a1111_prompt import EmbeddingDatabase, a1111_conditioning, a1111_ti_hashes, calculate_sha256
 from tests.tiny import tiny_pipeline
 
 WIDTH = 16  # the tiny pipeline's text encoder (chunks of 14 tokens)

@@ -1,5 +1,5 @@
-"""ComfyUI's uni_pc and uni_pc_bh2 against a re-creation of ComfyUI's own code (tests/reference_unipc.py, driven by
-tests/reference_comfyui.py's KSampler node), bit for bit, on a tiny random-weight SD pipeline, with every ComfyUI
+"""ComfyUI's uni_pc and uni_pc_bh2 against a re-creation of ComfyUI's own code (tests/reference/unipc.py, driven by
+tests/reference/comfyui.py's KSampler node), bit for bit, on a tiny random-weight SD pipeline, with every ComfyUI
 scheduler; and the model calls the budget prices are the calls made."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from seedlab.engine.recipe import COMFY_SCHEDULES, Recipe
 from seedlab.engine.samplers.comfyui import sample_comfy
 from seedlab.engine.samplers.names import model_calls
 from tests.helpers import tiny_prompted
-from tests.reference_comfyui import SD1_LATENT_SCALE_FACTOR, comfyui_ksampler, comfyui_latent_upscale_by
+from tests.reference.comfyui import SD1_LATENT_SCALE_FACTOR, comfyui_ksampler, comfyui_latent_upscale_by
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import torch
 from diffusers import AutoencoderKL
 from safetensors.torch import save_file
 
-import tests.reference_a1111_lora as lora_reference
+import tests.reference.a1111_lora as lora_reference
 from seedlab.engine.generation import generate, generate_grid
 from seedlab.engine.models import ModelStore, describe
 from seedlab.engine.recipe import Recipe, RecipeError
@@ -29,7 +29,7 @@ from seedlab.serving.admission import Admission
 from seedlab.serving.limits import Limits
 from seedlab.serving.reproduction import Original
 from tests.helpers import use_models_folder
-from tests.reference_ldm_layout import vae_keys
+from tests.reference.ldm_layout import vae_keys
 from tests.tiny import tiny_pipeline
 
 CPU = torch.device("cpu")

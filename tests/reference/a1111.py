@@ -820,7 +820,7 @@ if __name__ == "__main__":
     import tempfile
     import time
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     sys.path.insert(0, str(repo))
     from tests.tiny import tiny_pipeline
 

@@ -38,7 +38,7 @@ Not re-created (a prompt using them is outside what `a1111_conditioning` stands 
   embedding as `StableDiffusionModelHijack.hijack` does) and the "TI hashes" of `TextConditionalModel.forward`
   (modules/processing.py: the negative prompt is encoded first, `setup_conds`). Not re-created: embeddings in
   PNG/WEBP images, `devices.cond_cast_unet` under --upcast-sampling. (The SDXL (clip_l/clip_g) pair on SDXL:
-  tests/reference_a1111_sdxl.py, which uses this file's chunks, emphasis, EmbeddingsWithFixes and database.)
+  tests/reference/a1111_sdxl.py, which uses this file's chunks, emphasis, EmbeddingsWithFixes and database.)
   `.pt` / `.bin` files are read with `torch.load(weights_only=True)` allowing ParameterDict (A1111's
   `modules/safe.py` restricts its unpickler to about that; the test files hold only dicts, strings, numbers,
   tensors and one ParameterDict).

@@ -15,7 +15,7 @@ commit A1111 1.10 pins in modules/launch_utils.py), step by step, independently 
   first chunk, kept out of the emphasis; SD 2's id_pad re-padding) and
   `FrozenCLIPEmbedderForSDXLWithCustomWords.encode_with_transformers` (opts.sdxl_clip_l_skip, False by default),
   modules/sd_hijack_open_clip.py `FrozenOpenCLIPEmbedder2WithCustomWords` (id_pad 0, encode_with_transformers).
-- tokenize_line, sd_emphasis, EmbeddingsWithFixes and the EmbeddingDatabase are tests/reference_a1111_prompt.py's.
+- tokenize_line, sd_emphasis, EmbeddingsWithFixes and the EmbeddingDatabase are tests/reference/a1111_prompt.py's.
 
 The models are diffusers' CLIPTextModel and CLIPTextModelWithProjection holding what A1111's sgm embedders hold:
 open_clip's `ln_final` is the model's final_layer_norm, `text_projection` (a [width, projection] parameter used as
@@ -23,7 +23,7 @@ open_clip's `ln_final` is the model's final_layer_norm, `text_projection` (a [wi
 residual block) is `hidden_states[layers - 1]`. sgm's layer_idx 11 is for CLIP-L's 12 layers; a test model with
 fewer layers is read at its own `layers - 1`, the same place. open_clip's tokenizer is the pipeline's tokenizer_2
 (the same vocabulary), with open_clip's start and end ids (<start_of_text>, <end_of_text>: CLIP's bos and eos).
-Prompt editing, alternation, AND and hypernetworks: as in tests/reference_a1111_prompt.py, not re-created.
+Prompt editing, alternation, AND and hypernetworks: as in tests/reference/a1111_prompt.py, not re-created.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import math
 
 import torch
 
-from tests.reference_a1111_prompt import (
+from tests.reference.a1111_prompt import (
     EmbeddingDatabase,
     _after_transformers,
     _check_emphasis,

@@ -1,6 +1,6 @@
 """A reference re-creation of A1111 1.10's own samplers for txt2img: DDIM, DDIM CFG++, PLMS, UniPC and LCM.
 
-It follows AUTOMATIC1111 stable-diffusion-webui 1.10's sources step by step and plugs into tests/reference_a1111.py's
+It follows AUTOMATIC1111 stable-diffusion-webui 1.10's sources step by step and plugs into tests/reference/a1111.py's
 harness (its _CompVisModel, _CFGDenoiser, _ImageRNG and TorchHijack, _KDiffusionSampler and k-diffusion as loaded
 there). The names in brackets say which A1111 function each part re-creates:
 
@@ -31,7 +31,7 @@ import inspect
 import numpy as np
 import torch
 
-import tests.reference_a1111 as base
+import tests.reference.a1111 as base
 
 SAMPLERS = ("DDIM", "DDIM CFG++", "PLMS", "UniPC", "LCM")
 ETA_DDIM_DEFAULT = 0.0  # shared_options eta_ddim

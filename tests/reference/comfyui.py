@@ -57,14 +57,14 @@ SAMPLERS = (
     "dpmpp_sde", "dpmpp_sde_gpu", "dpmpp_2m", "dpmpp_2m_sde", "dpmpp_2m_sde_gpu",
     "dpmpp_2m_sde_heun", "dpmpp_2m_sde_heun_gpu", "dpmpp_3m_sde", "dpmpp_3m_sde_gpu", "ddim",
 )
-# Samplers re-created in other reference files (tests/reference_comfyui_samplers.py) add themselves here by name,
+# Samplers re-created in other reference files (tests/reference/comfyui_samplers.py) add themselves here by name,
 # as fn(model, x, sigmas, seed), and to SAMPLERS; that file is imported at the end of this one.
 MORE_SAMPLERS: dict[str, Callable] = {}
 # In ComfyUI's order (SCHEDULER_HANDLERS).
 SCHEDULERS = ("simple", "sgm_uniform", "karras", "exponential", "ddim_uniform", "beta", "normal",
               "linear_quadratic", "kl_optimal")
 
-# KSampler.DISCARD_PENULTIMATE_SIGMA_SAMPLERS (uni_pc and uni_pc_bh2 are re-created in tests/reference_unipc.py).
+# KSampler.DISCARD_PENULTIMATE_SIGMA_SAMPLERS (uni_pc and uni_pc_bh2 are re-created in tests/reference/unipc.py).
 _DISCARD_PENULTIMATE_SIGMA = frozenset(("dpm_2", "dpm_2_ancestral", "uni_pc", "uni_pc_bh2"))
 LATENT_UPSCALE_METHODS = ("nearest-exact", "bilinear", "area", "bicubic", "bislerp")
 LATENT_CROP_METHODS = ("disabled", "center")
@@ -1055,5 +1055,5 @@ def comfyui_latent_upscale_by(latent: torch.Tensor, method: str, scale_by: float
     return _common_upscale(latent, width, height, method, "disabled")
 
 
-import tests.reference_comfyui_samplers  # noqa: E402  (adds ComfyUI's other samplers above)
-import tests.reference_unipc  # noqa: E402, F401  (adds uni_pc and uni_pc_bh2 above)
+import tests.reference.comfyui_samplers  # noqa: E402  (adds ComfyUI's other samplers above)
+import tests.reference.unipc  # noqa: E402, F401  (adds uni_pc and uni_pc_bh2 above)

@@ -1,9 +1,9 @@
 """A reference re-creation of ComfyUI's other KSampler samplers (every KSAMPLER_NAMES entry that
-tests/reference_comfyui.py does not re-create, uni_pc and uni_pc_bh2 aside), for tests.
+tests/reference/comfyui.py does not re-create, uni_pc and uni_pc_bh2 aside), for tests.
 
 It follows ComfyUI's sources step by step at COMFYUI_COMMIT (master on 2025-10-12, the last commit of October 2025
 this session could read; the samplers' files did not change again before November) and adds each sampler to
-tests/reference_comfyui.py's KSampler harness (MORE_SAMPLERS, SAMPLERS), which drives it exactly as it drives the
+tests/reference/comfyui.py's KSampler harness (MORE_SAMPLERS, SAMPLERS), which drives it exactly as it drives the
 others: fn(model, x, sigmas, seed), `seed` being extra_args["seed"] (the node's seed). The names in brackets say
 which ComfyUI function each part re-creates:
 
@@ -19,7 +19,7 @@ which ComfyUI function each part re-creates:
   and cfg_function's sampler_post_cfg_function, through which the CFG++ samplers read the negative prompt's denoised.
 
 default_noise_sampler: in October 2025 its generator is seeded with the seed; since PR 11528 (December 2025) with
-seed + 1 on the CPU. CPU_SEED_OFFSET picks which (1 by default, as tests/reference_comfyui.py's own samplers).
+seed + 1 on the CPU. CPU_SEED_OFFSET picks which (1 by default, as tests/reference/comfyui.py's own samplers).
 What changed after October 2025: dpmpp_2s_ancestral_cfg_pp was rewritten (a guidance vector added after each step,
 and the second model call's uncond no longer mixed in; not re-created); sa_solver returns its last predictor's state
 (the same image when the schedule ends at 0, as every KSampler's does); seeds_2 gained a phi_2 solver type and the
@@ -34,7 +34,7 @@ import math
 import numpy as np
 import torch
 
-import tests.reference_comfyui as base
+import tests.reference.comfyui as base
 
 COMFYUI_COMMIT = "a125cd84b054a57729b5eecab930ca9408719832"  # Comfy-Org/ComfyUI master, 2025-10-12
 LATER_COMMIT = "02159d814dee609acc27994c1bf25fc5b40e2aaa"  # a 2026 master: exp_heun_2_x0 and _sde (PR 11360) only

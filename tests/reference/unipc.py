@@ -2,7 +2,7 @@
 
 It follows ComfyUI's comfy/extra_samplers/uni_pc.py step by step as it was at COMFYUI_COMMIT (master on 2025-10-12,
 the last commit of October 2025 this session could read; the file last changed on 2025-01-18, "Uni pc sampler now
-works with audio and video models") and adds both samplers to tests/reference_comfyui.py's KSampler harness
+works with audio and video models") and adds both samplers to tests/reference/comfyui.py's KSampler harness
 (MORE_SAMPLERS, SAMPLERS), which drives them as comfy/samplers.py's sampler_object does: KSAMPLER(sample_unipc)
 called on the noise KSAMPLER.sample has scaled (noise_scaling at sigma_max: noise * sqrt(1 + sigma ** 2)), with
 the penultimate sigma discarded (KSampler.DISCARD_PENULTIMATE_SIGMA_SAMPLERS). The names in brackets say which
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-import tests.reference_comfyui as base
+import tests.reference.comfyui as base
 
 COMFYUI_COMMIT = "a125cd84b054a57729b5eecab930ca9408719832"  # Comfy-Org/ComfyUI master, 2025-10-12
 

@@ -2,7 +2,7 @@
 
 A recipe whose `scheduler` is a ComfyUI sampler ("euler", ...) and `schedule` a ComfyUI scheduler ("normal", ...)
 runs here as ComfyUI runs an SD 1.x (eps) model on its CPU path; tests/test_comfy_samplers.py compares it bit for
-bit with tests/reference_comfyui.py, which re-creates ComfyUI's sources. Where ComfyUI differs from A1111:
+bit with tests/reference/comfyui.py, which re-creates ComfyUI's sources. Where ComfyUI differs from A1111:
 ModelSamplingDiscrete's sigma table (float64, stored as float32) and ComfyUI's schedulers; starting noise from a
 CPU generator seeded with the seed, times sqrt(1 + sigma ** 2) at sigma_max; ancestral samplers' own generator
 seeded with seed + 1 (CPU), SDE samplers' Brownian tree seeded with the seed; no draw without churn; the UNet at the

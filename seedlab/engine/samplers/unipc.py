@@ -13,7 +13,7 @@ and at the end, and no corrector on the last step; they differ around it, and ea
 
 Both call the model once a step. Written from ComfyUI's file at Comfy-Org/ComfyUI a125cd84 (2025-10-12) and A1111
 1.10's modules/models/diffusion/uni_pc/uni_pc.py; tests/test_unipc.py and tests/test_a1111_timesteps.py compare
-them bit for bit with the references (tests/reference_unipc.py, tests/reference_a1111_timesteps.py).
+them bit for bit with the references (tests/reference/unipc.py, tests/reference/a1111_timesteps.py).
 """
 
 from __future__ import annotations

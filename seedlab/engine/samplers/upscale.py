@@ -4,7 +4,7 @@ A recipe's `hires_upscaler` names one of recipe.LATENT_UPSCALERS. All but one ar
 (and A1111's antialias flag). ComfyUI's "bislerp" (comfy/utils.py) is its own: bilinear in where it samples, but
 each pair of neighbouring latent vectors (all channels of one position, a row of C values) is blended by spherical
 interpolation of their directions, with the length blended linearly; first along the width, then along the height.
-tests/test_comfy_samplers.py compares it tensor for tensor with tests/reference_comfyui.py.
+tests/test_comfy_samplers.py compares it tensor for tensor with tests/reference/comfyui.py.
 """
 
 from __future__ import annotations
