@@ -147,6 +147,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
         ui["anchor"] = gr.State(None)  # the anchor's recipe (JSON), as the user clicked it
         ui["pending"] = gr.State(None)  # the original a link or a dropped PNG names, until it is regenerated
         wire(demo, app, ui)
+    app.ui = ui  # the page's components by name (the wiring's names; tests walk them)
     return demo, app
 
 

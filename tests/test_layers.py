@@ -32,7 +32,6 @@ PIPELINE = {"seedlab.engine.generation", "seedlab.engine.models"}
 # Torch-free names that any room may read (the recipe validates LoRA tags, VAE names and sampler names with them).
 SHARED_NAMES = {"seedlab.engine.samplers.names", "seedlab.engine.weights.library", "seedlab.engine.weights.lora_names",
                 "seedlab.engine.weights.vae_names"}
-MAX_MODULE_LINES = 350
 MAX_FUNCTION_LINES = 60  # longer only with a comment "# Long: why" right above the def
 SHELL = [ROOT / "app.py", *sorted((ROOT / "webui").glob("*.py"))]
 
@@ -171,9 +170,10 @@ def test_no_import_circles():
 
 
 @pytest.mark.parametrize("path", [*modules().values(), *SHELL], ids=lambda p: str(p.relative_to(ROOT)))
-def test_modules_and_functions_stay_short(path):
+def test_functions_stay_short(path):
+    """A function says one thing; a module holds one concept, however long (k-diffusion's sampling.py is one file):
+    it is split along a concept, never at a line count."""
     text = path.read_text()
-    assert len(text.splitlines()) <= MAX_MODULE_LINES, f"{path.name} has {len(text.splitlines())} lines"
     lines = text.splitlines()
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -70,6 +70,9 @@ def describe_size(recipe: Recipe) -> str:
     return text
 
 
+API_OUTPUTS = ("reproduced", "verdict")  # what /reproduce and /reverify return
+
+
 class Reproduction:
     """The reproduce panel's handlers: a link, a recipe or a dropped image, regenerated (or read back from this
     server's record) and compared with the original, pixel for pixel."""
@@ -101,7 +104,8 @@ class Reproduction:
             original = self.admission.original(original_from_text(link_or_recipe), strict=True)
             if not (from_record and self.record.find(original.recipe)):
                 self.admission.charge_reproduction(original, visitor(request))
-        yield from self.regenerate(original, request, progress, from_record)
+        for update in self.regenerate(original, request, progress, from_record):  # the page's verdict text and
+            yield {name: value for name, value in update.items() if name in API_OUTPUTS}  # button follow after it
 
     def open_link(self, request: gr.Request) -> dict:
         """On page load: a link in the query string restores every control; its regeneration follows."""

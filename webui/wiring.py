@@ -168,15 +168,33 @@ def page_js(spelled: dict[str, str]) -> str:
     return SHORTCUTS.replace("SPELLINGS", json.dumps(spelled))
 
 
+# Every component some event wired to a handler outputs, by handler: one handler serves several events (Reuse seed
+# and Make anchor share one), so an update is for one of them at least, else it is a wiring mistake.
+WIRED_OUTPUTS: dict = {}
+
+
+def wired_key(function):
+    """A handler's key in WIRED_OUTPUTS: a bound method by its object and function (each access makes a new one)."""
+    return (getattr(function, "__self__", None), getattr(function, "__func__", function))
+
+
 def by_name(function, components: dict, outputs: list):
-    """Wire a handler that returns (or yields) updates keyed by component name to Gradio's dict-by-component form."""
+    """Wire a handler that returns (or yields) updates keyed by component name to Gradio's dict-by-component form.
+
+    An update for a component that does not exist, or that no event wired to this handler outputs, raises: it would
+    be an update nobody sees (a button that silently does nothing)."""
     allowed = set(outputs)
+    every = WIRED_OUTPUTS.setdefault(wired_key(function), set())
+    every.update(outputs)
 
     def convert(update: dict | None):
         unknown = [name for name in update or {} if name not in components]
-        if unknown:  # a misspelt name would be an update nobody sees
+        if unknown:
             raise KeyError(f"{function.__name__} updates components that do not exist: {', '.join(unknown)}")
-        # A known component that is not this event's output is left alone: one handler serves several events.
+        unwired = [name for name in update or {} if components[name] not in every]
+        if unwired:
+            raise KeyError(f"{function.__name__} updates {', '.join(unwired)}, which no event wired to it outputs")
+        # A component another event of this handler outputs is left alone here.
         converted = {components[name]: value for name, value in (update or {}).items() if components[name] in allowed}
         if converted:
             return converted
