@@ -97,7 +97,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     ui["generate"] = gr.Button(GENERATE, variant="primary", elem_id="generate")
                     preview_controls(ui, add)
                     ui["stop"] = gr.Button("Stop", variant="stop", interactive=False, elem_id="stop")
-                ui["busy_note"] = gr.HTML("", elem_id="busy-note")  # written and cleared by SHORTCUTS
+                ui["busy_note"] = gr.HTML("", elem_id="busy-note")  # written and cleared by the page script (webui/page.js)
                 for name in MAIN:  # a menu of models only where there is more than one
                     add(name, **({"interactive": len(store.allowed) > 1} if name == "model" else {}))
                 for title, names, elem_id in ACCORDIONS:  # the fields by what they are for, closed

@@ -9,143 +9,28 @@ from __future__ import annotations
 
 import inspect
 import json
+from pathlib import Path
 
 import gradio as gr
 
-CSS = """
-.pixelated img { image-rendering: pixelated; }  /* 64x64 images, enlarged with crisp pixels */
-#reproduced img, #original img, #cell-image img { width: 256px; max-width: 100%; height: 256px; object-fit: contain; }  /* not at its native 64 px */
-/* Gradio gives every column at least 100 px, which pushes the last cells out of a phone-wide gallery:
-   columns share the width instead, and narrow screens get two (three for the matrix, whose rows are seeds). */
-.cells .grid-container { grid-template-columns: repeat(var(--grid-cols), minmax(0, 1fr)) !important; }
-@media (max-width: 480px) {
-    .cells:not(#matrix) .grid-container { grid-template-columns: repeat(2, minmax(0, 1fr)) !important; }
-    .cells .caption-label { white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
-                            height: auto !important; max-height: none !important; font-size: 11px; }
-}
-/* A caption under its image, not over it (it covered a nudge's image, and half a variation cell on a phone). */
-.cells .thumbnail-item { aspect-ratio: auto !important; height: auto !important; display: flex !important;
-                         flex-direction: column; }
-.cells .thumbnail-item > img { aspect-ratio: 1 / 1; height: auto !important; flex: none; }
-.cells .caption-label { position: static !important; max-width: none !important; opacity: 1 !important;
-                        border: 0 !important; border-top: 1px solid var(--border-color-primary) !important;
-                        border-radius: 0 !important; }
-/* Travel captions wrap under their frame: a seed has up to 20 digits, which no cell of five in a row fits on one line. */
-#travel .caption-label { white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
-                         overflow-wrap: anywhere; height: auto !important; max-height: none !important; }
-/* The Selected image panel beside far cells (a plot, the matrix): fixed at the right, the page beside it. */
-#cell-panel.floating { position: fixed !important; right: 16px; top: 16px; width: min(400px, 30vw) !important;
-    max-height: calc(100vh - 32px); overflow: auto; z-index: 100; box-shadow: 0 6px 28px rgba(0, 0, 0, 0.3); }
-body.cell-floating .gradio-container { padding-right: calc(min(400px, 30vw) + 32px) !important; }
-/* A gallery is as tall as its images: no empty box under a row of cells. */
-.cells .grid-wrap.fixed-height { min-height: 0 !important; max-height: none !important; }
-/* Fullscreen shows the image as large as the screen allows (its 64 px pixels crisp), not at 256 px. */
-#cell-image.fullscreen img, #reproduced.fullscreen img, #original.fullscreen img { width: min(100vw, 100vh) !important;
-    height: min(100vw, 100vh) !important; max-width: none !important; }
-/* No dropped image, no "Original" frame: a link's verdict and image come first (an empty frame pushed them down). */
-#original:not(:has(img)) { display: none !important; }
-"""  # noqa: E501 - the stylesheet's text as the page gets it (three long lines, reflowing would change the text)
-# Ctrl+Enter (Cmd+Enter) in the prompt presses Generate, unless it is busy; plain Enter still adds a line.
-# Enter in the seeds box while a grid runs would be dropped without a word (Gradio ignores a trigger
-# whose event is still pending): it is stopped here and the page says why until Generate is ready.
-SHORTCUTS = """
-() => {
-    document.addEventListener("keydown", (event) => {
-        if (event.key !== "Enter" || !(event.target instanceof Element)) return;
-        const button = document.querySelector("#generate");
-        const busy = button !== null && button.disabled;
-        if (event.target.closest("#seeds") && !event.shiftKey && busy) {
-            event.preventDefault();
-            event.stopImmediatePropagation();
-            const note = document.querySelector("#busy-note");
-            if (!note) return;
-            note.textContent = "Still generating: press Enter again when it is done, or Stop to end it.";
-            const clear = setInterval(() => {
-                if (!button.disabled) { note.textContent = ""; clearInterval(clear); }
-            }, 250);
-            return;
-        }
-        if (!(event.ctrlKey || event.metaKey) || !event.target.closest("#prompt")) return;
-        event.preventDefault();
-        if (button && !busy) button.click();
-    }, true);
-    // A sampler typed as a tool writes it ("euler", "Euler", "DDIM") and Enter: that exact sampler, not the first
-    // menu entry containing the text (typing euler picked "Euler a (A1111)", another sampler).
-    const spellings = SPELLINGS;
-    document.addEventListener("keydown", (event) => {
-        if (event.key !== "Enter" || !(event.target instanceof Element)) return;
-        const input = event.target.closest("#scheduler input, #hires-sampler input");
-        const label = input ? spellings[input.value.trim()] : undefined;
-        if (label === undefined) return;
-        event.preventDefault();
-        event.stopImmediatePropagation();
-        input.value = label;  // the menu takes a typed label that is one of its own when it loses the focus
-        input.dispatchEvent(new Event("input", {bubbles: true}));
-        input.blur();
-    }, true);
-    document.body.dataset.seedlab = "ready";  // the shortcuts work from here on (tests wait for it)
-}
-"""
+HERE = Path(__file__).resolve().parent
+
+CSS = (HERE / "page.css").read_text()  # the stylesheet, loaded with the page
 GENERATE = "Generate grid"
-# After a click on any cell: the Selected image panel scrolled into view (a no-op where it already is).
-# After a click on a grid or variation cell: the Selected image panel docked under the grid and scrolled into view,
-# its top first where it does not fit, so a panel taller than the window shows its title, not its bottom.
-SHOW_CELL = """() => {
-    const panel = document.querySelector('#cell-panel');
-    if (!panel) return;
-    panel.classList.remove('floating');
-    document.body.classList.remove('cell-floating');
-    const box = panel.getBoundingClientRect();
-    if (box.top < 0 || box.bottom > innerHeight) {
-        panel.scrollIntoView({block: box.top < 0 || box.height > innerHeight ? 'start' : 'nearest'});
-    }
-}"""
-# A click on a cell far down the page (a plot, the matrix, travel, nudges, history) on a wide screen: the panel
-# floats at the side instead, so the page stays where the cells are compared; on a phone it is scrolled to.
-SHOW_CELL_HERE = """() => {
-    const panel = document.querySelector('#cell-panel');
-    if (!panel) return;
-    if (innerWidth < 1024) return (%s)();
-    if (panel.classList.contains('floating')) return;
-    // the page makes room beside it: what is at the middle of the screen stays where it is
-    const middle = document.elementFromPoint(innerWidth / 2, innerHeight / 2);
-    const before = middle ? middle.getBoundingClientRect().top : 0;
-    panel.classList.add('floating');
-    document.body.classList.add('cell-floating');
-    if (middle) scrollBy(0, middle.getBoundingClientRect().top - before);
-}""" % SHOW_CELL  # noqa: UP031 - JavaScript text: an f-string would double each of its braces
-# After "Make anchor": the anchor in view (the panel docked again), where the next step, the variations, starts.
-SHOW_ANCHOR = """() => {
-    document.querySelector('#cell-panel')?.classList.remove('floating');
-    document.body.classList.remove('cell-floating');
-    document.querySelector('#anchor')?.scrollIntoView({block: 'center'});
-}"""
-SHOW_SEEDS = "() => { document.querySelector('#seeds')?.scrollIntoView({block: 'nearest'}); }"
+# The events' own scripts: the page script's helpers (page.js, window.seedlab), which the page loads first.
+SHOW_CELL = "() => window.seedlab.showCell()"
+SHOW_CELL_HERE = "() => window.seedlab.showCellHere()"
+SHOW_ANCHOR = "() => window.seedlab.showAnchor()"
+SHOW_SEEDS = "() => window.seedlab.showSeeds()"
+SHOW_VERDICT = "(text) => window.seedlab.showVerdict(text)"
 # The busy state, set in the browser (no round trip before the generation starts, which a server step cost: ~0.15 s
 # and a page update): Generate and the vary button refuse clicks and say why, Stop works, the Stop note is cleared.
 BUSY_LABEL = "Generating…"
 BUSY = """() => [{__type__: 'update', value: %s, interactive: false}, {__type__: 'update', interactive: false},
                 {__type__: 'update', interactive: true}, '']""" % json.dumps(BUSY_LABEL)  # noqa: UP031 - JavaScript, as above
-# The busy state, and where the run's cells will be brought into view when they are out of it (a phone: the grid is
-# ~1,900 px under Generate): `%s` the element's id.
-SHOWING = """() => { const place = document.getElementById(%s);
-    if (place && place.getBoundingClientRect().top > innerHeight) place.scrollIntoView({block: 'start'});
-    return (%s)(); }"""
-# A verdict (a link opened, an image dropped or regenerated) in view where it is below the screen: on a phone the
-# panel's first column, the link box and the drop area, comes first. It may be laid out a few frames after its text
-# arrives, so this looks for up to 2 s.
-SHOW_VERDICT = """(text) => {
-    if (!text) return;
-    const started = performance.now();
-    const look = () => {
-        const verdict = document.getElementById('verdict');
-        const box = verdict ? verdict.getBoundingClientRect() : null;
-        if (box && box.height > 0) {
-            if (box.top > innerHeight) verdict.scrollIntoView({block: 'start'});
-        } else if (performance.now() - started < 2000) requestAnimationFrame(look);
-    };
-    look();
-}"""
+# The busy state, and where the run's cells will be, brought into view when they are out of it: `%s` the element's
+# id, then BUSY.
+SHOWING = "() => { window.seedlab.showPlace(%s); return (%s)(); }"
 # Ready again after a run, set in the browser as well (see ready()).
 READY = """() => [{__type__: 'update', value: %s, interactive: true}, {__type__: 'update', interactive: true},
                  {__type__: 'update', interactive: false}]""" % json.dumps(GENERATE)  # noqa: UP031 - JavaScript, as above
@@ -164,8 +49,11 @@ def spellings(choices: list) -> dict[str, str]:
 
 
 def page_js(spelled: dict[str, str]) -> str:
-    """The page's script: SHORTCUTS with the sampler menus' spellings (see spellings)."""
-    return SHORTCUTS.replace("SPELLINGS", json.dumps(spelled))
+    """The page's script (page.js) with the sampler menus' spellings (see spellings)."""
+    lines = (HERE / "page.js").read_text().splitlines()
+    while lines and lines[0].startswith("//"):  # the file's heading: Gradio takes the script as one expression
+        lines.pop(0)
+    return "\n".join(lines).replace("SPELLINGS", json.dumps(spelled))
 
 
 # Every component some event wired to a handler outputs, by handler: one handler serves several events (Reuse seed
