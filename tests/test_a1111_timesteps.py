@@ -148,7 +148,7 @@ def test_old_spellings_keep_their_diffusers_classes():
     ({"scheduler": "Euler a", "eta_ddim": 0.5}, "eta_ddim"),
 ])
 def test_what_a1111s_own_samplers_refuse(fields, field):
-    from seedlab.engine.samplers.names import sampling_errors
+    from seedlab.engine.validation import sampling_errors
 
     errors = sampling_errors(Recipe(prompt="a cat", **fields))
     assert [error.field for error in errors] == [field], errors

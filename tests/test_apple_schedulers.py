@@ -10,7 +10,8 @@ import torch
 from seedlab.engine.noise import make_noise
 from seedlab.engine.recipe import Recipe
 from seedlab.engine.samplers import apple
-from seedlab.engine.samplers.names import APPLE_SAMPLERS, draws_each_step, is_ksampler, model_calls, sampling_errors
+from seedlab.engine.samplers.names import APPLE_SAMPLERS, draws_each_step, is_ksampler, model_calls
+from seedlab.engine.validation import sampling_errors
 from tests.helpers import tiny_prompted
 from tests.reference.apple import generate_images, scheduler_init
 

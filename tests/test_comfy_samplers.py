@@ -234,7 +234,7 @@ def test_ksampler_advanced_start_and_end_steps_run_as_comfyui_runs_them(setup, n
 
 def test_start_and_end_steps_are_refused_where_they_mean_nothing():
     from seedlab.engine.recipe import FieldError
-    from seedlab.engine.samplers.names import sampling_errors
+    from seedlab.engine.validation import sampling_errors
 
     def refused(**fields) -> list[str]:
         return [error.field for error in sampling_errors(recipe(**fields)) if isinstance(error, FieldError)]

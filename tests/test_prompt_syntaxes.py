@@ -22,8 +22,8 @@ from seedlab.engine.prompts import a1111 as prompts
 from seedlab.engine.prompts import comfyui as prompts_comfyui
 from seedlab.engine.prompts import novelai as prompts_novelai
 from seedlab.engine.recipe import PROMPT_SYNTAXES, Recipe, RecipeError
-from seedlab.engine.samplers.names import sampling_errors
 from seedlab.engine.spec import FieldError
+from seedlab.engine.validation import sampling_errors
 from seedlab.files.comfyui.reader import read_comfyui, read_comfyui_workflow
 from seedlab.files.infotext import parameters_text, read_infotext
 from seedlab.files.links import decode_link, encode_link

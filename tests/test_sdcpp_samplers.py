@@ -12,7 +12,8 @@ from seedlab.engine import random_sources
 from seedlab.engine.noise import make_noise
 from seedlab.engine.recipe import Recipe
 from seedlab.engine.samplers import sdcpp
-from seedlab.engine.samplers.names import SDCPP_SAMPLERS, draws_each_step, model_calls, sampling_errors
+from seedlab.engine.samplers.names import SDCPP_SAMPLERS, draws_each_step, model_calls
+from seedlab.engine.validation import sampling_errors
 from seedlab.files.infotext import read_infotext
 from tests.helpers import tiny_prompted
 from tests.reference.sdcpp import ANCESTRAL, SAMPLERS, sdcpp_txt2img

@@ -42,7 +42,8 @@ from .prompts.embeddings import Embeddings
 from .recipe import Recipe, join_prompt
 from .samplers import a1111, apple, sdcpp, timesteps
 from .samplers.comfyui import sample_comfy
-from .samplers.names import check_sampling, is_apple, is_comfy_sampler, is_own, is_sdcpp
+from .samplers.names import is_apple, is_comfy_sampler, is_own, is_sdcpp
+from .validation import check_sampling
 from .weights import lora, vae
 from .weights.model_info import check_unconditional
 

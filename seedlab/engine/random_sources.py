@@ -35,8 +35,8 @@ import math
 import numpy as np
 
 from .philox import cuda_normal
-from .recipe_checks import MAX_UINT32_SEED
 
+MAX_UINT32_SEED = 2**32 - 1  # rng numpy-mt19937: Apple's pipeline takes a UInt32 seed (NumPy's legacy seeding too)
 SOURCES = ("numpy-mt19937", "std-libstdc++", "std-libc++", "std-msvc")
 STREAMS = ("std-libstdc++", "std-libc++", "std-msvc", "cuda-philox")  # sd.cpp's rng objects, call after call
 

@@ -17,17 +17,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .recipe_checks import (  # noqa: F401
-    MAX_HIRES_SCALE,
-    MAX_HIRES_SCHEDULE,
-    check_hires,
-    check_loras,
-    check_preview,
-    check_uint32_seeds,
-)
+from .samplers.names import COMFY_SCHEDULES
 
 # FieldError, RecipeError, Spec and the size limits are part of this module's API too.
 from .spec import A1111_HASH, MAX_SIZE, MIN_SIZE, SIZE_MULTIPLE, FieldError, RecipeError, Spec
+from .validation import MAX_HIRES_SCALE, check_hires, check_loras, check_preview, check_uint32_seeds
 from .weights import vae_names
 
 MAX_SEED = 2**64 - 1  # what torch's manual_seed accepts; ComfyUI and Fooocus seeds reach 2**63
@@ -50,9 +44,6 @@ LATENT_UPSCALERS = {"Latent": ("bilinear", False), "Latent (antialiased)": ("bil
                     # ComfyUI's LatentUpscale methods: the mode of the same name; bislerp is its own (upscale.py)
                     "nearest-exact": ("nearest-exact", False), "bilinear": ("bilinear", False),
                     "area": ("area", False), "bicubic": ("bicubic", False), "bislerp": ("bislerp", False)}
-# ComfyUI's KSampler schedulers, for ComfyUI's sampler names ("dpmpp_2m" + "karras").
-COMFY_SCHEDULES = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta",
-                   "linear_quadratic", "kl_optimal")
 PROMPT_SYNTAXES = ("plain", "a1111", "comfyui", "novelai")
 MAX_LORA_CHARS = 1000
 # ComfyUI's default_noise_sampler: a CPU generator seeded with seed + 1 since PR 11528, with the seed before it.

@@ -17,18 +17,10 @@ from ..engine.generation import generate, grid_recipes, variation_recipes
 from ..engine.models import Model, ModelStore
 from ..engine.noise import check_scheduler
 from ..engine.prompts import text_inversion
-from ..engine.random_sources import SOURCES as TOOL_SOURCES
 from ..engine.recipe import COMFY_SCHEDULES, DEFAULT_SCHEDULER, SPECS, FieldError, Recipe, RecipeError
-from ..engine.samplers.names import (
-    SDCPP_NO_STREAM,
-    consumes_step_noise,
-    is_comfy_sampler,
-    is_ksampler,
-    is_sdcpp,
-    quiet_samplers,
-    sampling_errors,
-)
+from ..engine.samplers.names import is_comfy_sampler, is_ksampler
 from ..engine.seeds import parse_seeds
+from ..engine.validation import sampling_errors, stream_errors
 from ..engine.weights import checkpoint_files, lora_names, vae_names
 from ..engine.weights.model_info import check_unconditional
 from .budget import MOST_NOISE_PER_PIXEL, NATIVE_START_SECONDS, Ledger, Speed, measure
@@ -65,23 +57,6 @@ def measure_speed(model: Model, repeats: int = 3) -> Speed:
         return max((five - one) / 4, five / 10)  # the floor: noise cannot make a step look free
 
     return measure(step_seconds, model.native_size)
-
-
-def stream_errors(recipe: Recipe) -> list[FieldError]:
-    """A sampler SeedLab runs itself that asks for noise while stepping, in either pass, with a source that cannot
-    give it (no stream of its own): refused before anything is drawn, naming the samplers that can run with it."""
-    errors = []
-    passes = (("rng", recipe.scheduler), ("hires_sampler", recipe.hires_sampler if recipe.hires_scale else ""))
-    for field, name in passes:
-        if not name or not is_ksampler(name) or is_comfy_sampler(name):  # ComfyUI's: rng cpu only (another check)
-            continue
-        no_stream = SDCPP_NO_STREAM if is_sdcpp(name) else ("numpy-pcg64", *TOOL_SOURCES)  # sd.cpp's rngs stream
-        if recipe.rng in no_stream and consumes_step_noise(name, recipe.eta_ddim):
-            problem = (f"cannot draw the noise {name} draws at every step; choose rng cpu or cuda-philox, or a "
-                       f"sampler that draws nothing while stepping ({', '.join(quiet_samplers(name))})")
-            errors.append(FieldError(field, f"cannot be used here: {recipe.rng} {problem}" if field == "rng"
-                                     else f"is {name}: rng {recipe.rng} {problem}"))
-    return errors
 
 
 def comfy_schedule(scheduler: Any, schedule: Any) -> Any:

@@ -224,7 +224,7 @@ def check_recipe(pipe, recipe: Recipe) -> None:
     """What an A1111 sampler's recipe needs beyond its fields' ranges: sampler names, the rng, the pipeline."""
     check_pipeline(pipe)
     if is_comfy_sampler(recipe.scheduler) or is_sdcpp(recipe.scheduler) or is_apple(recipe.scheduler):
-        return _check_comfy(recipe) if is_comfy_sampler(recipe.scheduler) else None  # names.sdcpp_/apple_errors
+        return _check_comfy(recipe) if is_comfy_sampler(recipe.scheduler) else None  # validation.sdcpp_/apple_errors
     errors = []
     for field, name in (("scheduler", recipe.scheduler), ("hires_sampler", recipe.hires_sampler)):
         if name and split_sampler(name) is None:

@@ -13,8 +13,6 @@ import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..recipe import COMFY_SCHEDULES  # noqa: F401  (ComfyUI's scheduler names, beside its sampler names)
-
 
 @dataclass(frozen=True)
 class KSampler:
@@ -97,6 +95,9 @@ def split_sampler(name: str) -> tuple[KSampler, str] | None:
     return None
 
 
+# ComfyUI's KSampler schedulers, for ComfyUI's sampler names ("dpmpp_2m" + "karras").
+COMFY_SCHEDULES = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta",
+                   "linear_quadratic", "kl_optimal")
 # ComfyUI's KSampler sampler names that SeedLab runs as ComfyUI runs them (engine/samplers/comfyui.py), in the order
 # of ComfyUI's SAMPLER_NAMES (October 2025; exp_heun_2_x0 and _sde came in December 2025): the model calls a step at
 # most, and whether noise is drawn while stepping (dpm_adaptive: as many calls as it needs, bounded as A1111's DPM
@@ -287,115 +288,3 @@ def step_draws(name: str, steps: int) -> int:
         return timestep_count(steps)
     return steps * (2 if sampler.second_order else 1) if consumes_step_noise(name) or sampler.function in (
         "restart", "lcm") else 0
-
-
-def sampling_errors(recipe) -> list:
-    """What a recipe's sampler and prompt fields refuse together (admission names them, generation raises them):
-    A1111's schedule and hires fix need one of the samplers SeedLab runs itself, emphasis and clip skip need a
-    prompt syntax that reads them (PROMPT_SETTINGS)."""
-    from ..recipe import FieldError
-
-    errors = []
-    if not is_ksampler(recipe.scheduler):  # said in the page's words: Scheduler, Schedule type, Hires upscale
-        own = "the model's own scheduler" if recipe.scheduler == "default" else f"diffusers' {recipe.scheduler}"
-        for field, used, off in (("schedule", recipe.schedule != "Automatic", "set it back to Automatic"),
-                                 ("hires_scale", recipe.hires_scale > 0, "set it to 0 (off)")):
-            if used:
-                errors.append(FieldError(
-                    field, f"works with the samplers SeedLab runs as A1111 or ComfyUI does: choose one in Scheduler "
-                    f"(A1111's {', '.join(list(A1111_SAMPLERS)[:3])}, ...; ComfyUI's euler, dpmpp_2m, ...), or "
-                    f"{off}; {own} runs its own sigmas"))
-    if recipe.hires_sampler and not is_ksampler(recipe.hires_sampler):
-        errors.append(FieldError("hires_sampler", f"must be empty (the same) or one of {', '.join(A1111_SAMPLERS)}, "
-                                                  f"got {recipe.hires_sampler[:60]!r}"))
-    errors += step_range_errors(recipe) + own_sampler_errors(recipe) + sdcpp_errors(recipe) + apple_errors(recipe)
-    errors += [FieldError(name, f"needs prompt_syntax {', '.join(syntaxes[:-1])} or {syntaxes[-1]} ({what}); with "
-                                f"{recipe.prompt_syntax} it stays {default}")
-               for name, (default, syntaxes, what) in PROMPT_SETTINGS.items()
-               if getattr(recipe, name) != default and recipe.prompt_syntax not in syntaxes]
-    return errors
-
-
-def check_sampling(recipe) -> None:
-    """The sampler and prompt fields together (sampling_errors), the first refusal raised as a ValueError."""
-    errors = sampling_errors(recipe)
-    if errors:
-        raise ValueError(str(errors[0]))
-
-
-# The prompt settings and the syntaxes that read them: emphasis is A1111's weighting (NovelAI's brackets are weighed
-# through it); clip skip is the layer of any CLIP reading (ComfyUI's CLIPSetLastLayer).
-PROMPT_SETTINGS = {"emphasis": ("Original", ("a1111", "novelai"), "A1111's weighting"),
-                   "clip_skip": (1, ("a1111", "novelai", "comfyui"), "the CLIP layer their readings take")}
-
-
-def step_range_errors(recipe) -> list:
-    """KSamplerAdvanced's start and end steps: ComfyUI samplers only, and at least one step between them."""
-    from ..recipe import FieldError
-
-    if not recipe.start_step and not recipe.end_step:
-        return []
-    if not is_comfy_sampler(recipe.scheduler):
-        return [FieldError(name, f"needs one of ComfyUI's samplers ({', '.join(COMFY_SAMPLERS)}), as KSamplerAdvanced "
-                                 f"runs them; leave {name} at 0 for {recipe.scheduler[:60]}")
-                for name in ("start_step", "end_step") if getattr(recipe, name)]
-    end = min(recipe.end_step or recipe.num_inference_steps, recipe.num_inference_steps)
-    if recipe.start_step >= end:
-        return [FieldError("start_step", f"must be below the last step run ({end}: end_step, else Steps), got "
-                                         f"{recipe.start_step}")]
-    return []
-
-
-def own_sampler_errors(recipe) -> list:
-    """What A1111's own samplers refuse: a schedule for its timestep samplers (they walk their own), hires fix (not
-    run with them), UniPC in fewer than 3 timesteps (A1111 asserts its order, 3), Eta DDIM with a sampler not DDIM."""
-    from ..recipe import FieldError
-
-    found = split_sampler(recipe.scheduler)
-    sampler = found[0] if found else None
-    hires = [name for name in (recipe.scheduler, recipe.hires_sampler) if recipe.hires_scale > 0 and is_own(name)]
-    errors = [FieldError("hires_scale", f"is not run with {hires[0]}: leave it at 0")] if hires else []
-    if sampler and sampler.timesteps and recipe.schedule != "Automatic":
-        errors.append(FieldError("schedule", f"{recipe.scheduler} walks A1111's own timesteps and takes no schedule: "
-                                             f"leave schedule at Automatic, got {recipe.schedule}"))
-    if sampler and sampler.function == "unipc" and timestep_count(recipe.num_inference_steps) < 3:
-        errors.append(FieldError("num_inference_steps", f"must be at least 3 for {recipe.scheduler} (A1111's UniPC "
-                                                        f"is of order 3), got {recipe.num_inference_steps}"))
-    if recipe.eta_ddim and not (sampler and sampler.function.startswith("ddim")):
-        errors.append(FieldError("eta_ddim", f"is A1111's DDIM's: it needs scheduler DDIM{OWN} or DDIM CFG++{OWN}; "
-                                             f"leave it at 0 for {recipe.scheduler[:60]}"))
-    return errors
-
-
-def sdcpp_errors(recipe) -> list:
-    """What sd.cpp's samplers refuse: schedules other than discrete (Automatic) and karras, hires fix."""
-    from ..recipe import FieldError
-
-    if not is_sdcpp(recipe.scheduler):
-        return [FieldError("hires_sampler", f"is sd.cpp's: it needs no hires fix, got {recipe.hires_sampler}")] \
-            if is_sdcpp(recipe.hires_sampler) else []
-    errors = [] if recipe.schedule in SDCPP_SCHEDULES else [FieldError(
-        "schedule", f"must be Automatic (sd.cpp's discrete) or Karras for {recipe.scheduler}, got {recipe.schedule}")]
-    if recipe.scheduler in SDCPP_DRAWING and recipe.rng in SDCPP_NO_STREAM:
-        errors.append(FieldError("rng", f"cannot draw the step noise {recipe.scheduler} draws from the latents' rng, "
-                                        f"continued: choose rng cpu, cuda-philox, std-libstdc++, std-libc++ or "
-                                        f"std-msvc, got {recipe.rng}"))
-    return errors + ([FieldError("hires_scale", f"is not run with {recipe.scheduler}: leave it at 0")]
-                     if recipe.hires_scale > 0 else [])
-
-
-def apple_errors(recipe) -> list:
-    """What Apple's schedulers refuse: a schedule (Apple's pipeline spaces its own timesteps), hires fix, and PNDM
-    (Apple) in one step (its timesteps need two)."""
-    from ..recipe import FieldError
-
-    if not is_apple(recipe.scheduler):
-        return [FieldError("hires_sampler", f"is Apple's: it needs no hires fix, got {recipe.hires_sampler}")] \
-            if is_apple(recipe.hires_sampler) else []
-    errors = [] if recipe.schedule == "Automatic" else [FieldError(
-        "schedule", f"must be Automatic for {recipe.scheduler} (Apple's own timesteps), got {recipe.schedule}")]
-    if recipe.scheduler == "PNDM" + APPLE and recipe.num_inference_steps < 2:
-        errors.append(FieldError("num_inference_steps", f"must be at least 2 for {recipe.scheduler}, got "
-                                                        f"{recipe.num_inference_steps}"))
-    return errors + ([FieldError("hires_scale", f"is not run with {recipe.scheduler}: leave it at 0")]
-                     if recipe.hires_scale > 0 else [])
