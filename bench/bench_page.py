@@ -33,7 +33,7 @@ from bench_speed import start_app  # noqa: E402
 
 import seedlab  # noqa: E402
 from seedlab.engine.models import default_lanes  # noqa: E402
-from tests.settle import TRACKER, settle  # noqa: E402
+from tests.browser.settle import TRACKER, settle  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny model folder, and the real app (`python app.py`) serving the embedded model."""
+"""Shared fixtures: tiny models, the real app (`python app.py`) serving the embedded model, a client and a browser
+for it, and its handlers run in this process."""
 
 import os
 import socket
@@ -16,7 +17,7 @@ import pytest
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import seedlab  # noqa: F401  (its CPU baseline must be in place before any test computes with torch)
+import seedlab  # its CPU baseline must be in place before any test computes with torch
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_MAX_STEPS = 150
@@ -34,8 +35,8 @@ SLOW_FILES = {"test_sweep.py", "test_workers.py", "test_pool.py", "test_cpu.py",
 def pytest_collection_modifyitems(config, items):
     """Mark the slow tests (a server, a browser, subprocesses, every family): `-m "not slow"` is the quick subset."""
     for item in items:
-        path = item.path.name
-        if path.startswith("test_browser") or path in SLOW_FILES or SLOW_FIXTURES & set(item.fixturenames):
+        in_browser = item.path.parent.name == "browser"  # tests/browser/: every test there drives Chromium
+        if in_browser or item.path.name in SLOW_FILES or SLOW_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.slow)
 
 
@@ -62,6 +63,24 @@ def app_model(tiny_model_dir) -> str:
     from seedlab.engine.models import EMBEDDED_MODEL_DIR
 
     return "embedded" if (EMBEDDED_MODEL_DIR / "model_index.json").exists() else str(tiny_model_dir)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A tiny random-weight SD pipeline as a SeedLab model, built in this process (each module its own)."""
+    import torch
+
+    from tests.tiny import tiny_pipeline
+
+    return seedlab.describe("tiny", tiny_pipeline(tmp_path_factory.mktemp("tokenizer")), torch.device("cpu"))
+
+
+@pytest.fixture(scope="module")
+def prompted(tmp_path_factory):
+    """The sampler tests' tiny pipeline and its prompt pair, encoded once: (pipe, cond, uncond)."""
+    from tests.helpers import tiny_prompted
+
+    return tiny_prompted(tmp_path_factory)
 
 
 class AppServer:
@@ -127,6 +146,56 @@ def app_server(app_model, tmp_path_factory) -> AppServer:
 def app_url(app_server) -> str:
     """The URL of `python app.py --model MODEL` (the same after a restart)."""
     return app_server.url
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    """A gradio_client for the app under test, as a Python user calls its public API."""
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+
+
+@pytest.fixture(scope="module")
+def reference_model(app_model):
+    """The app's model loaded in this process, to check the server's pixels against."""
+    import torch
+
+    from seedlab import load_model
+
+    return load_model(app_model, torch.device("cpu"))
+
+
+@pytest.fixture(scope="module")
+def seedlab_app(reference_model, tmp_path_factory):
+    """The page's handlers (webui.handlers.WebApp) over `reference_model`, called in this process."""
+    import torch
+
+    from seedlab import ModelStore
+    from seedlab.serving.admission import Admission
+    from seedlab.serving.limits import Limits
+    from webui.handlers import WebApp
+
+    store = ModelStore([reference_model.name], device=torch.device("cpu"))
+    store.add(reference_model)  # already loaded: no second load
+    return WebApp(Admission(store, Limits()), tmp_path_factory.mktemp("png"))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium (tests/browser/pages.py: CHROMIUM), one a module."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.pages import CHROMIUM
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
+        )
+        yield browser
+        browser.close()
 
 
 def _free_port() -> int:

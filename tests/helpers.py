@@ -1,8 +1,17 @@
-"""Small helpers shared by tests: a pinned torch thread count, and a clock tests move by hand."""
+"""Small helpers shared by tests: a pinned torch thread count, a clock tests move by hand, pixels, CompVis's noise
+schedule, and the app's handlers driven in this process as the page drives them."""
 
 from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+from urllib.parse import parse_qsl
 
+import numpy as np
 import torch
+from PIL import Image
+
+STEPS = 4  # enough for the scheduler to matter, fast on the tiny model
+PROMPT = "a red circle"
 
 
 @contextmanager
@@ -66,3 +75,45 @@ def tiny_prompted(tmp_path_factory):
     with torch.inference_mode():
         cond, uncond = pipe.encode_prompt("a red circle", "cpu", 1, True, "blue square")
     return pipe, cond, uncond
+
+
+def pixels(image) -> np.ndarray:
+    """An image's RGB values: of a Result, a PIL image, or an image file's path."""
+    if isinstance(image, (str, Path)):
+        with Image.open(image) as opened:
+            return np.asarray(opened.convert("RGB"))
+    return np.asarray(getattr(image, "image", image).convert("RGB"))
+
+
+def compvis_alphas_cumprod() -> np.ndarray:
+    """SD 1.x's alphas_cumprod as CompVis computes them (A1111 and ComfyUI keep them): float64, scaled_linear betas."""
+    betas = (torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2).numpy()
+    return np.cumprod(1 - betas)
+
+
+def solo(model, **fields):
+    """The reference: one recipe generated alone, in this process, with the app's thread count."""
+    from seedlab import Recipe, generate
+    from tests.conftest import APP_THREADS
+
+    with torch_threads(APP_THREADS):
+        fields = {"guidance_scale": model.default_guidance, **fields}  # the app starts from the model's default
+        # and reads typed prompts as A1111 does (the page's default for SD 1.x/2.x models)
+        return generate(model, Recipe(model=model.name, num_inference_steps=STEPS, prompt_syntax="a1111", **fields))
+
+
+def grid(app, request=None, **values):
+    """The page's grid handler on `app` (a WebApp): its updates, one per step and cell."""
+    return app.grid({"prompt": PROMPT, **values}, request, lambda *args, **kwargs: None)
+
+
+def last(updates):
+    """A generating handler's final update (it yields once per step, then its result)."""
+    *_, final = updates
+    return final
+
+
+def page_request(query: str) -> SimpleNamespace:
+    """What a page load brings: the page's query parameters and the page address as referer."""
+    return SimpleNamespace(query_params=dict(parse_qsl(query, keep_blank_values=True)), session_hash="s",
+                           headers={"referer": f"http://seedlab.example/?{query}"})

@@ -23,6 +23,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from seedlab.engine.models import EMBEDDED_MODEL_DIR
+from tests.helpers import compvis_alphas_cumprod
 from tests.reference.a1111_prompt import a1111_conditioning
 
 pytestmark = pytest.mark.skipif(not (EMBEDDED_MODEL_DIR / "model_index.json").exists(), reason="no embedded model")
@@ -71,8 +72,7 @@ def a1111_pngs(tmp_path_factory):
 
     pipe = StableDiffusionPipeline.from_pretrained(EMBEDDED_MODEL_DIR)
     channels, factor = pipe.unet.config.in_channels, pipe.vae_scale_factor
-    betas = (torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2).numpy()
-    alphas_cumprod = torch.tensor(np.cumprod(1 - betas), dtype=torch.float32)
+    alphas_cumprod = torch.tensor(compvis_alphas_cumprod(), dtype=torch.float32)
     folder = tmp_path_factory.mktemp("a1111")
     saved = (reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR)
     reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR = channels, factor  # the embedded model's latents
@@ -163,8 +163,7 @@ def a1111_euler_image(pipe, unet, encode, prompt: str, negative: str):
     """The image A1111 1.10 makes with Euler from `encode`'s conditioning on `unet` (CPU noise, one thread)."""
     import tests.reference.a1111 as reference
 
-    betas = (torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2).numpy()
-    alphas_cumprod = torch.tensor(np.cumprod(1 - betas), dtype=torch.float32)
+    alphas_cumprod = torch.tensor(compvis_alphas_cumprod(), dtype=torch.float32)
     saved = (reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR)
     reference.LATENT_CHANNELS, reference.LATENT_SCALE_FACTOR = pipe.unet.config.in_channels, pipe.vae_scale_factor
     threads = torch.get_num_threads()

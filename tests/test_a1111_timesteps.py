@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
 import pytest
 import torch
 
@@ -16,17 +15,16 @@ from seedlab.engine.samplers import timesteps
 from seedlab.engine.samplers.names import A1111_OWN_SAMPLERS, model_calls
 from seedlab.files.infotext import parameters_text, read_infotext
 from seedlab.files.links import decode_link, encode_link
-from tests.helpers import tiny_prompted
+from tests.helpers import compvis_alphas_cumprod
 from tests.reference.a1111_timesteps import a1111_own_txt2img
 
 STEPS = 6
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    pipe, cond, uncond = tiny_prompted(tmp_path_factory)
-    betas = (torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2).numpy()
-    return pipe, cond, uncond, np.cumprod(1 - betas)  # float64, as CompVis computes them
+def setup(prompted):
+    pipe, cond, uncond = prompted
+    return pipe, cond, uncond, compvis_alphas_cumprod()
 
 
 def ours(setup, sampler: str, calls: list | None = None, pipe=None, cond=None, **fields) -> torch.Tensor:

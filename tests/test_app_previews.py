@@ -3,19 +3,9 @@ turns their links into the full images, equal to /grid's."""
 
 import numpy as np
 import pytest
-from gradio_client import Client
 from gradio_client.exceptions import AppError
-from PIL import Image
 
-
-@pytest.fixture(scope="module")
-def client(app_url) -> Client:
-    return Client(app_url, verbose=False)
-
-
-def pixels(path: str) -> np.ndarray:
-    with Image.open(path) as image:
-        return np.asarray(image.convert("RGB"))
+from tests.helpers import pixels
 
 
 def test_preview_then_finish_equals_the_grid(client):

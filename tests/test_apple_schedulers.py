@@ -12,13 +12,7 @@ from seedlab.engine.recipe import Recipe
 from seedlab.engine.samplers import apple
 from seedlab.engine.samplers.names import APPLE_SAMPLERS, draws_each_step, is_ksampler, model_calls
 from seedlab.engine.validation import sampling_errors
-from tests.helpers import tiny_prompted
 from tests.reference.apple import generate_images, scheduler_init
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    return tiny_prompted(tmp_path_factory)
 
 
 def recipe(**fields) -> Recipe:
@@ -29,8 +23,8 @@ def recipe(**fields) -> Recipe:
 
 @pytest.mark.parametrize("label", ["PNDM", "DPM-Solver++"])
 @pytest.mark.parametrize("steps", [4, 6])
-def test_latents_equal_the_reference(setup, label, steps):
-    pipe, cond, uncond = setup
+def test_latents_equal_the_reference(prompted, label, steps):
+    pipe, cond, uncond = prompted
     r = recipe(scheduler=label + " (Apple)", num_inference_steps=steps)
     calls = []
     with torch.inference_mode():
@@ -74,8 +68,8 @@ def test_names_and_refusals():
     assert not sampling_errors(recipe(scheduler="DPM-Solver++ (Apple)", num_inference_steps=1))
 
 
-def test_an_apple_hires_sampler_is_refused_with_a_message(setup):
+def test_an_apple_hires_sampler_is_refused_with_a_message(prompted):
     from seedlab.engine.samplers import a1111
 
     with pytest.raises(ValueError, match="hires_sampler must be one of"):
-        a1111.check_recipe(setup[0], recipe(scheduler="Euler", hires_sampler="PNDM (Apple)", hires_scale=2.0))
+        a1111.check_recipe(prompted[0], recipe(scheduler="Euler", hires_sampler="PNDM (Apple)", hires_scale=2.0))

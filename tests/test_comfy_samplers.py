@@ -13,7 +13,6 @@ import torch
 from seedlab.engine.recipe import Recipe
 from seedlab.engine.samplers.comfyui import COMFY_SAMPLERS, COMFY_SCHEDULES, comfy_sigmas, sample_comfy
 from seedlab.engine.samplers.names import model_calls
-from tests.helpers import tiny_prompted
 from tests.reference.comfyui import (
     SAMPLERS,
     SCHEDULERS,
@@ -27,19 +26,14 @@ from tests.tiny import tiny_pipeline
 STEPS = 4  # enough for every multistep order (3M SDE reaches its third order at the third step)
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    return tiny_prompted(tmp_path_factory)
-
-
 def recipe(**fields):
     values = {"seed": 5, "width": 64, "height": 64, "num_inference_steps": STEPS, "guidance_scale": 7.0,
               "scheduler": "euler", "schedule": "normal", "rng": "cpu"}
     return Recipe(prompt="a red circle", **{**values, **fields})
 
 
-def ours(setup, **fields) -> torch.Tensor:
-    pipe, cond, uncond = setup
+def ours(prompted, **fields) -> torch.Tensor:
+    pipe, cond, uncond = prompted
     calls = []
     with torch.inference_mode():
         latents = sample_comfy(pipe, recipe(**fields), cond, uncond, lambda: calls.append(1))
@@ -47,8 +41,8 @@ def ours(setup, **fields) -> torch.Tensor:
     return latents / SD1_LATENT_SCALE_FACTOR  # as the reference's process_latent_out
 
 
-def reference(setup, sampler="euler", scheduler="normal", seed=5, steps=STEPS, cfg=7.0) -> torch.Tensor:
-    pipe, cond, uncond = setup
+def reference(prompted, sampler="euler", scheduler="normal", seed=5, steps=STEPS, cfg=7.0) -> torch.Tensor:
+    pipe, cond, uncond = prompted
     with torch.inference_mode():
         return comfyui_ksampler(pipe.unet, dict(pipe.scheduler.config), cond=cond, uncond=uncond, seed=seed,
                                 latent=torch.zeros(1, 4, 16, 16), steps=steps, cfg=cfg, sampler_name=sampler,
@@ -62,70 +56,70 @@ def test_the_names_are_the_references():
 
 @pytest.mark.parametrize("sampler", COMFY_SAMPLERS)
 @pytest.mark.parametrize("schedule", ["normal", "karras"])
-def test_every_sampler_matches_comfyui(setup, sampler, schedule):
-    assert torch.equal(ours(setup, scheduler=sampler, schedule=schedule), reference(setup, sampler, schedule))
+def test_every_sampler_matches_comfyui(prompted, sampler, schedule):
+    assert torch.equal(ours(prompted, scheduler=sampler, schedule=schedule), reference(prompted, sampler, schedule))
 
 
 @pytest.mark.parametrize("schedule", [name for name in COMFY_SCHEDULES if name not in ("normal", "karras")])
 @pytest.mark.parametrize("sampler", ["euler", "dpmpp_2m_sde", "dpm_2_ancestral"])
-def test_every_schedule_matches_comfyui(setup, sampler, schedule):
-    assert torch.equal(ours(setup, scheduler=sampler, schedule=schedule), reference(setup, sampler, schedule))
+def test_every_schedule_matches_comfyui(prompted, sampler, schedule):
+    assert torch.equal(ours(prompted, scheduler=sampler, schedule=schedule), reference(prompted, sampler, schedule))
 
 
 @pytest.mark.parametrize("sampler", ["euler", "euler_ancestral", "dpmpp_3m_sde"])
-def test_cfg_one_skips_the_negative_prompt_as_comfyui_does(setup, sampler):
-    got = ours(setup, scheduler=sampler, guidance_scale=1.0)
-    assert torch.equal(got, reference(setup, sampler, cfg=1.0))
-    assert not torch.equal(got, ours(setup, scheduler=sampler, guidance_scale=1.5))
+def test_cfg_one_skips_the_negative_prompt_as_comfyui_does(prompted, sampler):
+    got = ours(prompted, scheduler=sampler, guidance_scale=1.0)
+    assert torch.equal(got, reference(prompted, sampler, cfg=1.0))
+    assert not torch.equal(got, ours(prompted, scheduler=sampler, guidance_scale=1.5))
 
 
 @pytest.mark.parametrize("sampler, seed", [("euler_ancestral", 0), ("dpmpp_2m_sde_gpu", 123456789),
                                            ("lms", 2 ** 32 + 7)])
-def test_seeds(setup, sampler, seed):
-    assert torch.equal(ours(setup, scheduler=sampler, seed=seed), reference(setup, sampler, seed=seed))
+def test_seeds(prompted, sampler, seed):
+    assert torch.equal(ours(prompted, scheduler=sampler, seed=seed), reference(prompted, sampler, seed=seed))
 
 
 # kl_optimal divides by steps - 1: one step is NaN, in ComfyUI as here.
 @pytest.mark.parametrize("sampler, schedule, steps", [("dpmpp_3m_sde", "exponential", 1), ("heun", "beta", 1),
                                                       ("dpm_2", "ddim_uniform", 2), ("lms", "simple", 9),
                                                       ("dpmpp_2s_ancestral", "kl_optimal", 2)])
-def test_step_counts(setup, sampler, schedule, steps):
-    assert torch.equal(ours(setup, scheduler=sampler, schedule=schedule, num_inference_steps=steps),
-                       reference(setup, sampler, schedule, steps=steps))
+def test_step_counts(prompted, sampler, schedule, steps):
+    assert torch.equal(ours(prompted, scheduler=sampler, schedule=schedule, num_inference_steps=steps),
+                       reference(prompted, sampler, schedule, steps=steps))
 
 
 @pytest.mark.parametrize("sampler, steps", [("dpm_fast", 5), ("dpm_fast", 6), ("dpm_adaptive", 3)])
-def test_dpm_fast_and_adaptive_stay_within_their_priced_model_calls(setup, sampler, steps):
+def test_dpm_fast_and_adaptive_stay_within_their_priced_model_calls(prompted, sampler, steps):
     """dpm_fast: steps calls in steps of order 3 and a last one or two lower; dpm_adaptive: its own count, bounded."""
-    pipe, cond, uncond = setup
+    pipe, cond, uncond = prompted
     calls = []
     with torch.inference_mode():
         got = sample_comfy(pipe, recipe(scheduler=sampler, num_inference_steps=steps), cond, uncond,
                            lambda: calls.append(1))
     assert 0 < len(calls) <= model_calls(sampler, steps)
     assert len(calls) == steps or sampler == "dpm_adaptive"
-    assert torch.equal(got / SD1_LATENT_SCALE_FACTOR, reference(setup, sampler, steps=steps))
+    assert torch.equal(got / SD1_LATENT_SCALE_FACTOR, reference(prompted, sampler, steps=steps))
 
 
-def test_automatic_is_normal(setup):
-    assert torch.equal(ours(setup, scheduler="dpmpp_2m", schedule="Automatic"), reference(setup, "dpmpp_2m"))
+def test_automatic_is_normal(prompted):
+    assert torch.equal(ours(prompted, scheduler="dpmpp_2m", schedule="Automatic"), reference(prompted, "dpmpp_2m"))
 
 
 @pytest.mark.parametrize("schedule", COMFY_SCHEDULES)
 @pytest.mark.parametrize("sampler, steps, denoise", [("euler", 20, 1.0), ("dpm_2", 7, 1.0), ("euler", 10, 0.6),
                                                       ("dpm_2_ancestral", 9, 0.35), ("euler", 3, 0.0)])
-def test_sigmas_match_comfyui(setup, schedule, sampler, steps, denoise):
+def test_sigmas_match_comfyui(prompted, schedule, sampler, steps, denoise):
     from tests.reference.comfyui import _ksampler_sigmas, _ModelSampling
 
-    config = dict(setup[0].scheduler.config)
+    config = dict(prompted[0].scheduler.config)
     want = _ksampler_sigmas(_ModelSampling(config), sampler, schedule, steps, denoise)
     assert torch.equal(comfy_sigmas(config, sampler, schedule, steps, denoise), want)
     if denoise == 1.0 and sampler == "euler":
         assert torch.equal(comfy_sigmas(config, sampler, schedule, steps), comfyui_sigmas(config, schedule, steps))
 
 
-def test_a_prompt_and_negative_of_different_lengths(setup):
-    pipe, cond, uncond = setup
+def test_a_prompt_and_negative_of_different_lengths(prompted):
+    pipe, cond, uncond = prompted
     longer = torch.cat([cond, cond * 0.5], dim=1)  # padded to a shared length, as ComfyUI concatenates them
     with torch.inference_mode():
         mine = sample_comfy(pipe, recipe(scheduler="dpmpp_2m"), longer, uncond, lambda: None)
@@ -140,9 +134,9 @@ def test_a_prompt_and_negative_of_different_lengths(setup):
     ({"scheduler": "Euler a"}, "sampler must be one of euler"),
     ({"schedule": "Karras"}, "schedule must be one of normal"),
 ])
-def test_bad_values_are_refused(setup, fields, message):
+def test_bad_values_are_refused(prompted, fields, message):
     with pytest.raises(ValueError, match=message):
-        ours(setup, **fields)
+        ours(prompted, **fields)
 
 
 def test_comfyui_names_in_a_recipe_run_as_comfyui_and_a_cell_is_its_solo_image(tmp_path):
@@ -177,14 +171,14 @@ TWO_PASS = {  # name: (first sampler, first scheduler, method, scale, second pas
 
 
 @pytest.mark.parametrize("name", TWO_PASS)
-def test_a_two_pass_graph_runs_as_comfyui_runs_it(setup, name):
+def test_a_two_pass_graph_runs_as_comfyui_runs_it(prompted, name):
     sampler, scheduler, method, scale, second = TWO_PASS[name]
     denoise = 0.55
-    got = ours(setup, scheduler=sampler, schedule=scheduler, hires_scale=scale, hires_upscaler=method,
+    got = ours(prompted, scheduler=sampler, schedule=scheduler, hires_scale=scale, hires_upscaler=method,
                denoising_strength=denoise, **second)
-    pipe, cond, uncond = setup
+    pipe, cond, uncond = prompted
     with torch.inference_mode():
-        first = reference(setup, sampler, scheduler)
+        first = reference(prompted, sampler, scheduler)
         upscaled = comfyui_latent_upscale_by(first, method, scale)
         expected = comfyui_ksampler(
             pipe.unet, dict(pipe.scheduler.config), cond=cond, uncond=uncond, seed=second.get("hires_seed", 5),
@@ -218,10 +212,10 @@ ADVANCED = {"end_early": ("euler", "normal", 0, 3), "start_late": ("dpmpp_2m", "
 
 
 @pytest.mark.parametrize("name", ADVANCED)
-def test_ksampler_advanced_start_and_end_steps_run_as_comfyui_runs_them(setup, name):
+def test_ksampler_advanced_start_and_end_steps_run_as_comfyui_runs_them(prompted, name):
     sampler, scheduler, start, end = ADVANCED[name]
-    got = ours(setup, scheduler=sampler, schedule=scheduler, start_step=start, end_step=end)
-    pipe, cond, uncond = setup
+    got = ours(prompted, scheduler=sampler, schedule=scheduler, start_step=start, end_step=end)
+    pipe, cond, uncond = prompted
     with torch.inference_mode():
         expected = comfyui_ksampler(pipe.unet, dict(pipe.scheduler.config), cond=cond, uncond=uncond, seed=5,
                                     latent=torch.zeros(1, 4, 16, 16), steps=STEPS, cfg=7.0, sampler_name=sampler,
@@ -229,7 +223,7 @@ def test_ksampler_advanced_start_and_end_steps_run_as_comfyui_runs_them(setup, n
                                     force_full_denoise=True)
     assert torch.equal(got, expected)
     if (start, end) != (0, 0) and end < STEPS:  # a part of the schedule is another image than the whole
-        assert not torch.equal(got, reference(setup, sampler, scheduler))
+        assert not torch.equal(got, reference(prompted, sampler, scheduler))
 
 
 def test_start_and_end_steps_are_refused_where_they_mean_nothing():

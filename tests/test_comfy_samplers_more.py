@@ -21,7 +21,6 @@ from seedlab.engine.recipe import Recipe
 from seedlab.engine.samplers.comfyui import sample_comfy
 from seedlab.engine.samplers.names import COMFY_SAMPLERS, draws_each_step, model_calls
 from seedlab.files.comfyui import read_comfyui
-from tests.helpers import tiny_prompted
 from tests.reference.comfyui import SD1_LATENT_SCALE_FACTOR, comfyui_ksampler, comfyui_latent_upscale_by
 from tests.test_comfyui import DEFAULT_API
 
@@ -29,14 +28,9 @@ NEW = tuple(more.MORE)  # the samplers the reference file re-creates
 CFG_PP = tuple(name for name in NEW if name.endswith("_cfg_pp"))
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    return tiny_prompted(tmp_path_factory)
-
-
-def ours(setup, uncond=None, **fields) -> tuple[torch.Tensor, int]:
+def ours(prompted, uncond=None, **fields) -> tuple[torch.Tensor, int]:
     """SeedLab's latents in the reference's space, and how often on_step was called."""
-    pipe, cond, own_uncond = setup
+    pipe, cond, own_uncond = prompted
     values = {"seed": 5, "width": 64, "height": 64, "num_inference_steps": 4, "guidance_scale": 7.0,
               "scheduler": "euler", "schedule": "normal", "rng": "cpu", **fields}
     calls = []
@@ -46,8 +40,8 @@ def ours(setup, uncond=None, **fields) -> tuple[torch.Tensor, int]:
     return latents / SD1_LATENT_SCALE_FACTOR, len(calls)
 
 
-def reference(setup, sampler, scheduler="normal", seed=5, steps=4, cfg=7.0, latent=None, denoise=1.0):
-    pipe, cond, uncond = setup
+def reference(prompted, sampler, scheduler="normal", seed=5, steps=4, cfg=7.0, latent=None, denoise=1.0):
+    pipe, cond, uncond = prompted
     with torch.inference_mode():
         return comfyui_ksampler(pipe.unet, dict(pipe.scheduler.config), cond=cond, uncond=uncond, seed=seed,
                                 latent=torch.zeros(1, 4, 16, 16) if latent is None else latent, steps=steps, cfg=cfg,
@@ -60,27 +54,27 @@ def test_every_sampler_of_the_reference_runs_here():
 
 @pytest.mark.parametrize("sampler", NEW)
 @pytest.mark.parametrize("schedule, steps", [("exponential", 5), ("beta", 2), ("simple", 1)])
-def test_more_schedules_and_step_counts_match_comfyui(setup, sampler, schedule, steps):
-    got, _ = ours(setup, scheduler=sampler, schedule=schedule, num_inference_steps=steps, seed=2 ** 33 + steps)
-    assert torch.equal(got, reference(setup, sampler, schedule, seed=2 ** 33 + steps, steps=steps))
+def test_more_schedules_and_step_counts_match_comfyui(prompted, sampler, schedule, steps):
+    got, _ = ours(prompted, scheduler=sampler, schedule=schedule, num_inference_steps=steps, seed=2 ** 33 + steps)
+    assert torch.equal(got, reference(prompted, sampler, schedule, seed=2 ** 33 + steps, steps=steps))
 
 
 @pytest.mark.parametrize("sampler", CFG_PP)
-def test_cfg_pp_at_cfg_one_still_evaluates_the_negative_prompt_as_comfyui_does(setup, sampler):
+def test_cfg_pp_at_cfg_one_still_evaluates_the_negative_prompt_as_comfyui_does(prompted, sampler):
     """disable_cfg1_optimization: at cfg 1 the negative prompt is still run, and its prediction steers the step."""
-    got, calls = ours(setup, scheduler=sampler, guidance_scale=1.0)
-    assert torch.equal(got, reference(setup, sampler, cfg=1.0))
-    assert not torch.equal(got, ours(setup, uncond=setup[2] * 0.5, scheduler=sampler, guidance_scale=1.0)[0])
-    assert calls == ours(setup, scheduler=sampler)[1]  # one UNet batch a call, as at any cfg
+    got, calls = ours(prompted, scheduler=sampler, guidance_scale=1.0)
+    assert torch.equal(got, reference(prompted, sampler, cfg=1.0))
+    assert not torch.equal(got, ours(prompted, uncond=prompted[2] * 0.5, scheduler=sampler, guidance_scale=1.0)[0])
+    assert calls == ours(prompted, scheduler=sampler)[1]  # one UNet batch a call, as at any cfg
 
 
 @pytest.mark.parametrize("sampler", [name for name in NEW if draws_each_step(name)])
-def test_octobers_noise_seeded_with_the_seed_matches_comfyui_of_october_2025(setup, sampler, monkeypatch):
+def test_octobers_noise_seeded_with_the_seed_matches_comfyui_of_october_2025(prompted, sampler, monkeypatch):
     """default_noise_sampler before PR 11528 (December 2025): recipe.comfyui_noise "seed"."""
     monkeypatch.setattr(more, "CPU_SEED_OFFSET", 0)
-    got, _ = ours(setup, scheduler=sampler, schedule="karras", comfyui_noise="seed")
-    assert torch.equal(got, reference(setup, sampler, "karras"))
-    assert not torch.equal(got, ours(setup, scheduler=sampler, schedule="karras")[0])
+    got, _ = ours(prompted, scheduler=sampler, schedule="karras", comfyui_noise="seed")
+    assert torch.equal(got, reference(prompted, sampler, "karras"))
+    assert not torch.equal(got, ours(prompted, scheduler=sampler, schedule="karras")[0])
 
 
 def calls_made(sampler: str, steps: int) -> int:
@@ -94,9 +88,9 @@ def calls_made(sampler: str, steps: int) -> int:
 
 
 @pytest.mark.parametrize("sampler", NEW)
-def test_model_calls_bounds_the_calls_each_makes_and_on_step_counts_every_one(setup, sampler):
+def test_model_calls_bounds_the_calls_each_makes_and_on_step_counts_every_one(prompted, sampler):
     for steps in (1, 4):
-        assert ours(setup, scheduler=sampler, num_inference_steps=steps)[1] == calls_made(sampler, steps)
+        assert ours(prompted, scheduler=sampler, num_inference_steps=steps)[1] == calls_made(sampler, steps)
         assert calls_made(sampler, steps) <= model_calls(sampler, steps) <= 3 * steps
 
 
@@ -108,12 +102,12 @@ TWO_PASS = {"cfg_pp_then_sa_solver_pece": ("euler_ancestral_cfg_pp", "karras", "
 
 
 @pytest.mark.parametrize("name", TWO_PASS)
-def test_a_two_pass_graph_runs_as_comfyui_runs_it(setup, name):
+def test_a_two_pass_graph_runs_as_comfyui_runs_it(prompted, name):
     sampler, scheduler, method, scale, second = TWO_PASS[name]
-    got, _ = ours(setup, scheduler=sampler, schedule=scheduler, hires_scale=scale, hires_upscaler=method,
+    got, _ = ours(prompted, scheduler=sampler, schedule=scheduler, hires_scale=scale, hires_upscaler=method,
                   denoising_strength=0.55, **second)
-    upscaled = comfyui_latent_upscale_by(reference(setup, sampler, scheduler), method, scale)
-    expected = reference(setup, second["hires_sampler"], scheduler, steps=second.get("hires_steps", 4),
+    upscaled = comfyui_latent_upscale_by(reference(prompted, sampler, scheduler), method, scale)
+    expected = reference(prompted, second["hires_sampler"], scheduler, steps=second.get("hires_steps", 4),
                          cfg=second.get("hires_cfg", 7.0), latent=upscaled, denoise=0.55)
     assert got.shape == expected.shape == (1, 4, int(16 * scale), int(16 * scale))
     assert torch.equal(got, expected)

@@ -10,12 +10,7 @@ from seedlab import Recipe
 from seedlab.engine.samplers.comfyui import _seeded_noise
 from seedlab.serving.conventions import retry_conventions as retry_comfyui_noise
 from seedlab.serving.reproduction import Original, compare
-from tests.tiny import tiny_pipeline
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return seedlab.describe("tiny", tiny_pipeline(tmp_path_factory.mktemp("tok")), torch.device("cpu"))
+from tests.helpers import pixels
 
 
 def comfyui_before_11528(x: torch.Tensor, seed: int) -> torch.Tensor:
@@ -43,10 +38,6 @@ def recipe(sampler: str, **fields) -> Recipe:
     fields = {"seed": 7, **fields}
     return Recipe(prompt="a red circle", scheduler=sampler, schedule="normal", num_inference_steps=3, width=32,
                   height=32, model="tiny", guidance_scale=3.0, **fields)
-
-
-def pixels(result) -> np.ndarray:
-    return np.asarray(result.image)
 
 
 def test_the_convention_changes_an_ancestral_samplers_image_only(model):

@@ -7,16 +7,16 @@ import pytest
 from PIL import Image
 
 from seedlab import Recipe, generate
-from tests.settle import open_settled, ready, settle, value
-from tests.test_app import PROMPT, last, reference_model, seedlab_app  # noqa: F401
-from tests.test_browser import CHROMIUM, browser, wait_for_images  # noqa: F401 - browser is a fixture
+from tests.browser.pages import plot_on_page, wait_for_images
+from tests.browser.settle import ready, settle, value
+from tests.helpers import PROMPT, last
 
 
 def plot(app, **values):
     return app.plot({"prompt": PROMPT, "y": None, "z": None, **values}, None, lambda *a, **k: None)
 
 
-def test_a_plot_makes_each_cell_as_its_solo_image_and_a_sheet_listing_every_cell(seedlab_app, reference_model):  # noqa: F811
+def test_a_plot_makes_each_cell_as_its_solo_image_and_a_sheet_listing_every_cell(seedlab_app, reference_model):
     final = last(plot(seedlab_app, x="seed: 1-5 (+2)", y="num_inference_steps: 1, 2"))
     records = final["plot_results"]
     assert [(r["x"], r["y"]) for r in records] == [("1", "1"), ("3", "1"), ("5", "1"), ("1", "2"), ("3", "2"),
@@ -30,7 +30,7 @@ def test_a_plot_makes_each_cell_as_its_solo_image_and_a_sheet_listing_every_cell
     assert listed["columns"] == ["Seed: 1", "Seed: 3", "Seed: 5"] and listed["rows"] == ["Steps: 1", "Steps: 2"]
 
 
-def test_prompt_sr_replaces_the_first_value_in_the_prompt(seedlab_app):  # noqa: F811
+def test_prompt_sr_replaces_the_first_value_in_the_prompt(seedlab_app):
     records = last(plot(seedlab_app, prompt="a red circle", x="prompt_sr: red, blue", num_inference_steps=1))
     assert [r["recipe"]["prompt"] for r in records["plot_results"]] == ["a red circle", "a blue circle"]
 
@@ -40,26 +40,12 @@ def test_prompt_sr_replaces_the_first_value_in_the_prompt(seedlab_app):  # noqa:
     ({"x": "seed: 1-3", "y": "Steps: 0"}, "Y axis: Steps value '0' must be"),
     ({"x": "colour: red"}, "X axis"),
 ])
-def test_a_bad_axis_is_refused_naming_it(seedlab_app, axes, message):  # noqa: F811
+def test_a_bad_axis_is_refused_naming_it(seedlab_app, axes, message):
     with pytest.raises(gr.Error, match=message):
         last(plot(seedlab_app, **axes))
 
 
-def plot_on_page(browser, url: str, x: str, y: str, cells: int):  # noqa: F811
-    """A settled page that made a one-step plot of "a red circle" over `x` and `y`."""
-    page = open_settled(browser, url)
-    page.get_by_text("Compare (X/Y/Z plot over any recipe field)").click()
-    page.locator("#prompt textarea").fill("a red circle")
-    page.locator("#num-inference-steps input").fill("1")
-    page.locator("#plot-x input").fill(x)
-    page.locator("#plot-y input").fill(y)
-    page.locator("#make-plot").click()
-    wait_for_images(page, "plot", cells)
-    settle(page)
-    return page
-
-
-def test_plot_over_http_and_on_the_page(app_server, browser):  # noqa: F811
+def test_plot_over_http_and_on_the_page(app_server, browser):
     from gradio_client import Client
 
     _, results = Client(app_server.url, verbose=False).predict(prompt="a red circle", x="seed: 1-2",
@@ -85,7 +71,7 @@ def travel(app, **values):
                        "variation_seed": "0", "variation_strength": 0.0, **values}, None, lambda *a, **k: None)
 
 
-def test_travel_frames_start_and_end_on_the_seeds_own_images_and_make_an_animation(seedlab_app, reference_model):  # noqa: F811
+def test_travel_frames_start_and_end_on_the_seeds_own_images_and_make_an_animation(seedlab_app, reference_model):
     final: dict = {}
     for update in travel(seedlab_app):
         final.update(update)
@@ -107,7 +93,7 @@ def test_travel_frames_start_and_end_on_the_seeds_own_images_and_make_an_animati
     ({"curve": "bounce"}, "Curve must be one of linear"),
     ({"scheduler": "EulerAncestralDiscreteScheduler"}, "draws noise at every step"),
 ])
-def test_a_bad_travel_is_refused_naming_the_field(seedlab_app, values, message):  # noqa: F811
+def test_a_bad_travel_is_refused_naming_the_field(seedlab_app, values, message):
     with pytest.raises(gr.Error, match=message):
         last(travel(seedlab_app, **values))
 
@@ -122,7 +108,7 @@ def test_travel_over_http(app_server):
     assert all(r["link"].startswith("http") for r in results)
 
 
-def test_the_page_lays_a_plot_out_as_a_table_of_its_axes_at_both_sizes(app_server, browser):  # noqa: F811
+def test_the_page_lays_a_plot_out_as_a_table_of_its_axes_at_both_sizes(app_server, browser):
     """Issue 33: a 3 x 2 plot is three columns of two rows (the gallery was always 4 columns wide, so row 2 began
     at the end of row 1), each X value above its column and each Y value left of its row, labelled like the
     sheet, on a laptop and on a phone."""
@@ -164,7 +150,7 @@ def test_the_plot_tables_labels_cannot_end_its_style_or_add_markup():
 
 
 def test_a_plot_cell_click_keeps_the_page_where_the_cells_are_and_make_anchor_shows_the_anchor(app_server,
-                                                                                              browser):  # noqa: F811
+                                                                                              browser):
     """Issue 33: on a laptop a click on a plot cell jumped from the plot to the Selected image panel (its top cut
     off), so comparing cells meant scrolling back each time, and "Make anchor" showed nothing. Now the panel floats
     beside the plot and the page stays; on a phone the panel is scrolled to, its top in view; Make anchor brings the

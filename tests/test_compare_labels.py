@@ -10,7 +10,7 @@ from PIL import Image, ImageDraw
 from seedlab import Recipe
 from seedlab.explore.axes import parse_axis
 from seedlab.files.sheets import save_plot_sheet
-from tests.test_app import PROMPT, last, reference_model, seedlab_app  # noqa: F401
+from tests.helpers import PROMPT
 
 
 def updates(app, handler, **values):
@@ -24,7 +24,7 @@ def merged(steps: list[dict]) -> dict:
     return final
 
 
-def test_travel_captions_read_plainly_and_the_animation_is_named_after_the_travel(seedlab_app):  # noqa: F811
+def test_travel_captions_read_plainly_and_the_animation_is_named_after_the_travel(seedlab_app):
     """Frame 0 was "frame 0 · seed 2 → None at 0" and every download `travel.webp`."""
     final = merged(updates(seedlab_app, seedlab_app.travel, seeds="2, 0", frames=5, curve="linear"))
     assert [caption for _, caption in final["travel"]] == [
@@ -50,7 +50,7 @@ def test_an_animations_name_says_its_seeds_and_frames_in_safe_characters():
     assert re.fullmatch(r"[a-z0-9-]+", name)
 
 
-def test_a_plot_cells_title_names_its_axis_values_and_the_sheet_labels_them_as_typed(seedlab_app):  # noqa: F811
+def test_a_plot_cells_title_names_its_axis_values_and_the_sheet_labels_them_as_typed(seedlab_app):
     """A plot cell's Selected image title names its axis values (not only "Seed 6 · prompt …"), and the sheet labels
     a value as the user typed it ("DDIM", not "DDIMScheduler")."""
     steps = updates(seedlab_app, seedlab_app.plot, x="seed: 5, 6", y="Sampler: Euler a, DDIM", z=None)

@@ -3,22 +3,16 @@
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import pytest
 import torch
 from gradio_client import Client
 from PIL import Image
 
-from seedlab import Recipe, generate, load_model
+from seedlab import Recipe, generate
 from tests.conftest import APP_THREADS
 
 CLIENTS = 4
 REQUESTS_PER_CLIENT = 3
 STEPS = 3
-
-
-@pytest.fixture(scope="module")
-def reference_model(app_model):
-    return load_model(app_model, torch.device("cpu"))
 
 
 def request_for(client_index: int, request_index: int) -> dict:

@@ -25,15 +25,10 @@ from tests.helpers import torch_threads
 from tests.test_corpus import CORPUS
 from tests.test_corpus import EXPECTED as CORPUS_FILES
 from tests.test_corpus_comfyui import EXPECTED as CUSTOM_NODE_FILES
-from tests.tiny import save_tiny_pipeline, tiny_pipeline
+from tests.tiny import save_tiny_pipeline
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FP = "0" * 64
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return seedlab.describe("tiny", tiny_pipeline(tmp_path_factory.mktemp("tokenizer")), torch.device("cpu"))
 
 
 def a1111_8bit(decoded: torch.Tensor) -> np.ndarray:

@@ -6,7 +6,7 @@ import gradio as gr
 import numpy as np
 import pytest
 
-from tests.test_app import PROMPT, grid, last, reference_model, seedlab_app  # noqa: F401
+from tests.helpers import PROMPT, STEPS, grid, last, pixels, solo
 from webui.fields import FIELDS
 from webui.handlers import NO_ANCHOR
 
@@ -31,7 +31,7 @@ def vary(app, anchor: dict | None, values: dict) -> list[dict]:
     return list(app.vary_anchor({**values, "anchor": anchor}, None, noop))
 
 
-def test_variations_start_from_the_anchors_recipe_not_the_edited_controls(seedlab_app):  # noqa: F811
+def test_variations_start_from_the_anchors_recipe_not_the_edited_controls(seedlab_app):
     anchor = anchor_from_grid(seedlab_app)
     updates = vary(seedlab_app, anchor, controls(seedlab_app, anchor, prompt="a yellow triangle",
                                                   num_inference_steps=3))
@@ -47,7 +47,7 @@ def test_variations_start_from_the_anchors_recipe_not_the_edited_controls(seedla
     assert updates[0]["variation_link"] == "" and updates[0]["vary"].selected_index is None
 
 
-def test_no_edit_no_note_and_no_anchor_a_message(seedlab_app):  # noqa: F811
+def test_no_edit_no_note_and_no_anchor_a_message(seedlab_app):
     anchor = anchor_from_grid(seedlab_app)
     first = vary(seedlab_app, anchor, controls(seedlab_app, anchor))[0]
     assert first["vary_note"].value == "" and not first["vary_note"].visible
@@ -59,7 +59,7 @@ def test_no_edit_no_note_and_no_anchor_a_message(seedlab_app):  # noqa: F811
         vary(seedlab_app, None, controls(seedlab_app, anchor))
 
 
-def test_a_new_grid_clears_the_anchor_and_the_selection(seedlab_app):  # noqa: F811
+def test_a_new_grid_clears_the_anchor_and_the_selection(seedlab_app):
     cleared = seedlab_app.clear_anchor()
     assert cleared["anchor"] is None and cleared["anchor_text"] == NO_ANCHOR
     assert cleared["grid_link"] == cleared["anchor_fingerprint"] == cleared["anchor_seed"] == ""
@@ -69,16 +69,8 @@ def test_a_new_grid_clears_the_anchor_and_the_selection(seedlab_app):  # noqa: F
 # The public /matrix endpoint, through the real app.
 
 
-@pytest.fixture(scope="module")
-def client(app_url):
-    from gradio_client import Client
-
-    return Client(app_url, verbose=False)
-
-
-def test_matrix_rows_are_seeds_columns_are_variations_and_every_cell_is_solo(client, reference_model):  # noqa: F811
+def test_matrix_rows_are_seeds_columns_are_variations_and_every_cell_is_solo(client, reference_model):
     from seedlab import join_prompt
-    from tests.test_app import STEPS, pixels, solo
 
     variations = [", at night", "in snow"]
     gallery, results = client.predict(prompt=PROMPT, seeds="3, 7", variations="\n".join(variations),
@@ -104,7 +96,7 @@ def test_matrix_limits_apply_to_the_cell_count(client):
         client.predict(prompt=PROMPT, seeds="1", variations="", num_inference_steps=1, api_name="/matrix")
 
 
-def test_nudges_are_the_anchor_with_fresh_variation_seeds_each_exact_and_linkable(seedlab_app, reference_model):  # noqa: F811
+def test_nudges_are_the_anchor_with_fresh_variation_seeds_each_exact_and_linkable(seedlab_app, reference_model):
     from seedlab import Recipe, generate, original_from_link
 
     anchor = anchor_from_grid(seedlab_app)
@@ -124,7 +116,7 @@ def test_nudges_are_the_anchor_with_fresh_variation_seeds_each_exact_and_linkabl
     (2.5, 0.2, "Nudges must be a whole number from 1 to 16, got '2.5'"),
     (2, 1.5, "Variation strength"),
 ])
-def test_bad_nudges_are_refused_naming_the_field(seedlab_app, count, strength, message):  # noqa: F811
+def test_bad_nudges_are_refused_naming_the_field(seedlab_app, count, strength, message):
     anchor = anchor_from_grid(seedlab_app)
     with pytest.raises(gr.Error, match=message):
         list(seedlab_app.nudge(anchor, count, strength, None, noop))

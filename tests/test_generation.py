@@ -8,7 +8,7 @@ import torch
 
 import seedlab
 from seedlab import Recipe
-from tests.tiny import tiny_pipeline
+from tests.helpers import pixels
 
 # Deterministic and ancestral (noise drawn at every step) schedulers, multistep and single-step.
 SCHEDULERS = [
@@ -18,17 +18,6 @@ SCHEDULERS = [
     "DDIMScheduler",
     "KDPM2AncestralDiscreteScheduler",
 ]
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    pipe = tiny_pipeline(tmp_path_factory.mktemp("tokenizer"))
-    return seedlab.describe("tiny", pipe, torch.device("cpu"))
-
-
-def pixels(result_or_image):
-    image = getattr(result_or_image, "image", result_or_image)
-    return np.asarray(image.convert("RGB"))
 
 
 def plain_diffusers(model, recipe):

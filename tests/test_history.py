@@ -14,7 +14,6 @@ import webui.streaming
 from seedlab import ModelStore, fingerprint, join_prompt
 from seedlab.serving.admission import Admission
 from seedlab.serving.limits import Limits
-from tests.test_app import reference_model  # noqa: F401 - a fixture
 from webui.entries import MAX_STORED_CHARS
 from webui.history import (
     FORMAT,
@@ -41,7 +40,7 @@ def new_app(model, folder):
 
 
 @pytest.fixture()
-def app(reference_model, tmp_path):  # noqa: F811
+def app(reference_model, tmp_path):
     return new_app(reference_model, tmp_path / "png")
 
 
@@ -101,7 +100,7 @@ def test_a_timeline_click_restores_the_entry_from_the_record_without_regeneratin
         record["fingerprint"] for record in grid]
 
 
-def test_after_a_restart_an_entry_shows_what_is_missing_and_regenerates_exactly(app, reference_model, tmp_path):  # noqa: F811
+def test_after_a_restart_an_entry_shows_what_is_missing_and_regenerates_exactly(app, reference_model, tmp_path):
     history, grid, _ = explored(app)
     restarted = new_app(reference_model, tmp_path / "png-after-restart")  # nothing on record
     update = restarted.history.restore(history, "1", None)
@@ -114,7 +113,7 @@ def test_after_a_restart_an_entry_shows_what_is_missing_and_regenerates_exactly(
     assert shown_pixels(again["history_view"]) == [record["fingerprint"] for record in grid]
 
 
-def test_export_then_import_keeps_recipes_fingerprints_and_lineage(app, reference_model, tmp_path):  # noqa: F811
+def test_export_then_import_keeps_recipes_fingerprints_and_lineage(app, reference_model, tmp_path):
     history, _, _ = explored(app)
     exported = app.history.show(history, None)["history_export"].value["path"]
     with open(exported, encoding="utf-8") as file:

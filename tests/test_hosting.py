@@ -5,18 +5,12 @@ import time
 
 import pytest
 import torch
-from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from seedlab import Recipe, encode_link
 from tests.conftest import APP_MAX_STEPS
 
 PROMPT = "a red circle"
-
-
-@pytest.fixture(scope="module")
-def client(app_url) -> Client:
-    return Client(app_url, verbose=False)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ bit for bit, on a tiny random-weight SD pipeline.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -20,18 +19,16 @@ from seedlab.engine.samplers import names as sampler_names
 from seedlab.engine.samplers.kdiffusion import TooManyCalls
 from seedlab.engine.samplers.names import A1111_SAMPLERS, model_calls, split_sampler
 from seedlab.serving import budget
-from tests.helpers import tiny_prompted
+from tests.helpers import compvis_alphas_cumprod
 from tests.reference.a1111 import a1111_txt2img
 
 STEPS = 6
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    pipe, cond, uncond = tiny_prompted(tmp_path_factory)
-    betas = (torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2).numpy()
-    alphas_cumprod = torch.tensor(np.cumprod(1 - betas), dtype=torch.float32)  # as CompVis computes them
-    return pipe, cond, uncond, alphas_cumprod
+def setup(prompted):
+    pipe, cond, uncond = prompted
+    return pipe, cond, uncond, torch.tensor(compvis_alphas_cumprod(), dtype=torch.float32)
 
 
 def ours(setup, on_step=lambda: None, **fields) -> torch.Tensor:

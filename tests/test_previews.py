@@ -5,7 +5,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
 import seedlab
@@ -13,19 +12,9 @@ from seedlab import Recipe
 from seedlab.engine.previews import as_preview, composition, finished, preview_steps
 from seedlab.files.links import decode_link, encode_link
 from seedlab.files.metadata import read_png, save_png
-from tests.helpers import cli_here
-from tests.tiny import tiny_pipeline
+from tests.helpers import cli_here, pixels
 
 STEPS = 6
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return seedlab.describe("tiny", tiny_pipeline(tmp_path_factory.mktemp("tokenizer")), torch.device("cpu"))
-
-
-def pixels(result) -> np.ndarray:
-    return np.asarray(result.image.convert("RGB"))
 
 
 BASE = {"prompt": "a red circle", "negative_prompt": "blue", "seed": 11, "num_inference_steps": STEPS,

@@ -6,20 +6,13 @@ import json
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
 import seedlab
 from seedlab import Original, Recipe, compare, encode_link, original_from_png, original_from_text, save_png
 from seedlab.serving.reproduction import environment_differences
-from tests.tiny import tiny_pipeline
 
 STEPS = 3
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return seedlab.describe("tiny", tiny_pipeline(tmp_path_factory.mktemp("tokenizer")), torch.device("cpu"))
 
 
 @pytest.fixture(scope="module")

@@ -15,15 +15,9 @@ from seedlab.engine.samplers import sdcpp
 from seedlab.engine.samplers.names import SDCPP_SAMPLERS, draws_each_step, model_calls
 from seedlab.engine.validation import sampling_errors
 from seedlab.files.infotext import read_infotext
-from tests.helpers import tiny_prompted
 from tests.reference.sdcpp import ANCESTRAL, SAMPLERS, sdcpp_txt2img
 
 STEPS = 4
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    return tiny_prompted(tmp_path_factory)
 
 
 def recipe(**fields) -> Recipe:
@@ -38,8 +32,8 @@ def test_every_runnable_name_has_a_reference():
 
 @pytest.mark.parametrize("method", sorted(set(SAMPLERS) - set(ANCESTRAL)))
 @pytest.mark.parametrize("schedule", ["Automatic", "Karras"])
-def test_latents_equal_the_reference(setup, method, schedule):
-    pipe, cond, uncond = setup
+def test_latents_equal_the_reference(prompted, method, schedule):
+    pipe, cond, uncond = prompted
     r = recipe(scheduler=method + " (sd.cpp)", schedule=schedule, rng="std-libstdc++")
     calls = []
     with torch.inference_mode():
@@ -68,8 +62,8 @@ def reference_rng(rng: str, seed: int, shape: tuple[int, ...]):
     ("euler_a", "Automatic", "cuda-philox", 0.5), ("euler_a", "Karras", "std-msvc", 0.0),
     ("dpm++2s_a", "Automatic", "std-libc++", 1.0), ("dpm++2s_a", "Karras", "cuda-philox", 1.0),
     ("dpm++2s_a", "Automatic", "cpu", 0.0)])
-def test_ancestral_latents_equal_the_reference_with_the_continued_stream(setup, method, schedule, rng, eta):
-    pipe, cond, uncond = setup
+def test_ancestral_latents_equal_the_reference_with_the_continued_stream(prompted, method, schedule, rng, eta):
+    pipe, cond, uncond = prompted
     r = recipe(scheduler=method + " (sd.cpp)", schedule=schedule, rng=rng, eta=eta)
     calls = []
     with torch.inference_mode():

@@ -3,20 +3,12 @@
 import dataclasses
 
 import numpy as np
-import pytest
 import torch
 
 import seedlab
 import seedlab.engine.tracing
 from seedlab import Recipe
 from seedlab.engine.tracing import TracedUNet
-from tests.tiny import tiny_pipeline
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    pipe = tiny_pipeline(tmp_path_factory.mktemp("tokenizer"))
-    return seedlab.describe("tiny", pipe, torch.device("cpu"))
 
 
 def inputs(unet, batch: int, side: int, timestep):

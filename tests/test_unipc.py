@@ -10,17 +10,11 @@ import torch
 from seedlab.engine.recipe import COMFY_SCHEDULES, Recipe
 from seedlab.engine.samplers.comfyui import sample_comfy
 from seedlab.engine.samplers.names import model_calls
-from tests.helpers import tiny_prompted
 from tests.reference.comfyui import SD1_LATENT_SCALE_FACTOR, comfyui_ksampler, comfyui_latent_upscale_by
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    return tiny_prompted(tmp_path_factory)
-
-
-def ours(setup, calls: list | None = None, **fields) -> torch.Tensor:
-    pipe, cond, uncond = setup
+def ours(prompted, calls: list | None = None, **fields) -> torch.Tensor:
+    pipe, cond, uncond = prompted
     values = {"seed": 5, "width": 64, "height": 64, "num_inference_steps": 4, "guidance_scale": 7.0, "rng": "cpu",
               "scheduler": "uni_pc", "schedule": "normal", **fields}
     calls = [] if calls is None else calls
@@ -29,8 +23,8 @@ def ours(setup, calls: list | None = None, **fields) -> torch.Tensor:
     return latents / SD1_LATENT_SCALE_FACTOR
 
 
-def reference(setup, sampler="uni_pc", scheduler="normal", steps=4, cfg=7.0, **options) -> torch.Tensor:
-    pipe, cond, uncond = setup
+def reference(prompted, sampler="uni_pc", scheduler="normal", steps=4, cfg=7.0, **options) -> torch.Tensor:
+    pipe, cond, uncond = prompted
     with torch.inference_mode():
         return comfyui_ksampler(pipe.unet, dict(pipe.scheduler.config), cond=cond, uncond=uncond, seed=5,
                                 latent=torch.zeros(1, 4, 16, 16), steps=steps, cfg=cfg, sampler_name=sampler,
@@ -39,35 +33,35 @@ def reference(setup, sampler="uni_pc", scheduler="normal", steps=4, cfg=7.0, **o
 
 @pytest.mark.parametrize("schedule", COMFY_SCHEDULES)
 @pytest.mark.parametrize("sampler", ["uni_pc", "uni_pc_bh2"])
-def test_uni_pc_matches_comfyui_with_every_scheduler(setup, sampler, schedule):
-    assert torch.equal(ours(setup, scheduler=sampler, schedule=schedule), reference(setup, sampler, schedule))
+def test_uni_pc_matches_comfyui_with_every_scheduler(prompted, sampler, schedule):
+    assert torch.equal(ours(prompted, scheduler=sampler, schedule=schedule), reference(prompted, sampler, schedule))
 
 
 # One step: a model call and no update (ComfyUI's order 0); two: order 1; three and more: orders 2 and 3.
 @pytest.mark.parametrize("sampler, steps", [("uni_pc", 1), ("uni_pc", 2), ("uni_pc_bh2", 3), ("uni_pc", 9),
                                             ("uni_pc_bh2", 12)])
-def test_step_counts_and_model_calls(setup, sampler, steps):
+def test_step_counts_and_model_calls(prompted, sampler, steps):
     calls = []
-    got = ours(setup, calls, scheduler=sampler, num_inference_steps=steps, schedule="karras")
-    assert torch.equal(got, reference(setup, sampler, "karras", steps=steps))
+    got = ours(prompted, calls, scheduler=sampler, num_inference_steps=steps, schedule="karras")
+    assert torch.equal(got, reference(prompted, sampler, "karras", steps=steps))
     assert len(calls) == steps == model_calls(sampler, steps)
 
 
-def test_bh1_and_bh2_differ_and_cfg_one_skips_the_negative_prompt(setup):
-    assert not torch.equal(ours(setup), ours(setup, scheduler="uni_pc_bh2"))
-    assert torch.equal(ours(setup, guidance_scale=1.0), reference(setup, cfg=1.0))
+def test_bh1_and_bh2_differ_and_cfg_one_skips_the_negative_prompt(prompted):
+    assert not torch.equal(ours(prompted), ours(prompted, scheduler="uni_pc_bh2"))
+    assert torch.equal(ours(prompted, guidance_scale=1.0), reference(prompted, cfg=1.0))
 
 
-def test_a_shortened_schedule_and_a_two_pass_graph(setup):
+def test_a_shortened_schedule_and_a_two_pass_graph(prompted):
     """KSamplerAdvanced's start and end steps, and a second KSampler at denoise < 1 after LatentUpscaleBy: the
     schedule's tail, from noise scaled by its first sigma (not sqrt(1 + sigma ** 2)), walked the same way."""
-    assert torch.equal(ours(setup, num_inference_steps=6, start_step=2, end_step=5),
-                       reference(setup, steps=6, start_step=2, last_step=5, force_full_denoise=True))
-    got = ours(setup, hires_scale=1.5, hires_upscaler="bilinear", denoising_strength=0.55, hires_sampler="uni_pc_bh2",
-               hires_schedule="beta", hires_steps=5, hires_seed=9, hires_cfg=6.0)
-    pipe, cond, uncond = setup
+    assert torch.equal(ours(prompted, num_inference_steps=6, start_step=2, end_step=5),
+                       reference(prompted, steps=6, start_step=2, last_step=5, force_full_denoise=True))
+    got = ours(prompted, hires_scale=1.5, hires_upscaler="bilinear", denoising_strength=0.55,
+               hires_sampler="uni_pc_bh2", hires_schedule="beta", hires_steps=5, hires_seed=9, hires_cfg=6.0)
+    pipe, cond, uncond = prompted
     with torch.inference_mode():
-        upscaled = comfyui_latent_upscale_by(reference(setup), "bilinear", 1.5)
+        upscaled = comfyui_latent_upscale_by(reference(prompted), "bilinear", 1.5)
         want = comfyui_ksampler(pipe.unet, dict(pipe.scheduler.config), cond=cond, uncond=uncond, seed=9,
                                 latent=upscaled, steps=5, cfg=6.0, sampler_name="uni_pc_bh2", scheduler="beta",
                                 denoise=0.55)
