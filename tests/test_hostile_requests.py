@@ -16,7 +16,8 @@ from seedlab import Recipe
 from seedlab.engine import memory, tracing
 from seedlab.engine.prompts import a1111 as a1111_prompts
 from seedlab.engine.prompts import comfyui as comfyui_prompts
-from seedlab.engine.recipe import MAX_HIRES_SCHEDULE, FieldError, RecipeError
+from seedlab.engine.recipe import FieldError, RecipeError
+from seedlab.engine.validation import MAX_HIRES_SCHEDULE
 from seedlab.engine.weights import library, lora
 from seedlab.files.info import describe as info
 from seedlab.serving.budget import LORA_SET_SECONDS, SCHEDULE_SECONDS, Speed, prompt_chunks

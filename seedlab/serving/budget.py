@@ -20,14 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..engine.recipe import Recipe
-from ..engine.samplers.names import model_calls as sampler_calls
-from ..engine.samplers.names import step_draws
+from ..engine.samplers.names import model_calls, step_draws
 from ..engine.weights.lora_names import uses_of
 from .limits import Limits
 
 WINDOW_SECONDS = 600  # the per-visitor window
-# Schedulers that call the model twice a step (a second-order correction), priced as two steps.
-TWO_CALL_SCHEDULERS = ("HeunDiscreteScheduler", "KDPM2DiscreteScheduler", "KDPM2AncestralDiscreteScheduler")
 # What an image costs besides its steps (the prompt's encoding, the VAE's decoding, saving), in model calls of
 # its size: 34 one-step grids admitted for 10 s took 31 s of CPU when only the steps were priced.
 IMAGE_CALLS = 2
@@ -124,14 +121,6 @@ def prompt_chunks(recipe: Recipe) -> int:
         return sum(max(1, math.ceil(len(_TOKENS.findall(part)) / 75)) for part in _BREAK.split(text))
 
     return max(chunks(recipe.prompt), chunks(recipe.negative_prompt))
-
-
-def model_calls(scheduler: str, steps: int) -> int:
-    """Denoiser calls for `steps` steps: twice a step for second-order samplers (A1111's and diffusers')."""
-    calls = sampler_calls(scheduler, steps)
-    if calls is not None:
-        return calls
-    return steps * (2 if scheduler in TWO_CALL_SCHEDULERS else 1)
 
 
 def noise_values(recipe: Recipe, noise_per_pixel: float = MOST_NOISE_PER_PIXEL) -> int:

@@ -206,8 +206,13 @@ def adaptive_calls(steps: int) -> int:
     return ADAPTIVE_CALLS_PER_STEP * max(steps, ADAPTIVE_MIN_STEPS)
 
 
-def model_calls(name: str, steps: int) -> int | None:
-    """How many denoiser calls an A1111 sampler makes in `steps` steps, at most (None: not an A1111 sampler)."""
+# diffusers' schedulers that call the model twice a step (a second-order correction)
+TWO_CALL_SCHEDULERS = ("HeunDiscreteScheduler", "KDPM2DiscreteScheduler", "KDPM2AncestralDiscreteScheduler")
+
+
+def model_calls(name: str, steps: int) -> int:
+    """How many denoiser calls a sampler makes in `steps` steps, at most: a tool's sampler as SeedLab runs it, or a
+    diffusers class (twice a step for its second-order ones)."""
     if name == "dpm_adaptive":  # ComfyUI's, bounded as A1111's
         return adaptive_calls(steps)
     if name in COMFY_SAMPLERS or name in SDCPP_SAMPLERS:
@@ -216,7 +221,7 @@ def model_calls(name: str, steps: int) -> int | None:
         return steps + APPLE_SAMPLERS[name]
     found = split_sampler(name)
     if found is None:
-        return None
+        return steps * (2 if name in TWO_CALL_SCHEDULERS else 1)
     if found[0].function == "dpm_adaptive":
         return adaptive_calls(steps)
     if found[0].timesteps:  # DDIM: a call from each timestep to the next; UniPC: one at each timestep
