@@ -2,7 +2,7 @@
 
 The reference (tests/reference/comfyui.py) follows ComfyUI's own sources step by step (KSampler,
 ModelSamplingDiscrete, calc_cond_batch, its copies of the k-diffusion samplers); SeedLab's implementation
-(seedlab/engine/samplers/comfyui.py) must give the same latents bit for bit, on a tiny random-weight SD pipeline.
+(seedlab/engine/samplers/comfyui/) must give the same latents bit for bit, on a tiny random-weight SD pipeline.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import torch
 
 import seedlab
 from seedlab import Recipe
-from seedlab.engine.samplers.comfyui import _seeded_noise
+from seedlab.engine.samplers.comfyui.loop import _seeded_noise
 from seedlab.serving.conventions import retry_conventions as retry_comfyui_noise
 from seedlab.serving.reproduction import Original, compare
 from tests.helpers import pixels

@@ -98,7 +98,7 @@ def split_sampler(name: str) -> tuple[KSampler, str] | None:
 # ComfyUI's KSampler schedulers, for ComfyUI's sampler names ("dpmpp_2m" + "karras").
 COMFY_SCHEDULES = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta",
                    "linear_quadratic", "kl_optimal")
-# ComfyUI's KSampler sampler names that SeedLab runs as ComfyUI runs them (engine/samplers/comfyui.py), in the order
+# ComfyUI's KSampler sampler names that SeedLab runs as ComfyUI runs them (engine/samplers/comfyui/), in the order
 # of ComfyUI's SAMPLER_NAMES (October 2025; exp_heun_2_x0 and _sde came in December 2025): the model calls a step at
 # most, and whether noise is drawn while stepping (dpm_adaptive: as many calls as it needs, bounded as A1111's DPM
 # adaptive).

@@ -18,10 +18,12 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from . import adams, cfgpp, comfyui_samplers, kdiffusion, multistep, singlestep, unipc
-from . import names as sampler_names
-from . import sigmas as schedules
-from .upscale import upscale_latents
+from .. import kdiffusion, unipc
+from .. import names as sampler_names
+from .. import sigmas as schedules
+from ..upscale import upscale_latents
+from . import adams, cfgpp, multistep, singlestep
+from . import kdiffusion as comfy_kdiffusion
 
 COMFY_SAMPLERS: tuple[str, ...] = tuple(sampler_names.COMFY_SAMPLERS)
 COMFY_SCHEDULES: tuple[str, ...] = sampler_names.COMFY_SCHEDULES
@@ -246,10 +248,10 @@ def _run_sampler(name: str, model, x: torch.Tensor, sigmas: torch.Tensor, seed: 
         function = kdiffusion.SAMPLER_FUNCTIONS["euler" if base == "ddim" else base]
         return function(model, x, sigmas, _no_draw, s_churn=0.0, s_tmin=0.0, s_tmax=math.inf, s_noise=1.0)
     if base in ("euler_ancestral", "dpm_2_ancestral", "dpmpp_2s_ancestral"):
-        function = comfyui_samplers.euler_ancestral if base == "euler_ancestral" else kdiffusion.SAMPLER_FUNCTIONS[base]
+        function = comfy_kdiffusion.euler_ancestral if base == "euler_ancestral" else kdiffusion.SAMPLER_FUNCTIONS[base]
         return function(model, x, sigmas, _seeded_noise(x, seed, offset))
     if base in ("lms", "dpmpp_2m"):
-        return (comfyui_samplers.lms(model, x, sigmas) if base == "lms"
+        return (comfy_kdiffusion.lms(model, x, sigmas) if base == "lms"
                 else kdiffusion.dpmpp_2m(model, x, sigmas, _no_draw))
     if base in ("uni_pc", "uni_pc_bh2"):  # KSAMPLER(sample_unipc), KSAMPLER(sample_unipc_bh2)
         return unipc.comfy_unipc(model, x, sigmas, "bh2" if base == "uni_pc_bh2" else "bh1")
@@ -265,8 +267,8 @@ def _run_sampler(name: str, model, x: torch.Tensor, sigmas: torch.Tensor, seed: 
         return kdiffusion.SAMPLER_FUNCTIONS[base](model, x, sigmas, _no_draw, **bound)
     tree = ComfyBrownianNoise(x, sigmas, seed, cpu=base == name)  # sampler_names.COMFY_BROWNIAN
     if base == "dpmpp_sde":
-        return comfyui_samplers.dpmpp_sde(model, x, sigmas, tree)
-    return comfyui_samplers.dpmpp_multistep_sde(model, x, sigmas, tree, order=3 if base == "dpmpp_3m_sde" else 2,
+        return comfy_kdiffusion.dpmpp_sde(model, x, sigmas, tree)
+    return comfy_kdiffusion.dpmpp_multistep_sde(model, x, sigmas, tree, order=3 if base == "dpmpp_3m_sde" else 2,
                                               heun=base == "dpmpp_2m_sde_heun")
 
 

@@ -3,14 +3,14 @@ others).
 
 comfy/k_diffusion/sampling.py: the last step of euler_ancestral, lms and the DPM++ SDE samplers is the denoised
 latents; DPM++ SDE runs in half-log-SNR with alpha factors, and the multistep SDE samplers scale by alpha_t and
-exp(-h * eta). engine/samplers/comfyui.py runs them.
+exp(-h * eta). loop.py runs them.
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import kdiffusion
+from .. import kdiffusion
 
 
 def euler_ancestral(model, x, sigmas, noise: kdiffusion.NoiseFn, eta: float = 1.0, s_noise: float = 1.0):

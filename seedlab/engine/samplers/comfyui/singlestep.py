@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from . import kdiffusion
-from .kdiffusion import Denoiser, NoiseFn
+from .. import kdiffusion
+from ..kdiffusion import Denoiser, NoiseFn
 
 
 def heunpp2(model: Denoiser, x, sigmas, noise: NoiseFn):

@@ -13,8 +13,8 @@ import math
 import numpy as np
 import torch
 
-from . import kdiffusion
-from .kdiffusion import Denoiser, NoiseFn
+from .. import kdiffusion
+from ..kdiffusion import Denoiser, NoiseFn
 
 
 def _numpy_log(value: torch.Tensor) -> torch.Tensor:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from . import kdiffusion
-from .kdiffusion import Denoiser, NoiseFn
+from .. import kdiffusion
+from ..kdiffusion import Denoiser, NoiseFn
 
 # iPNDM's fixed Adams-Bashforth weights by order: (weights of d and the newest stored derivatives, divisor)
 _IPNDM = {2: ((3, -1), 2), 3: ((23, -16, 5), 12), 4: ((55, -59, 37, -9), 24)}

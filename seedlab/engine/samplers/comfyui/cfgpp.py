@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from . import kdiffusion
-from .kdiffusion import Denoiser, NoiseFn
+from .. import kdiffusion
+from ..kdiffusion import Denoiser, NoiseFn
 
 
 def euler_ancestral_cfg_pp(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 1.0, s_noise: float = 1.0):
