@@ -21,20 +21,20 @@ def foreground(image) -> np.ndarray:
 
 
 def test_the_readme_shows_the_pages_example_variations():
-    import app
+    from webui import page
 
     step = next(line for line in README.read_text().splitlines() if "**Vary.**" in line)
     written = re.findall(r"`([^`]+)`", step.split("with the embedded model")[0])
-    assert written == app.EXAMPLE_VARIATIONS.splitlines()
+    assert written == page.EXAMPLE_VARIATIONS.splitlines()
 
 
 @pytest.mark.skipif(not (EMBEDDED_MODEL_DIR / "model_index.json").exists(), reason="the embedded model is not here")
 def test_the_example_variations_keep_the_seeds_shape_on_the_embedded_model():
-    import app
+    from webui import page
 
     model = seedlab.load_model("embedded")
-    base = seedlab.Recipe(prompt=app.EXAMPLE_PROMPT, guidance_scale=model.default_guidance, num_inference_steps=20)
-    overlaps = {line: [] for line in app.EXAMPLE_VARIATIONS.splitlines()}
+    base = seedlab.Recipe(prompt=page.EXAMPLE_PROMPT, guidance_scale=model.default_guidance, num_inference_steps=20)
+    overlaps = {line: [] for line in page.EXAMPLE_VARIATIONS.splitlines()}
     for seed in range(8):
         base_image, *varied = seedlab.generate_variations(model, base.replace(seed=seed), list(overlaps))
         shape = foreground(base_image.image)

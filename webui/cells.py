@@ -157,3 +157,21 @@ def verdict_record(verdict: dict | None) -> dict | None:
         return checked_record(verdict)
     except ValueError:
         return None
+
+
+def wire_cells(wiring, app):
+    """The Selected image panel's actions (Make anchor, Reuse seed) and the nudges around the anchor. Returns the
+    nudges' generating event."""
+    from webui.wiring import PRIVATE, SHOW_ANCHOR, SHOW_SEEDS
+
+    ui, event, guarded, shows_cell = wiring.ui, wiring.event, wiring.guarded, wiring.shows_cell
+    event(ui["make_anchor"].click, app.make_anchor, [ui["cell"]], list(ANCHOR), queue=False, **PRIVATE).then(
+        None, js=SHOW_ANCHOR, queue=False, **PRIVATE)  # the anchor in view: the variations start there
+    event(ui["reuse_seed"].click, app.reuse_seed, [ui["cell"]], ["seeds"], queue=False, **PRIVATE).then(
+        None, js=SHOW_SEEDS, queue=False, **PRIVATE)  # the box it changed, in view
+    nudges = event(guarded([ui["make_nudges"].click]), app.nudge, [ui["anchor"], ui["nudge_count"],
+                                                                  ui["nudge_strength"]],
+                   ["nudges", "nudges_results"], concurrency_id="generation", show_progress="minimal", **PRIVATE)
+    shows_cell(ui["nudges"].select, app.select_nudge, [ui["nudges_results"]], list(CELL), floating=True)
+
+    return nudges

@@ -210,3 +210,30 @@ def _css_text(text: str) -> str:
     """Text as the inside of a CSS string: ASCII letters and digits as they are, every other character escaped."""
     return "".join(char if char.isalnum() and char.isascii() else f"\\{ord(char):06x}"
                    for char in text[:120])
+
+
+def wire_compare(wiring, app, with_fields, fields: list) -> tuple:
+    """The X/Y/Z plot's and seed travel's events, the page's and the public /plot and /travel; a cell of either shows
+    floating beside them. Returns (page plot, /plot, page travel, /travel)."""
+    from webui.cells import CELL
+    from webui.streaming import final_only
+    from webui.wiring import PRIVATE
+
+    ui, event, guarded, shows_cell = wiring.ui, wiring.event, wiring.guarded, wiring.shows_cell
+    axes = [ui["prompt"], ui["plot_x"], ui["plot_y"], ui["plot_z"], *fields]
+    page_plot = event(guarded([ui["make_plot"].click]), with_fields(app.plot, ("prompt", "x", "y", "z")), axes,
+                      ["plot", "plot_results", "plot_sheet", "plot_layout"], api_name="page_plot",
+                      concurrency_id="generation", show_progress="minimal", **PRIVATE)
+    plot_api = event(ui["plot_api"].click, with_fields(final_only(app.plot), ("prompt", "x", "y", "z")), axes,
+                     ["plot", "plot_results"], api_name="plot", concurrency_id="generation")
+    shows_cell(ui["plot"].select, app.select_plot, [ui["plot_results"]], list(CELL), floating=True)
+    journey = [ui["prompt"], ui["travel_seeds"], ui["travel_frames"], ui["travel_curve"], *fields]
+    page_travel = event(guarded([ui["make_travel"].click]), with_fields(app.travel, ("prompt", "seeds", "frames",
+                                                                                      "curve")),
+                        journey, ["travel", "travel_results", "travel_animation"], api_name="page_travel",
+                        concurrency_id="generation", show_progress="minimal", **PRIVATE)
+    travel_api = event(ui["travel_api"].click, with_fields(final_only(app.travel), ("prompt", "seeds", "frames",
+                                                                                     "curve")),
+                       journey, ["travel", "travel_results"], api_name="travel", concurrency_id="generation")
+    shows_cell(ui["travel"].select, app.select_travel, [ui["travel_results"]], list(CELL), floating=True)
+    return page_plot, plot_api, page_travel, travel_api

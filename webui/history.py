@@ -273,3 +273,33 @@ class History:
             from PIL import Image
             Image.new("RGB", (64, 64), (150, 150, 150)).save(path)
         return path
+
+
+def wire_history(wiring, app, demo, made: dict) -> tuple[list[str], object]:
+    """History's events: shown at load, each finished run in `made` (its target name -> event) remembered, an entry
+    restored, imported or regenerated. Returns (the outputs that show History, by name; the regenerating event)."""
+    from webui.cells import ANCHOR, CELL
+    from webui.fields import RESTORED
+    from webui.wiring import PRIVATE, by_name
+
+    ui, event, guarded, shows_cell = wiring.ui, wiring.event, wiring.guarded, wiring.shows_cell
+    # History: kept in this browser; every finished grid, variation set, matrix, nudge set, plot and travel.
+    kept = ["history", "timeline", "history_export", "history_note"]
+    event(demo.load, to_store(app.history.show), [ui["history"]], kept, queue=False, **PRIVATE)
+    for target, finished in made.items():
+        finished.success(by_name(to_store(app.history.remember(target)), ui, [ui[name] for name in kept]),
+                     [ui[f"{target}_results"], ui["history"], ui["anchor"], ui["anchor_fingerprint"]],
+                     [ui[name] for name in kept], queue=False, **PRIVATE)
+    # Queued (one at a time, and within each visitor's cap on waiting requests): a restore checks every cell the
+    # browser sends, so unqueued, parallel restores could take every worker thread from the other visitors.
+    event(ui["timeline"].select, app.history.restore, [ui["history"], ui["timeline"]],
+          [*RESTORED, "variations", *ANCHOR, "history_view", "history_view_results", "restored_entry",
+           "history_regenerate", "history_note"], concurrency_id="history", show_progress="hidden", **PRIVATE)
+    shows_cell(ui["history_view"].select, app.select_history, [ui["history_view_results"]], list(CELL), floating=True)
+    event(ui["history_import"].upload, to_store(app.history.import_), [ui["history_import"], ui["history"]], kept,
+          **PRIVATE)
+    regenerate = event(guarded([ui["history_regenerate"].click]), app.history.regenerate, [ui["restored_entry"]],
+                       ["history_view", "history_view_results", "history_note"], concurrency_id="generation",
+                       show_progress="minimal", **PRIVATE)
+
+    return kept, regenerate

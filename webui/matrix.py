@@ -51,3 +51,22 @@ def matrix_page(app, values: dict, request=None, progress=None):
     out = save_matrix_sheet(results, paths, columns, app.pngs.folder / f"matrix-{name}.png")
     app.pngs.added(out)
     yield {"matrix_sheet": gr.DownloadButton(value=str(out), interactive=True)}
+
+
+def wire_matrix(wiring, app, with_fields, fields: list) -> tuple:
+    """The matrix's events: the page's (with its sheet) and the public /matrix. Returns (public, page)."""
+    from webui.cells import CELL
+    from webui.streaming import final_only
+    from webui.wiring import PRIVATE
+
+    ui, event, guarded, shows_cell = wiring.ui, wiring.event, wiring.guarded, wiring.shows_cell
+    public = event(ui["matrix_api"].click, with_fields(final_only(app.matrix), ("prompt", "seeds", "variations")),
+                   [ui["prompt"], ui["seeds"], ui["variations"], *fields], ["matrix", "matrix_results"],
+                   api_name="matrix", concurrency_id="generation")
+    page = event(guarded([ui["make_matrix"].click]),
+                        with_fields(app.matrix_page, ("prompt", "seeds", "variations")),
+                        [ui["prompt"], ui["seeds"], ui["variations"], *fields],
+                        ["matrix", "matrix_results", "matrix_sheet"], api_name="page_matrix",
+                        concurrency_id="generation", show_progress="minimal", **PRIVATE)
+    shows_cell(ui["matrix"].select, app.select_matrix, [ui["matrix_results"]], list(CELL), floating=True)
+    return public, page
