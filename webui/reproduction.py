@@ -247,8 +247,7 @@ class Reproduction:
         verdict = compare(result, original)
         link = encode_link(result.recipe, result.fingerprint, result.environment, base_url(request))
         # Any visitor may open any link: the record says that this server made the image, never when (issue 34).
-        # Nothing was regenerated: the verdict compares the image kept here with the link (it said "the regenerated
-        # image is identical" beside "not regenerated now").
+        # Nothing was regenerated: the verdict compares the image kept here with the link, and says so.
         found = (f"Exact match: the image kept here has the {what}'s pixel fingerprint" if verdict.exact
                  else verdict.summary.rstrip("."))
         summary = (f"Served from this server's record of the image it made: not regenerated now. {found} (press "

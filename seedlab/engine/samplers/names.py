@@ -19,7 +19,7 @@ class KSampler:
     """One of A1111's k-diffusion samplers and its options (sd_samplers_kdiffusion.samplers_k_diffusion)."""
 
     label: str
-    function: str  # the name in ksamplers.SAMPLER_FUNCTIONS (k-diffusion's sample_<name>)
+    function: str  # the name in kdiffusion.SAMPLER_FUNCTIONS (k-diffusion's sample_<name>)
     aliases: tuple[str, ...]
     schedule: str = "Uniform"  # what "Automatic" means for this sampler
     discard_penultimate: bool = False

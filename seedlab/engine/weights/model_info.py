@@ -97,7 +97,7 @@ def noise_per_pixel(in_channels: int, scale: int, packed: bool) -> float:
 
 
 def runs_a1111(pipeline_class: type | None, denoiser: str, scheduler_config: dict) -> bool:
-    """Whether A1111's samplers can run on this model (ksampling.check_pipeline says the same of a pipeline)."""
+    """Whether A1111's samplers can run on this model (samplers/a1111.py check_pipeline says the same of a pipeline)."""
     return (pipeline_class is not None and pipeline_class.__name__ == "StableDiffusionPipeline" and denoiser == "unet"
             and scheduler_config.get("prediction_type", "epsilon") in ("epsilon", "v_prediction")
             and scheduler_config.get("beta_schedule", "scaled_linear") in ("scaled_linear", "linear")
