@@ -168,7 +168,8 @@ def test_the_count_limit_and_the_budget_count_every_cell(tiny_model_dir):
     priced = Admission(store, Limits(max_images=16), speed=Speed(a=1 / 4096, b=0.0, measured=4096))
     plot = plot_recipes(priced, {"prompt": "x"}, parse_axis("seed: 1-4"), parse_axis("Steps: 1-4"))
     charged = priced.charge(plot.recipes, "visitor")
-    assert charged == pytest.approx(sum(priced.speed.seconds(recipe) for recipe in plot.recipes))
+    assert charged == pytest.approx(sum(priced.speed.seconds(recipe, priced.noise_per_pixel(recipe.model))
+                                             for recipe in plot.recipes))
     assert 40 + 16 * IMAGE_CALLS <= charged < 40 + 16 * IMAGE_CALLS + 0.1  # every cell priced, its noise nearly free
     plot = plot_recipes(priced, {"prompt": "x"}, parse_axis("seed: 1-4"), parse_axis("Steps: 4, 8, 12, 16"))
     with pytest.raises(ValueError, match="would take about"):

@@ -50,7 +50,8 @@ def test_every_handler_updates_only_what_its_events_output(page):
     names = {component: name for name, component in app.ui.items()}
     checked = 0
     for (owner, function), outputs in wired.items():
-        updated = updated_names(function.__get__(owner) if owner is not None else function)
+        updated = updated_names(function.__get__(owner) if owner is not None and hasattr(function, "__get__")
+                                else function)
         if updated:
             checked += 1
             missing = updated - {names[component] for component in outputs}

@@ -96,6 +96,7 @@ def with_fields(function: Callable, leading: tuple[str, ...], limits: Any = None
     handler.__signature__ = inspect.Signature(parameters)
     handler.__annotations__ = {"request": gr.Request}
     handler.__name__, handler.__doc__ = function.__name__, documented(function.__doc__ or "", names, limits)
+    handler.__wrapped__ = function  # the handler it serves (by_name counts a handler's events through wrappers)
     return handler
 
 

@@ -72,7 +72,7 @@ def by_name(function, components: dict, outputs: list):
     An update for a component that does not exist, or that no event wired to this handler outputs, raises: it would
     be an update nobody sees (a button that silently does nothing)."""
     allowed = set(outputs)
-    every = WIRED_OUTPUTS.setdefault(wired_key(function), set())
+    every = WIRED_OUTPUTS.setdefault(wired_key(inspect.unwrap(function)), set())  # the page's and the API's wrappers
     every.update(outputs)
 
     def convert(update: dict | None):
