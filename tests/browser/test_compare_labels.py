@@ -27,6 +27,7 @@ def travelled(app_server, browser):
     page.locator("#prompt textarea").fill("a red circle")
     page.locator("#num-inference-steps input").fill("1")
     page.locator("#travel-seeds input").fill(f"{BIG}, 0")
+    settle(page)  # the boxes' values reach the page's state before the click reads them
     page.locator("#make-travel").click()
     wait_for_images(page, "travel", 5)
     settle(page)
