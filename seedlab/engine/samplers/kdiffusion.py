@@ -32,6 +32,7 @@ from collections.abc import Callable
 
 import torch
 
+from .names import CHURNING
 from .sigmas import karras
 
 Denoiser = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -475,7 +476,7 @@ SAMPLER_FUNCTIONS = {
 # keep their defaults (Restart's s_noise 1), whatever the recipe says.
 TAKES_ETA = frozenset({"euler_ancestral", "dpm_2_ancestral", "dpmpp_2s_ancestral", "dpmpp_sde", "dpmpp_2m_sde",
                        "dpmpp_3m_sde", "dpm_fast", "dpm_adaptive"})
-TAKES_CHURN = frozenset({"euler", "heun", "dpm_2"})
+TAKES_CHURN = frozenset(CHURNING)  # churn draws a latent every step (names.consumes_step_noise)
 TAKES_S_NOISE = TAKES_CHURN | {"dpm_2_ancestral", "dpmpp_2s_ancestral", "dpmpp_sde", "dpmpp_2m_sde", "dpmpp_3m_sde",
                                "dpm_fast"}
 # Samplers that integrate between two sigmas (sigma_min, sigma_max) instead of stepping through the schedule's.

@@ -263,8 +263,7 @@ def quiet_samplers(name: str) -> list[str]:
     stream can drive them): sd.cpp's for an sd.cpp sampler, A1111's (and its own) for any other."""
     if is_sdcpp(name):
         return [other for other in SDCPP_SAMPLERS if not consumes_step_noise(other)]
-    return [label for label in (*A1111_SAMPLERS, *A1111_OWN_SAMPLERS) if not consumes_step_noise(label)
-            and A1111_SAMPLERS.get(label, A1111_OWN_SAMPLERS.get(label)).function not in ("restart", "lcm")]
+    return [label for label in (*A1111_SAMPLERS, *A1111_OWN_SAMPLERS) if not consumes_step_noise(label)]
 
 
 def step_draws(name: str, steps: int) -> int:
@@ -291,5 +290,4 @@ def step_draws(name: str, steps: int) -> int:
         return adaptive_calls(steps)
     if sampler.timesteps:  # A1111's DDIM at Eta DDIM above 0 draws a latent a timestep
         return timestep_count(steps)
-    return steps * (2 if sampler.second_order else 1) if consumes_step_noise(name) or sampler.function in (
-        "restart", "lcm") else 0
+    return steps * (2 if sampler.second_order else 1) if consumes_step_noise(name) else 0
