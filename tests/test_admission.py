@@ -66,12 +66,14 @@ def test_a_png_from_another_server_is_mapped_with_notes(admission, folders):
     from seedlab.serving.reproduction import Original
 
     original = Original(Recipe(prompt="x", model="someone/else", dtype="bfloat16", scheduler="NoSuch"), None, None)
-    admitted = admission.original(original, strict=False)
+    admission_of_file = admission.admit_file(original)
+    assert admission_of_file.refused is None and admission_of_file.nearest is None
+    admitted = admission_of_file.original
     assert (admitted.recipe.model, admitted.recipe.dtype,
             admitted.recipe.scheduler) == (folders[0], "float32", "default")
     assert len(admitted.notes) == 3
     with pytest.raises(RecipeError, match="model must be one of the models on this server"):
-        admission.original(original, strict=True)
+        admission.original(original)
 
 
 def test_a_schedule_the_scheduler_cannot_make_is_refused_in_words(admission):

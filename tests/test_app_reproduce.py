@@ -213,6 +213,12 @@ def test_a_png_refused_by_a_limit_or_a_rule_says_so_and_only_unreadable_files_ca
     nearest = restored(seedlab_app.reproduction.use_nearest(update["png_nearest"]))
     assert (nearest["seeds"], nearest["num_inference_steps"], nearest["prompt"]) == ("3", 50, PROMPT)
 
+    wordy = save_png(replace(quick, recipe=quick.recipe.replace(negative_prompt="blurry, " * 70)), tmp_path / "n.png")
+    update = seedlab_app.reproduction.open_png(str(wordy))  # no smaller render shortens a prompt: say what to change
+    assert "Negative prompt must be at most" in update["png_notes"] and update["png_nearest"] is None
+    assert "Change Negative prompt in the controls, then press Generate." in update["png_notes"]
+    assert "smaller" not in update["png_notes"] and not update["use_nearest"].interactive
+
     info = PngInfo()
     info.add_text("parameters", "a red circle\nSteps: 500, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64")
     Image.new("RGB", (8, 8)).save(tmp_path / "500-steps.png", pnginfo=info)
@@ -228,6 +234,31 @@ def test_a_png_refused_by_a_limit_or_a_rule_says_so_and_only_unreadable_files_ca
     update = seedlab_app.reproduction.open_png(str(tmp_path / "text.png"))
     assert update["png_notes"].startswith("This image cannot be read: file is not a PNG, JPEG or WebP image")
     assert update["pending"] is None and "/" not in update["png_notes"].split(":", 1)[1]  # no server path
+
+
+def test_a_dropped_file_is_read_adapted_and_admitted_once(seedlab_app, tmp_path, monkeypatch):
+    """One pass down the layers: the file's bytes are read, its recipe adapted to this server and checked, once."""
+    from seedlab.files import metadata
+    from seedlab.serving import admission, reproduction
+
+    result = generate(seedlab_app.default, Recipe(prompt=PROMPT, seed=4, num_inference_steps=1,
+                                                  model=seedlab_app.store.default))
+    path = save_png(result, tmp_path / "own.png")
+    calls = {"read": 0, "adapt": 0, "recipe": 0}
+
+    def counted(name, function):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(reproduction, "read_metadata", counted("read", metadata.read_metadata))
+    monkeypatch.setattr(metadata, "read_metadata", counted("read", metadata.read_metadata))
+    monkeypatch.setattr(admission.Admission, "adapt", counted("adapt", admission.Admission.adapt))
+    monkeypatch.setattr(admission.Admission, "recipe", counted("recipe", admission.Admission.recipe))
+    update = seedlab_app.reproduction.open_png(str(path))
+    assert calls == {"read": 1, "adapt": 1, "recipe": 1}
+    assert update["png_notes"].startswith("Restored from the PNG (seed 4). It runs as written")
 
 
 def test_a_dropped_files_notes_say_first_what_will_differ_and_the_file_is_shown(seedlab_app, reference_model,

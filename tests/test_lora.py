@@ -263,7 +263,9 @@ def test_a_server_refuses_a_link_naming_a_missing_lora_and_runs_a_dropped_file_w
         admission.recipe({**BASE, "model": "tiny", "prompt": "a", "loras": "<lora:gone:1>"})
     dropped = Recipe(**{**BASE, "model": "tiny", "prompt": "a <lora:gone:1>, <lora:ink:0.5> cat",
                         "lora_hashes": "gone: 0123456789ab, ink: 111111111111"})
-    adapted = admission.original(Original(dropped, None, None, None, ()), strict=False)
+    admitted = admission.admit_file(Original(dropped, None, None, None, ()))
+    assert admitted.refused is None
+    adapted = admitted.original
     assert adapted.recipe.prompt == "a , <lora:ink:0.5> cat" and adapted.recipe.lora_hashes == "ink: 111111111111"
     assert adapted.notes == ("LoRA 'gone' (hash 0123456789ab) is not found in the models folder: it is "
                              "left out, so the image differs",

@@ -72,7 +72,9 @@ def test_another_tools_image_finds_its_checkpoint_by_hash_and_says_when_the_file
     admission = Admission(store, Limits())
 
     def adapted(**fields) -> Original:
-        return admission.original(Original(RECIPE.replace(**fields), None, None, None, ()), strict=False)
+        admitted = admission.admit_file(Original(RECIPE.replace(**fields), None, None, None, ()))
+        assert admitted.refused is None
+        return admitted.original
 
     renamed = adapted(model="my-favourite-v3", model_hash=sha256[:10])  # the same file, another name elsewhere
     assert (renamed.recipe.model, renamed.recipe.model_hash) == ("tiny", sha256[:10])

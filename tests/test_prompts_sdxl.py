@@ -202,11 +202,11 @@ def test_admission_keeps_a1111s_syntax_on_sdxl_and_its_samplers_on_sd(tmp_path, 
             admission.recipe({"prompt": "x", **size, **fields})
     dropped = Original(Recipe(prompt="a (red:1.2) circle", prompt_syntax="a1111", clip_skip=3, model=str(folder),
                               **size), None, None)
-    admitted = admission.original(dropped, strict=False)
+    admitted = admission.admit_file(dropped).original
     assert (admitted.recipe.prompt_syntax, admitted.recipe.clip_skip) == ("a1111", 3)
     assert any("Clip skip 3 is written by A1111 on SDXL" in note for note in admitted.notes)
-    two = admission.original(Original(dropped.recipe.replace(clip_skip=2), None, None), strict=False)
+    two = admission.admit_file(Original(dropped.recipe.replace(clip_skip=2), None, None)).original
     assert two.recipe.clip_skip == 2 and two.notes == ()  # the same layer with A1111's setting on or off
-    comfy = admission.original(Original(dropped.recipe.replace(prompt_syntax="comfyui", clip_skip=1), None, None),
-                               strict=False)
+    comfy = admission.admit_file(Original(dropped.recipe.replace(prompt_syntax="comfyui", clip_skip=1), None,
+                                          None)).original
     assert comfy.recipe.prompt_syntax == "plain" and "for Stable Diffusion 1.x and 2.x only" in comfy.notes[0]

@@ -191,7 +191,9 @@ def test_a_missing_vae_is_a_note_for_another_tools_file_and_refused_in_a_link(fo
     short = hashlib.sha256(path.read_bytes()).hexdigest()[:10]
 
     def dropped(**fields) -> Original:
-        return admission.original(Original(BASE.replace(**fields), None, None, None, ()), strict=False)
+        admitted = admission.admit_file(Original(BASE.replace(**fields), None, None, None, ()))
+        assert admitted.refused is None
+        return admitted.original
 
     gone = dropped(vae="kl-f8-anime2.ckpt", vae_hash="df3c506e51")
     assert (gone.recipe.vae, gone.recipe.vae_hash) == ("", "")

@@ -15,8 +15,9 @@ import torch
 
 from seedlab import Original, Progress, Recipe, compare, encode_link
 from seedlab.engine.generation import Cancelled
-from seedlab.files.metadata import UnreadableImage, read_metadata
-from seedlab.serving.admission import Admission
+from seedlab.engine.recipe import SPECS, RecipeError
+from seedlab.files.metadata import UnreadableImage
+from seedlab.serving.admission import Admission, FileAdmission
 from seedlab.serving.conventions import retry_conventions
 from seedlab.serving.reproduction import (
     CONSEQUENCES,
@@ -38,16 +39,6 @@ __all__ = ["MADE_HERE", "Reproduction", "reproduction_panel", "wire_reproduction
 AGAIN = {"link": "Re-verify by regenerating", "file": "Regenerate the dropped image and compare"}
 
 
-def made_by_seedlab(path: str) -> bool:
-    """Whether a file carries SeedLab's own chunk with a pixel fingerprint: a recipe as SeedLab ran it, which
-    can be regenerated as it is (another tool's recipe is mapped, and often needs adjusting first)."""
-    try:
-        reading = read_metadata(path)
-    except (OSError, ValueError):  # UnreadableImage is a ValueError
-        return False
-    return reading.format == "SeedLab" and reading.fingerprint is not None
-
-
 def image_kind(path: str) -> str:
     """What a dropped file is, by its first bytes: "PNG", "JPEG", "WebP" (else "image")."""
     try:
@@ -60,6 +51,17 @@ def image_kind(path: str) -> str:
     if head.startswith(b"\xff\xd8"):
         return "JPEG"
     return "WebP" if head[:4] == b"RIFF" and head[8:12] == b"WEBP" else "image"
+
+
+def refused_offer(admitted: FileAdmission) -> str:
+    """What a visitor can do with a dropped recipe this server refuses: the nearest one it runs, or the fields to
+    change (a prompt too long, a noise source it lacks: no smaller render changes those)."""
+    if admitted.nearest is not None:
+        return (f"\nThe nearest recipe this server runs (not the original image): {describe_size(admitted.nearest)}. "
+                "\"Use the nearest runnable recipe\" puts it in the controls.")
+    fields = admitted.refused.errors if isinstance(admitted.refused, RecipeError) else ()
+    named = ", ".join(dict.fromkeys(SPECS[error.field].label for error in fields if error.field in SPECS))
+    return f"\nChange {named or 'it'} in the controls, then press Generate."
 
 
 def describe_size(recipe: Recipe) -> str:
@@ -101,7 +103,7 @@ class Reproduction:
 
     def reproduce_text(self, link_or_recipe: str, request, progress, from_record: bool):
         with user_errors():
-            original = self.admission.original(original_from_text(link_or_recipe), strict=True)
+            original = self.admission.original(original_from_text(link_or_recipe))
             if not (from_record and self.record.find(original.recipe)):
                 self.admission.charge_reproduction(original, visitor(request))
         for update in self.regenerate(original, request, progress, from_record):  # the page's verdict text and
@@ -113,7 +115,7 @@ class Reproduction:
         if query is None:
             return {"pending": None}
         try:
-            original = self.admission.original(original_from_link(query), strict=True)
+            original = self.admission.original(original_from_link(query))
         except ValueError as error:  # every bad key at once, and the link in the box where it can be fixed
             return {"verdict_text": f"This link cannot be opened. {label_message(error)} (It is in the box above: "
                                     "fix it there and press \"Regenerate the link and compare\".)",
@@ -138,38 +140,32 @@ class Reproduction:
         if not path:
             return nothing
         kind = image_kind(path)
-        try:
-            read = self.admission.adapt(original_from_png(path))
+        try:  # read, adapted, checked and priced once each
+            admitted = self.admission.admit_file(original_from_png(path))
         except UnreadableImage as error:
             return {**nothing, "png_notes": f"This {kind} cannot be read: {error}"}
         except ValueError as error:  # no recipe in it, or one that no server could run: the message names the field
             return {**nothing, "png_notes": f"Nothing was restored from this {kind}: {label_message(error)}"}
-        causes = [note for note in read.notes if any(word in note for word in CONSEQUENCES)]  # what changes pixels
-        ordered = causes + [note for note in read.notes if note not in causes]
+        original = admitted.original
+        causes = [note for note in original.notes if any(word in note for word in CONSEQUENCES)]  # what changes pixels
+        ordered = causes + [note for note in original.notes if note not in causes]
         notes = "\n".join(f"- {note}" for note in ordered) or f"- everything in the {kind} was restored"
-        restored = f"Restored from the {kind} (seed {read.recipe.seed})."
+        restored = f"Restored from the {kind} (seed {original.recipe.seed})."
+        if admitted.refused is not None:  # its recipe breaks a limit of this server: every field is restored anyway
+            return {**restore(original.recipe), **nothing, "original": path,
+                    "png_notes": f"{restored} This server cannot run it as it is: {label_message(admitted.refused)}."
+                                 f"{refused_offer(admitted)}\n{notes}",
+                    "png_nearest": None if admitted.nearest is None else admitted.nearest.to_json(),
+                    "use_nearest": gr.Button(interactive=admitted.nearest is not None)}
         summary = (f" {len(causes)} of its settings cannot be run as written (listed first): the image will differ."
                    if causes else " It runs as written, so the regenerated image should match it where the "
                                   "environment does.")
-        try:
-            original = self.admission.original(read, strict=True)
-            self.admission.price(original.recipe)
-        except ValueError as error:  # its recipe breaks a limit of this server: every field is restored anyway
-            nearest = self.admission.nearest(read.recipe)
-            offer = ("\nNo smaller recipe fits this server either." if nearest is None else
-                     f"\nThe nearest recipe this server runs (not the original image): {describe_size(nearest)}. "
-                     "\"Use the nearest runnable recipe\" puts it in the controls.")
-            return {**restore(read.recipe), **nothing, "original": path,
-                    "png_notes": f"{restored} This server cannot run it as it is: {label_message(error)}.{offer}\n"
-                                 f"{notes}",
-                    "png_nearest": None if nearest is None else nearest.to_json(),
-                    "use_nearest": gr.Button(interactive=nearest is not None)}
         if original.pixels is not None and original.fingerprint is not None:
             self.pngs.keep_pixels(original.pixels, original.fingerprint)  # on disk, not in the session's memory
         opened = {**restore(original.recipe), **nothing, "png_notes": f"{restored}{summary}\n{notes}",
                   "original": path, "pending": original.with_pixels(None),
                   "regenerate_png": gr.Button(interactive=True)}
-        return opened if causes or not made_by_seedlab(path) else {**opened, **self.at_once(original, request)}
+        return opened if causes or not original.own else {**opened, **self.at_once(original, request)}
 
     def at_once(self, original: Original, request) -> dict:
         """A SeedLab PNG's verdict, as a link's: from this server's record with the drop, else regenerated at once

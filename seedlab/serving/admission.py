@@ -8,9 +8,11 @@ models are described from their config files (model_info.ModelInfo).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..engine.generation import generate, grid_recipes, variation_recipes
@@ -66,6 +68,16 @@ def comfy_schedule(scheduler: Any, schedule: Any) -> Any:
         return schedule
     spelled = schedule.strip().lower().replace(" ", "_")
     return spelled if spelled in COMFY_SCHEDULES else schedule
+
+
+@dataclass(frozen=True)
+class FileAdmission:
+    """What admit_file made of a dropped file: its original as this server runs it (checked when `refused` is
+    None), else the original with every field kept, why it is refused, and the nearest runnable recipe."""
+
+    original: Original
+    refused: ValueError | None = None
+    nearest: Recipe | None = None
 
 
 class Admission:
@@ -231,17 +243,22 @@ class Admission:
             recipes, extra = [*recipes, original.recipe], NATIVE_START_SECONDS
         return self.charge(recipes, visitor, extra)
 
-    def original(self, original: Original, strict: bool) -> Original:
-        """Check an untrusted original (a link, a PNG, recipe JSON) against this server.
+    def original(self, original: Original) -> Original:
+        """An untrusted original (a link, recipe JSON) checked against this server: anything it cannot run is an
+        error naming the field. A dropped file, perhaps another tool's, goes through admit_file instead."""
+        return dataclasses.replace(original, recipe=self.recipe(original.recipe.to_dict()))
 
-        strict (links, API): anything this server cannot run is an error. Not strict (a PNG, maybe
-        from another tool): the server's default model, scheduler or dtype is used instead, with a note.
-        """
-        if not strict:
-            original = self.adapt(original)
-        recipe, notes = original.recipe, list(original.notes)
-        recipe = self.recipe(recipe.to_dict())
-        return Original(recipe, original.fingerprint, original.environment, original.pixels, tuple(notes))
+    def admit_file(self, original: Original) -> FileAdmission:
+        """A dropped file's original in one pass: adapted to this server (a note for each thing replaced), then
+        checked and priced. A recipe this server cannot run keeps every field, with the refusal and the nearest
+        recipe the server runs (None when no smaller or shorter render would pass)."""
+        adapted = self.adapt(original)
+        try:
+            checked = self.original(adapted)
+            self.price(checked.recipe)
+        except ValueError as error:
+            return FileAdmission(adapted, error, self.nearest(adapted.recipe))
+        return FileAdmission(checked)
 
     def adapt(self, original: Original) -> Original:
         """An original from another tool with what this server lacks replaced, and a note for each: its model,
@@ -292,7 +309,7 @@ class Admission:
                              "cpu is used, so the composition differs from the original (a sampler that draws "
                              "nothing while stepping keeps the original's starting noise)")
                 recipe = recipe.replace(rng="cpu")
-        return Original(recipe, original.fingerprint, original.environment, original.pixels, tuple(notes))
+        return dataclasses.replace(original, recipe=recipe, notes=tuple(notes))
 
     def price(self, recipe: Recipe) -> None:
         """Refuse one image this server would never run (over the per-request time), saying so; no charge."""

@@ -45,9 +45,12 @@ class Original:
     pixels: np.ndarray | None = field(default=None, repr=False)  # (height, width, 3) uint8, when here
     notes: tuple[str, ...] = ()
     lossy: bool = False  # the pixels come from a JPEG or WebP: close at best, never identical
+    # The file holds SeedLab's own chunk with its pixel fingerprint: the recipe as SeedLab ran it, which can be
+    # regenerated as it is (another tool's recipe is mapped, and often needs adjusting first).
+    own: bool = False
 
     def with_pixels(self, pixels: np.ndarray | None) -> Original:
-        return Original(self.recipe, self.fingerprint, self.environment, pixels, self.notes, self.lossy)
+        return dataclasses.replace(self, pixels=pixels)
 
 
 @dataclass(frozen=True)
@@ -265,14 +268,15 @@ def original_from_png(path_or_file: str | Path | IO[bytes]) -> Original:
     recipe, unusable = partial_recipe(reading)  # another tool's odd value: named, the rest restored
     pixels = decode_pixels(data)
     notes = list(reading.notes) + unusable
+    own = reading.format == "SeedLab" and reading.fingerprint is not None
     if reading.lossy:
         notes.append(f"the original is a {reading.image_format} file, whose compression changed its pixels: the "
                      "regenerated image is compared with it for closeness, not for an exact match")
-        return Original(recipe, reading.fingerprint, reading.environment, pixels, tuple(notes), lossy=True)
+        return Original(recipe, reading.fingerprint, reading.environment, pixels, tuple(notes), lossy=True, own=own)
     actual = fingerprint(pixels)
     if reading.fingerprint is not None and reading.fingerprint != actual:
         notes.append("the PNG's pixels do not match the fingerprint it records: the file was edited or re-encoded")
-    return Original(recipe, actual, reading.environment, pixels, tuple(notes))
+    return Original(recipe, actual, reading.environment, pixels, tuple(notes), own=own)
 
 
 
