@@ -12,10 +12,11 @@ The uniforms are the same on every machine; the Box-Muller is not:
 - every other build (ARM, `ATEN_CPU_CAPABILITY=default`) takes the scalar template with libm's `logf`, `cosf`, `sinf`,
   whose last bits differ from the vector code in about 40% of the values.
 
-This module computes the AVX2 build's values in numpy float32 arithmetic that rounds the same on every machine:
+`compute_randn` computes the AVX2 build's values in numpy float32 arithmetic that rounds the same on every machine:
 IEEE +, -, *, / and sqrt are correctly rounded, and each fused multiply-add is emulated exactly (`_fma`). The
 uniforms come from `torch.rand` on the same generator: its kernel is serial and takes one 32-bit draw per float, the
-draws normal_fill takes, so the generator ends where torch.randn leaves it.
+draws normal_fill takes, so the generator ends where torch.randn leaves it. `randn` is torch.randn itself where this
+process's torch gives those values (`torch_is_avx2`, checked once against `compute_randn`): 40 times faster there.
 
 Where torch's own result does not depend on the build, it is torch's own (`randn` delegates):
 - fewer than 16 values: the serial `normal_distribution<double>` (53-bit uniforms, libm's double log1p/sin/cos, the
@@ -37,6 +38,7 @@ order as avx_mathfun.h):
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -44,9 +46,11 @@ import torch
 
 BLOCK = 16  # normal_fill's Box-Muller takes 16 uniforms at a time: 8 radii, 8 angles
 PAIRS = BLOCK // 2
+PROBE_VALUES = 4096 + 7  # torch_is_avx2's test draw: whole blocks and a tail
 # Blocks per numpy pass: its float64 temporaries (32 kB each) stay in the allocator's pools. Whole-tensor passes
 # are 10x slower at 4x128x128, as each large temporary is a fresh mmap whose pages fault in on every operation.
 _CHUNK_BLOCKS = 512
+_TORCH_RANDN = torch.randn  # the probe's own draw, which a test counting a request's torch.randn draws leaves out
 _SMALL_DTYPES = (torch.float16, torch.bfloat16)  # computed in float32, as ATen's opmath_t, then rounded once
 _F32 = np.float32
 _ZERO, _HALF, _ONE, _MINUS_TWO = _F32(0), _F32(0.5), _F32(1), _F32(-2)
@@ -64,16 +68,35 @@ _COS_POLY = (_F32(2.443315711809948e-5), _F32(-1.388731625493765e-3), _F32(4.166
 _SIN_POLY = (_F32(-1.9515295891e-4), _F32(8.3321608736e-3), _F32(-1.6666654611e-1))
 _MANTISSA = np.uint32(0x007FFFFF)
 _HALF_BITS = np.uint32(0x3F000000)  # 0.5's exponent: the mantissa as a float in [0.5, 1)
-_SIGN = np.uint32(0x80000000)
 
 
 def randn(shape, generator: torch.Generator, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """What `torch.randn(shape, generator=generator, dtype=dtype)` gives on an AVX2 x86-64 build, on this machine.
 
+    torch's own kernel where it gives those values (an AVX2 build: checked once per process), computed elsewhere.
     The generator ends in the state torch.randn leaves it in, so later draws (a scheduler's step noise) follow on.
     """
-    if not isinstance(generator, torch.Generator):
-        raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    _check_generator(generator)
+    if torch_is_avx2():
+        return torch.randn(shape, generator=generator, dtype=dtype, device=generator.device)
+    return compute_randn(shape, generator, dtype)
+
+
+@functools.cache
+def torch_is_avx2() -> bool:
+    """Does this process's torch.randn give the AVX2 build's values? It does on x86-64 CPUs with AVX2 or AVX-512.
+
+    A build or a CPU that takes the scalar Box-Muller (ARM, `ATEN_CPU_CAPABILITY=default`) differs in about 40% of
+    the values, and a compiler that fused other steps in about 1%, so PROBE_VALUES values tell them apart.
+    """
+    ours = compute_randn(PROBE_VALUES, torch.Generator("cpu").manual_seed(0))
+    theirs = _TORCH_RANDN(PROBE_VALUES, generator=torch.Generator("cpu").manual_seed(0))
+    return torch.equal(ours.view(torch.int32), theirs.view(torch.int32))
+
+
+def compute_randn(shape, generator: torch.Generator, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """`randn`'s values computed here: torch.rand's uniforms and the AVX2 Box-Muller in numpy, whatever the CPU."""
+    _check_generator(generator)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     count = math.prod(shape)
     if generator.device.type != "cpu" or dtype not in (torch.float32, *_SMALL_DTYPES) or count < BLOCK:
@@ -160,6 +183,11 @@ def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     inexact_even = (error != 0) & ((bits & 1) == 0)
     step = np.where((error > 0) == (total > 0), 1, -1)  # on the raw bits: +1 moves away from zero, -1 toward it
     return np.where(inexact_even, bits + step, bits).view(np.float64).astype(_F32)
+
+
+def _check_generator(generator) -> None:
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
 
 
 def _full(like: np.ndarray, value: np.float32) -> np.ndarray:
