@@ -2,10 +2,14 @@
 
 Generation hands both to the pipeline: `pipe(..., latents=noise.latents, generator=noise.generator)`.
 Sources (`rng`):
-- "cpu": plain diffusers with `generator=torch.Generator("cpu").manual_seed(seed)`, bit for bit.
-  diffusers' own `randn_tensor` draws the latents on that generator, and the same generator, now
-  past the latents, is what ancestral/SDE schedulers draw their per-step noise from.
-- "device": the same with the generator on the model's device (on a CPU it is "cpu").
+- "cpu": plain diffusers with `generator=torch.Generator("cpu").manual_seed(seed)`, bit for bit, as an AVX2
+  x86-64 build of torch computes it, on any machine (cpu_noise.py: an ARM torch's own CPU randn has other low
+  bits). `randn_tensor` draws the latents on that generator as diffusers' does, and the same generator, now past
+  the latents, is what ancestral/SDE schedulers draw their per-step noise from. `route_cpu_draws` sends those
+  draws (diffusers' `randn_tensor` in every scheduler and pipeline module, torchsde's Brownian trees) through
+  cpu_noise too; the samplers of A1111, ComfyUI and sd.cpp call cpu_noise.randn themselves.
+- "device": the same with the generator on the model's device (on a CPU it is "cpu", computed as above; a GPU's
+  generator draws its own noise).
 - "numpy-pcg64": mindone.diffusers' noise on Ascend, `np.random.Generator(np.random.PCG64(seed))
   .standard_normal((1, C, h, w))` in float64, cast once to the model's dtype. diffusers' torch
   schedulers cannot draw their per-step noise from a numpy generator, so this source only drives
@@ -32,13 +36,15 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import sys
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from diffusers.utils.torch_utils import randn_tensor
+from diffusers.utils import torch_utils
 
-from . import random_sources
+from . import cpu_noise, random_sources
 from .latents import latent_shape, pack, size_multiple
 from .philox import cuda_normal
 from .recipe import MAX_SEED, MAX_SIZE, RNG_SOURCES  # torch's manual_seed takes 0..2**64-1; PCG64 any int >= 0
@@ -49,6 +55,8 @@ _NO_GENERATOR = ("numpy-pcg64", "cuda-philox", *random_sources.SOURCES)  # no st
 PARALLEL_DOT = 0.9995  # A1111's threshold: above it the noises are nearly parallel and slerp is unstable
 PROBE_STEPS = 4  # enough for multistep and second-order schedulers to reach the steps that draw
 _NUMPY_DTYPES = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64}
+_DIFFUSERS_RANDN_TENSOR = torch_utils.randn_tensor
+_ROUTING = threading.Lock()
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: tensors have no single truth value to compare by
@@ -73,6 +81,7 @@ def make_noise(
     seed_resize_from: tuple[int, int] | None = None,
 ) -> Noise:
     """The starting latents and per-step generator for one image."""
+    route_cpu_draws()  # the scheduler's step noise, drawn by diffusers or torchsde, is exact CPU noise too
     _check_rng(rng)
     _check_seed("seed", seed)
     _check_seed("variation_seed", variation_seed)
@@ -128,7 +137,52 @@ def randn(seed: int, shape: tuple[int, ...], rng: str = "cpu") -> torch.Tensor:
         return torch.from_numpy(cuda_normal(seed, math.prod(shape)).reshape(shape))
     if rng in random_sources.SOURCES:
         return torch.from_numpy(random_sources.normals(rng, seed, math.prod(shape)).reshape(shape))
-    return torch.randn(shape, generator=torch.Generator("cpu").manual_seed(seed), dtype=torch.float32)
+    return cpu_noise.randn(shape, torch.Generator("cpu").manual_seed(seed))
+
+
+def randn_tensor(shape, generator=None, device=None, dtype=None, layout=None) -> torch.Tensor:
+    """diffusers' `randn_tensor`, with CPU generators' draws made by cpu_noise: torch's AVX2 values on any machine.
+
+    The same arguments and result as diffusers' own (a list of generators draws one batch row each, on the CPU,
+    then moves to `device`); without a generator, with a GPU one or a sparse layout it is diffusers' own call.
+    """
+    generators = generator if isinstance(generator, list) else [generator]
+    on_cpu = all(isinstance(each, torch.Generator) and each.device.type == "cpu" for each in generators)
+    if generator is None or not on_cpu or layout not in (None, torch.strided):
+        return _DIFFUSERS_RANDN_TENSOR(shape, generator=generator, device=device, dtype=dtype, layout=layout)
+    dtype, device = dtype or torch.get_default_dtype(), torch.device(device or "cpu")
+    if len(generators) == 1:
+        return cpu_noise.randn(tuple(shape), generators[0], dtype).to(device)
+    rows = [cpu_noise.randn((1, *shape[1:]), generators[row], dtype) for row in range(shape[0])]
+    return torch.cat(rows).to(device)
+
+
+def torchsde_randn(size, dtype, device, seed) -> torch.Tensor:
+    """torchsde's `_randn` (a Brownian tree's draw from a fresh generator on `device`), by cpu_noise on a CPU."""
+    generator = torch.Generator(device).manual_seed(int(seed))
+    return cpu_noise.randn(tuple(size), generator, dtype).to(device)
+
+
+def route_cpu_draws() -> None:
+    """Send diffusers' and torchsde's CPU-generator draws through cpu_noise; once per process, any thread.
+
+    diffusers' schedulers and pipelines import `randn_tensor` by name (`from ..utils.torch_utils import
+    randn_tensor`): each loaded module's name is replaced, and torch_utils' own for modules imported later.
+    torchsde's trees (A1111's, ComfyUI's and diffusers' SDE samplers) draw with brownian_interval's `_randn`,
+    replaced unless a wrapper that ends in torchsde_randn is there already (samplers/a1111.py's).
+    """
+    with _ROUTING:
+        if torch_utils.randn_tensor is randn_tensor:
+            return
+        for module in list(sys.modules.values()):
+            if getattr(module, "__dict__", {}).get("randn_tensor") is _DIFFUSERS_RANDN_TENSOR:
+                module.randn_tensor = randn_tensor
+        try:
+            from torchsde._brownian import brownian_interval
+        except ImportError:  # without torchsde no tree draws
+            return
+        if getattr(brownian_interval._randn, "__module__", None) == brownian_interval.__name__:
+            brownian_interval._randn = torchsde_randn
 
 
 def slerp(strength: float, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:

@@ -25,7 +25,8 @@ from collections.abc import Callable
 
 import torch
 
-from ..noise import make_noise
+from .. import cpu_noise
+from ..noise import make_noise, torchsde_randn
 from ..philox import cuda_normal
 from ..random_sources import SOURCES as TOOL_SOURCES  # Apple's and sd.cpp's noise: the starting latents only
 from ..recipe import SCHEDULES, Recipe
@@ -113,7 +114,7 @@ class StepNoise:
         if self.generator is None:
             raise ValueError(f"rng {self.rng} cannot draw the noise this sampler needs at every step: choose rng cpu "
                              "or cuda-philox, or a sampler that draws nothing while stepping (DPM++ 2M, LMS, ...)")
-        noise = torch.randn(self.shape, generator=self.generator, device=self.generator.device, dtype=torch.float32)
+        noise = cpu_noise.randn(self.shape, self.generator)
         return noise.to(device=self.like.device, dtype=self.like.dtype)
 
 
@@ -152,7 +153,6 @@ def _patch_torchsde() -> None:
 
     if getattr(brownian_interval._randn, "seedlab", False):
         return
-    original = brownian_interval._randn
 
     def seeded_randn(size, dtype, device, seed):
         rng = getattr(_TREE_SOURCE, "rng", None)
@@ -161,8 +161,8 @@ def _patch_torchsde() -> None:
             return torch.from_numpy(values).to(device=device, dtype=dtype)
         if rng in ("cpu", "numpy-pcg64"):
             generator = torch.Generator("cpu").manual_seed(int(seed))
-            return torch.randn(tuple(size), generator=generator).to(device=device, dtype=dtype)
-        return original(size, dtype, device, seed)
+            return cpu_noise.randn(tuple(size), generator).to(device=device, dtype=dtype)
+        return torchsde_randn(size, dtype, device, seed)
 
     seeded_randn.seedlab = True
     brownian_interval._randn = seeded_randn

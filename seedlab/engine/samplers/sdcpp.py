@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from .. import cpu_noise
 from ..noise import make_noise
 from ..random_sources import STREAMS, Stream
 from .names import SDCPP, SDCPP_SCHEDULES
@@ -105,7 +106,7 @@ class StepNoise:
         if self.stream is not None:
             values = torch.from_numpy(self.stream.randn(int(np.prod(self.shape))).reshape(self.shape))
         else:  # torch's generator, left after the latents by make_noise
-            values = torch.randn(self.shape, generator=self.generator, device=self.generator.device)
+            values = cpu_noise.randn(self.shape, self.generator)
         return values.to(self.device, torch.float32)
 
 

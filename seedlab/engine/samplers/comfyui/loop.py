@@ -18,6 +18,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from ... import cpu_noise
+from ...noise import route_cpu_draws
 from .. import kdiffusion, unipc
 from .. import names as sampler_names
 from .. import sigmas as schedules
@@ -193,7 +195,7 @@ def _seeded_noise(x: torch.Tensor, seed: int, offset: int = 1) -> kdiffusion.Noi
     since PR 11528; `offset` 0: with the seed, as ComfyUI did before it)."""
     generator = torch.Generator(device=x.device).manual_seed(seed + offset if x.device.type == "cpu" else seed)
     def draw(sigma=None, sigma_next=None) -> torch.Tensor:
-        return torch.randn(x.size(), dtype=x.dtype, layout=x.layout, device=x.device, generator=generator)
+        return cpu_noise.randn(x.size(), generator, x.dtype)  # torch.randn on the generator's device, x's
     return draw
 
 
@@ -202,6 +204,7 @@ class ComfyBrownianNoise:
 
     def __init__(self, x: torch.Tensor, sigmas: torch.Tensor, seed: int, cpu: bool):
         import torchsde  # imported when used
+        route_cpu_draws()  # the tree's CPU draws by cpu_noise
         low, high = torch.as_tensor(sigmas[sigmas > 0].min()), torch.as_tensor(sigmas.max())
         low, high, self.sign = (low, high, 1) if low < high else (high, low, -1)
         start, self.cpu = torch.zeros_like(x), cpu
@@ -325,7 +328,7 @@ def _ksampler(pipe, ms: ComfyModelSigmas, cond, uncond, on_step: StepFn, latent:
     `steps_run` is KSamplerAdvanced's (start_at_step, end_at_step), 0 for unset."""
     sigmas = part(_ksampler_sigmas(ms, sampler, schedule, steps, denoise), *steps_run)
     generator = torch.Generator("cpu").manual_seed(seed)  # comfy.sample.prepare_noise
-    noise = torch.randn(latent.size(), dtype=latent.dtype, layout=latent.layout, generator=generator, device="cpu")
+    noise = cpu_noise.randn(latent.size(), generator, latent.dtype)
     if len(sigmas) == 0:
         return latent.to(pipe.unet.device)
     device, sigma_max, first = pipe.unet.device, float(ms.sigmas[-1]), float(sigmas[0])
