@@ -114,7 +114,9 @@ def add_cpu_isa_option(command: argparse.ArgumentParser, default_help: str = "")
     default = default_help or f"SEEDLAB_CPU_ISA, else {cpu.DEFAULT}"
     command.add_argument("--cpu-isa", dest="cpu_isa", default=None, choices=cpu.LEVELS,
                          help=f"CPU kernels: avx2 caps them so pixels match on every x86-64 CPU of a vendor, "
-                              f"portable also across Intel and AMD (slower), native is fastest and CPU-bound "
+                              f"portable also across Intel and AMD (slower), universal computes the models in "
+                              f"float64 so pixels match on any CPU, ARM included, at any thread count (slowest), "
+                              f"native is fastest and CPU-bound "
                               f"(default: {default})")
 
 

@@ -20,6 +20,10 @@ So the baseline caps all three:
 - `portable`: as avx2, with MKL's COMPATIBLE (SSE2) branch, the one MKL runs the same on Intel and AMD;
   SGEMM is about 2.3x slower.
 - `native`: nothing capped (fastest; pixels depend on the CPU).
+- `universal`: nothing capped either; instead every model call computes in float64 and rounds its output
+  to the recipe's float32 (wide.py), so the kernels' rounding stops reaching the pixels: the same pixels on
+  x86-64 CPUs of every vendor and instruction set, on ARM, at any thread count. No cap tells it apart, so
+  it is known by SEEDLAB_CPU_ISA alone.
 
 The settings are environment variables that each library reads once, when it first computes; they must
 be in place before torch runs its first operation. Importing seedlab puts the requested baseline in place
@@ -41,10 +45,13 @@ BASELINES: dict[str, dict[str, str]] = {
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"},
     "portable": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "COMPATIBLE"},
     "native": {},
+    "universal": {},  # wide models instead of caps: what the environment sets is kept, as native keeps it
 }
+UNIVERSAL = "universal"
 LEVELS = tuple(BASELINES)
 SETTINGS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")
-NAMES = {"avx2": "the AVX2 baseline", "portable": "the portable baseline (AVX2, MKL's SSE2 branch)"}
+NAMES = {"avx2": "the AVX2 baseline", "portable": "the portable baseline (AVX2, MKL's SSE2 branch)",
+         UNIVERSAL: "the universal baseline (float64 models, the same pixels on any CPU)"}
 KERNELS = {"avx512": "AVX-512", "avx2": "AVX2", "default": "unvectorised", "zvector": "z/Arch vector"}
 _ISA_TEXT = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_:-.")
 # The settings as the shell gave them, so that `native` can give back what a baseline replaced. A child
@@ -113,14 +120,22 @@ def in_force() -> str:
     """What CPU kernels compute now, for the environment record.
 
     A baseline's name when all its settings are in force and ATen runs them; otherwise "native:" and the
-    instruction set ATen runs ("native:avx512"), including when only some caps were set by hand.
+    instruction set ATen runs ("native:avx512"), including when only some caps were set by hand. Universal
+    sets no caps: it is in force whenever this process asks for it (on any architecture).
     """
+    if is_universal():
+        return UNIVERSAL
     aten = kernels()
     for level, settings in BASELINES.items():
         if settings and is_x86() and aten == settings["ATEN_CPU_CAPABILITY"] and all(
                 os.environ.get(name) == value for name, value in settings.items()):
             return level
     return f"native:{aten}"
+
+
+def is_universal() -> bool:
+    """Whether this process asks for the universal baseline, which models compute in float64 (wide.py)."""
+    return os.environ.get(ENV_VAR, "").strip().lower() == UNIVERSAL
 
 
 def vendor() -> str:

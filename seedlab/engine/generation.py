@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import memory, pixels
+from . import memory, pixels, wide
 from .determinism import current_environment, full_determinism
 from .image import Result, as_asked, fingerprint
 from .latents import UnsupportedPipeline
@@ -242,6 +242,8 @@ def _prepare(model: Model, recipe: Recipe, embeddings: Embeddings) -> tuple[Reci
         return _prepare_k(model, recipe, embeddings)
     check_sampling(recipe)
     scheduler = model.make_scheduler(recipe.scheduler)
+    if model.computes_wide:  # the universal baseline: betas that do not depend on the CPU (wide.py)
+        scheduler = wide.exact_betas(scheduler)
     recipe = recipe.replace(model=model.name, scheduler=type(scheduler).__name__)
     unconditional = check_unconditional(model.info, recipe.prompt, recipe.negative_prompt, recipe.width, recipe.height)
     if unconditional:

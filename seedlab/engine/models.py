@@ -24,6 +24,7 @@ import diffusers
 import torch
 from diffusers import DiffusionPipeline
 
+from . import cpu, wide
 from .latents import packs
 from .recipe import DEFAULT_MODEL, DTYPES, FieldError
 from .tracing import TracedUNet
@@ -104,22 +105,45 @@ class Model:
     def make_scheduler(self, name: str):
         return self.info.make_scheduler(name)
 
+    @property
+    def computes_wide(self) -> bool:
+        """Whether this model's calls compute in float64 now: the universal CPU baseline, on a CPU (wide.py)."""
+        return self.device.type == "cpu" and cpu.is_universal()
+
+    def computing(self) -> DiffusionPipeline:
+        """The pipeline whose models compute: `pipeline` itself, or under the universal baseline its float64 twin."""
+        if not self.computes_wide:
+            return self.pipeline
+        wide.check_dtype(self.dtype, self.device)
+        return wide.widened(self.pipeline)
+
     def lane_pipelines(self, count: int) -> list[DiffusionPipeline]:
         """`count` pipelines sharing this one's weights, each with its own scheduler and call state.
 
         They are shallow copies (modules shared, not copied), so `self.pipeline` itself stays as
         loaded: plain diffusers calls on it are what SeedLab's pixels are checked against. When
-        `traced`, the copies call the UNet through one shared TracedUNet.
+        `traced`, the copies call the UNet through one shared TracedUNet. Under the universal
+        baseline they are copies of the float64 twin (`computing`), kept apart from the float32 ones.
         """
-        while len(self._lane_copies) < count:
-            lane = copy.copy(self.pipeline)
+        base = self.computing()
+        copies = self.__dict__.setdefault("_wide_lanes", []) if self.computes_wide else self._lane_copies
+        while len(copies) < count:
+            lane = copy.copy(base)
             if self.traced:
-                if self._traced_unet is None:
-                    self._traced_unet = TracedUNet(self.pipeline.unet)
                 # Not the pipeline's own setattr, which would register the stand-in in the copy's config.
-                object.__setattr__(lane, "unet", self._traced_unet)
-            self._lane_copies.append(lane)
-        return self._lane_copies[:count]
+                object.__setattr__(lane, "unet", self._traced(base))
+            copies.append(lane)
+        return copies[:count]
+
+    def _traced(self, base: DiffusionPipeline) -> TracedUNet:
+        """The one TracedUNet of `base`'s UNet (float32, or under universal its float64 stand-in's)."""
+        if base is self.pipeline:
+            if self._traced_unet is None:
+                self._traced_unet = TracedUNet(self.pipeline.unet)
+            return self._traced_unet
+        if "_traced_wide" not in self.__dict__:
+            self.__dict__["_traced_wide"] = TracedUNet(base.unet)
+        return self.__dict__["_traced_wide"]
 
 
 def default_lanes(device: torch.device, threads: int) -> int:
@@ -133,6 +157,8 @@ def load_model(name: str = DEFAULT_MODEL, device: torch.device | None = None, dt
     """Load a text-to-image pipeline (`from_pretrained`, or `load_single_file` for a checkpoint) and describe it."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if cpu.is_universal():
+        wide.check_dtype(dtype, device or resolve_device())
     if name == DEFAULT_MODEL and not (EMBEDDED_MODEL_DIR / "model_index.json").exists():
         raise ValueError(f"the embedded model is missing from {EMBEDDED_MODEL_DIR}; "
                          "train it (docs/models.md, The embedded model)")
@@ -196,6 +222,8 @@ class ModelStore:
             raise ValueError("at least one model must be allowed")
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        if cpu.is_universal():
+            wide.check_dtype(dtype, device or resolve_device())
         self.allowed = list(dict.fromkeys(allowed))
         self.device = device or resolve_device()
         self.max_loaded = max(1, max_loaded)

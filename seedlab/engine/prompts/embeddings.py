@@ -86,7 +86,7 @@ class Embeddings:
         if key not in self._cache:
             negative = {"do_classifier_free_guidance": guided, "negative_prompt": texts["negative_prompt"]}
             with torch.no_grad():  # the pipeline's __call__ runs the text encoder under no_grad too
-                encoded = self.model.pipeline.encode_prompt(
+                encoded = self.model.computing().encode_prompt(
                     prompt=recipe.prompt, device=self.model.device, num_images_per_prompt=1,
                     **(negative if self.guided else {}), **self.further, **self.options)
             names = self._names(encoded)
@@ -101,10 +101,10 @@ class Embeddings:
     def _a1111(self, recipe: Recipe, guided: bool, same_length: bool) -> dict:
         """A1111's conditioning of the prompt and the negative prompt (prompts.py), encoded once per request; with
         NovelAI's syntax its brackets, and neither LoRA tags nor textual inversion (NovelAI has none)."""
-        pipe, syntax = self.model.pipeline, recipe.prompt_syntax
+        pipe, syntax = self.model.computing(), recipe.prompt_syntax
         if syntax == "a1111" and prompts_sdxl.is_sdxl(pipe):
             return self._a1111_sdxl(recipe, guided, same_length)
-        prompts.check_encoder(pipe, syntax)
+        prompts.check_encoder(self.model.pipeline, syntax)  # the loaded modules' kinds (pipe's may be stand-ins)
         key = (syntax, recipe.prompt, recipe.negative_prompt, guided, same_length, recipe.emphasis, recipe.clip_skip)
         if key not in self._cache:
             prompt, found = recipe.prompt, {}
@@ -136,8 +136,8 @@ class Embeddings:
         """A1111's SDXL conditioning (engine/prompts/sdxl.py): both encoders' hidden states and G's pooled output, for
         the prompt and the negative prompt (zeros when empty), encoded once per request; clip skip is not applied
         (A1111 1.10 applies it on SDXL only with its setting sdxl_clip_l_skip, off by default)."""
-        pipe = self.model.pipeline
-        prompts_sdxl.check_encoders(pipe)
+        pipe = self.model.computing()
+        prompts_sdxl.check_encoders(self.model.pipeline)
         key = ("a1111-sdxl", recipe.prompt, recipe.negative_prompt, guided, same_length, recipe.emphasis)
         if key not in self._cache:
             prompt = lora_names.extract(recipe.prompt)[0]
@@ -153,8 +153,8 @@ class Embeddings:
         """ComfyUI's conditioning of the prompt and the negative prompt (engine/prompts/comfyui.py), encoded once per
         request; of different lengths, both repeated to their least common multiple for one batch, as ComfyUI's
         CONDCrossAttn.concat does (attention over repeated tokens is the same)."""
-        pipe = self.model.pipeline
-        prompts.check_encoder(pipe, "comfyui")
+        pipe = self.model.computing()
+        prompts.check_encoder(self.model.pipeline, "comfyui")
         key = ("comfyui", recipe.prompt, recipe.negative_prompt, guided, same_length, recipe.clip_skip)
         if key not in self._cache:
             find = prompts_comfyui.EmbeddingFinder(prompts.token_embedding(pipe.text_encoder).embedding_dim)

@@ -142,9 +142,15 @@ def _targets(pipeline) -> dict[str, tuple[str, str]]:
     return targets
 
 
-def deltas(pipeline, resolved: list[Resolved]) -> tuple[dict[tuple[str, str], torch.Tensor], list[str]]:
-    """The merged weights of every layer the LoRAs change, and notes on keys that match no layer."""
+def deltas(pipeline, resolved: list[Resolved], wide: bool = False) -> tuple[dict[tuple[str, str], torch.Tensor],
+                                                                          list[str]]:
+    """The merged weights of every layer the LoRAs change, and notes on keys that match no layer.
+
+    `wide` (the universal CPU baseline) merges in float64 and rounds each weight to its dtype once: the float32
+    `up @ down` is a GEMM whose low bits depend on the CPU's kernels.
+    """
     targets = _targets(pipeline)
+    dtypes: dict[tuple[str, str], torch.dtype] = {}
     merged: dict[tuple[str, str], torch.Tensor] = {}
     notes = []
     for item in resolved:
@@ -158,7 +164,8 @@ def deltas(pipeline, resolved: list[Resolved]) -> tuple[dict[tuple[str, str], to
             component, name = target
             multiplier = item.use.te if component == "text_encoder" else item.use.unet
             module = getattr(pipeline, component).get_submodule(name)
-            weight = merged.get(target, module.weight.detach())
+            dtypes[target] = module.weight.dtype
+            weight = merged.get(target, module.weight.detach().to(torch.float64 if wide else module.weight.dtype))
             if layer.up.shape[0] != weight.shape[0] or math.prod(layer.down.shape[1:]) != math.prod(weight.shape[1:]):
                 raise ValueError(f"LoRA {item.found.name} does not fit this model: layer {name} is "
                                  f"{tuple(weight.shape)}, the LoRA's is "
@@ -174,7 +181,7 @@ def deltas(pipeline, resolved: list[Resolved]) -> tuple[dict[tuple[str, str], to
         if missed:
             notes.append(f"LoRA {item.found.name}: {len(missed)} of {len(layers)} layers match no layer of this model "
                          f"and are left out ({missed[0][:80]}, ...)")
-    return merged, notes
+    return {target: weight.to(dtypes[target]) for target, weight in merged.items()}, notes
 
 
 def _updown(layer: Layer, weight: torch.Tensor) -> torch.Tensor:
@@ -192,7 +199,8 @@ def merged(model, resolved: list[Resolved]):
     """`model` with the LoRAs merged: a Model sharing every weight they do not touch, kept per set."""
     if not resolved:
         return model
-    key = tuple((item.found.path, item.found.hash, item.use.te, item.use.unet) for item in resolved)
+    wide = model.computes_wide  # merged in float64 under the universal baseline: another set of weights
+    key = (wide, *((item.found.path, item.found.hash, item.use.te, item.use.unet) for item in resolved))
     with _LOCK:
         variants: OrderedDict = model.__dict__.setdefault("_lora_variants", OrderedDict())
         if key in variants:
@@ -200,7 +208,7 @@ def merged(model, resolved: list[Resolved]):
             return variants[key]
         pipeline = model.pipeline
         with torch.no_grad():
-            weights, notes = deltas(pipeline, resolved)
+            weights, notes = deltas(pipeline, resolved, wide)
             copy_ = copy.copy(pipeline)
             for component in {component for component, _ in weights}:
                 original = getattr(pipeline, component)
