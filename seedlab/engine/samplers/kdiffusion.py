@@ -32,6 +32,7 @@ from collections.abc import Callable
 
 import torch
 
+from .. import cpu
 from .names import CHURNING
 from .sigmas import karras
 
@@ -60,6 +61,21 @@ def sigma_to_t(sigma):
 def t_to_sigma(t):
     """The sigma of log-SNR time t: exp(-t)."""
     return t.neg().exp()
+
+
+def expm1(h: torch.Tensor) -> torch.Tensor:
+    """exp(h) - 1. torch's float32 expm1 rounds by the CPU's build (AVX2 and scalar kernels differ, even for one
+    value), so under the universal baseline it is computed in float64 and rounded once."""
+    return h.double().expm1().to(h.dtype) if cpu.is_universal() else h.expm1()
+
+
+def lerp(start: torch.Tensor, end: torch.Tensor, weight) -> torch.Tensor:
+    """torch.lerp, whose float32 multiply-add an AVX2 build fuses and others do not: in float64 and rounded once
+    under the universal baseline."""
+    if not cpu.is_universal():
+        return torch.lerp(start, end, weight)
+    weight = weight.double() if isinstance(weight, torch.Tensor) else weight
+    return torch.lerp(start.double(), end.double(), weight).to(start.dtype)
 
 
 def _churned(x, sigmas, i, noise: NoiseFn, churn: dict):
@@ -111,7 +127,7 @@ def dpm_2(model: Denoiser, x, sigmas, noise: NoiseFn, **churn):
 
 def _dpm_2_step(model: Denoiser, x, d, sigma, sigma_to, ones):
     """DPM-Solver-2: the derivative at the midpoint in log sigma carries x from sigma to sigma_to."""
-    sigma_mid = sigma.log().lerp(sigma_to.log(), 0.5).exp()
+    sigma_mid = lerp(sigma.log(), sigma_to.log(), 0.5).exp()
     x_2 = x + d * (sigma_mid - sigma)
     d_2 = to_d(x_2, sigma_mid, model(x_2, sigma_mid * ones))
     return x + d_2 * (sigma_to - sigma)
@@ -179,9 +195,9 @@ def dpmpp_2s_ancestral(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 
             t, t_next = sigma_to_t(sigmas[i]), sigma_to_t(sigma_down)
             h = t_next - t
             s = t + 1 / 2 * h
-            x_2 = (t_to_sigma(s) / t_to_sigma(t)) * x - (-h * (1 / 2)).expm1() * denoised
+            x_2 = (t_to_sigma(s) / t_to_sigma(t)) * x - expm1(-h * (1 / 2)) * denoised
             denoised_2 = model(x_2, t_to_sigma(s) * ones)
-            x = (t_to_sigma(t_next) / t_to_sigma(t)) * x - (-h).expm1() * denoised_2
+            x = (t_to_sigma(t_next) / t_to_sigma(t)) * x - expm1(-h) * denoised_2
         if sigmas[i + 1] > 0:
             x = x + noise(sigmas[i], sigmas[i + 1]) * s_noise * sigma_up
     return x
@@ -199,13 +215,13 @@ def dpmpp_sde(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 1.0, s_no
         s = t + h * r
         down, up = ancestral_step(t_to_sigma(t), t_to_sigma(s), eta)
         s_ = sigma_to_t(down)
-        x_2 = (t_to_sigma(s_) / t_to_sigma(t)) * x - (t - s_).expm1() * denoised
+        x_2 = (t_to_sigma(s_) / t_to_sigma(t)) * x - expm1(t - s_) * denoised
         x_2 = x_2 + noise(t_to_sigma(t), t_to_sigma(s)) * s_noise * up
         denoised_2 = model(x_2, t_to_sigma(s) * ones)
         down, up = ancestral_step(t_to_sigma(t), t_to_sigma(t_next), eta)
         t_next_ = sigma_to_t(down)
         mixed = (1 - 1 / (2 * r)) * denoised + 1 / (2 * r) * denoised_2
-        x = (t_to_sigma(t_next_) / t_to_sigma(t)) * x - (t - t_next_).expm1() * mixed
+        x = (t_to_sigma(t_next_) / t_to_sigma(t)) * x - expm1(t - t_next_) * mixed
         x = x + noise(t_to_sigma(t), t_to_sigma(t_next)) * s_noise * up
     return x
 
@@ -222,7 +238,7 @@ def dpmpp_2m(model: Denoiser, x, sigmas, noise: NoiseFn):
             target = (1 + 1 / (2 * r)) * denoised - (1 / (2 * r)) * previous
         else:
             target = denoised
-        x = (t_to_sigma(t_next) / t_to_sigma(t)) * x - (-h).expm1() * target
+        x = (t_to_sigma(t_next) / t_to_sigma(t)) * x - expm1(-h) * target
         previous = denoised
     return x
 
@@ -238,15 +254,15 @@ def dpmpp_2m_sde(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 1.0, s
         else:
             h = -sigmas[i + 1].log() - -sigmas[i].log()
             eta_h = eta * h
-            x = sigmas[i + 1] / sigmas[i] * (-eta_h).exp() * x + (-h - eta_h).expm1().neg() * denoised
+            x = sigmas[i + 1] / sigmas[i] * (-eta_h).exp() * x + expm1(-h - eta_h).neg() * denoised
             if previous is not None:
                 r = h_last / h
                 if solver_type == "heun":
-                    x = x + ((-h - eta_h).expm1().neg() / (-h - eta_h) + 1) * (1 / r) * (denoised - previous)
+                    x = x + (expm1(-h - eta_h).neg() / (-h - eta_h) + 1) * (1 / r) * (denoised - previous)
                 else:
-                    x = x + 0.5 * (-h - eta_h).expm1().neg() * (1 / r) * (denoised - previous)
+                    x = x + 0.5 * expm1(-h - eta_h).neg() * (1 / r) * (denoised - previous)
             if eta:
-                x = x + noise(sigmas[i], sigmas[i + 1]) * sigmas[i + 1] * (-2 * eta_h).expm1().neg().sqrt() * s_noise
+                x = x + noise(sigmas[i], sigmas[i + 1]) * sigmas[i + 1] * expm1(-2 * eta_h).neg().sqrt() * s_noise
         previous, h_last = denoised, h if sigmas[i + 1] != 0 else h_last
     return x
 
@@ -261,19 +277,19 @@ def dpmpp_3m_sde(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 1.0, s
         else:
             h = -sigmas[i + 1].log() - -sigmas[i].log()
             h_eta = h * (eta + 1)
-            x = torch.exp(-h_eta) * x + (-h_eta).expm1().neg() * denoised
+            x = torch.exp(-h_eta) * x + expm1(-h_eta).neg() * denoised
             if h_2 is not None:
                 r0, r1 = h_1 / h, h_2 / h
                 d1_0, d1_1 = (denoised - denoised_1) / r0, (denoised_1 - denoised_2) / r1
                 d1 = d1_0 + (d1_0 - d1_1) * r0 / (r0 + r1)
                 d2 = (d1_0 - d1_1) / (r0 + r1)
-                phi_2 = h_eta.neg().expm1() / h_eta + 1
+                phi_2 = expm1(h_eta.neg()) / h_eta + 1
                 x = x + phi_2 * d1 - (phi_2 / h_eta - 0.5) * d2
             elif h_1 is not None:
-                phi_2 = h_eta.neg().expm1() / h_eta + 1
+                phi_2 = expm1(h_eta.neg()) / h_eta + 1
                 x = x + phi_2 * ((denoised - denoised_1) / (h_1 / h))
             if eta:
-                x = x + noise(sigmas[i], sigmas[i + 1]) * sigmas[i + 1] * (-2 * h * eta).expm1().neg().sqrt() * s_noise
+                x = x + noise(sigmas[i], sigmas[i + 1]) * sigmas[i + 1] * expm1(-2 * h * eta).neg().sqrt() * s_noise
             h_1, h_2 = h, h_1
         denoised_1, denoised_2 = denoised, denoised_1
     return x
@@ -314,19 +330,19 @@ class _Eps:
 
 
 def _first_order(x, t, t_next, eps):
-    return x - t_to_sigma(t_next) * (t_next - t).expm1() * eps
+    return x - t_to_sigma(t_next) * expm1(t_next - t) * eps
 
 
 def _second_order(x, t, t_next, eps, eps_1, r1):
     """DPM-Solver-2's update, given eps at t and eps_1 at t + r1 * h."""
     h = t_next - t
-    return x - t_to_sigma(t_next) * h.expm1() * eps - t_to_sigma(t_next) / (2 * r1) * h.expm1() * (eps_1 - eps)
+    return x - t_to_sigma(t_next) * expm1(h) * eps - t_to_sigma(t_next) / (2 * r1) * expm1(h) * (eps_1 - eps)
 
 
 def _midpoint(x, t, h, eps, r):
     """(s, u): the time r of the way along h, and x carried there by a first-order step."""
     s = t + r * h
-    return s, x - t_to_sigma(s) * (r * h).expm1() * eps
+    return s, x - t_to_sigma(s) * expm1(r * h) * eps
 
 
 def _third_order(model: _Eps, x, t, t_next, eps, r1=1 / 3, r2=2 / 3):
@@ -335,10 +351,10 @@ def _third_order(model: _Eps, x, t, t_next, eps, r1=1 / 3, r2=2 / 3):
     s1, u1 = _midpoint(x, t, h, eps, r1)
     eps_1 = model(u1, s1)
     s2 = t + r2 * h
-    u2 = x - t_to_sigma(s2) * (r2 * h).expm1() * eps - t_to_sigma(s2) * (r2 / r1) * (
-        (r2 * h).expm1() / (r2 * h) - 1) * (eps_1 - eps)
+    u2 = x - t_to_sigma(s2) * expm1(r2 * h) * eps - t_to_sigma(s2) * (r2 / r1) * (
+        expm1(r2 * h) / (r2 * h) - 1) * (eps_1 - eps)
     eps_2 = model(u2, s2)
-    high = x - t_to_sigma(t_next) * h.expm1() * eps - t_to_sigma(t_next) / r2 * (h.expm1() / h - 1) * (eps_2 - eps)
+    high = x - t_to_sigma(t_next) * expm1(h) * eps - t_to_sigma(t_next) / r2 * (expm1(h) / h - 1) * (eps_2 - eps)
     return high, eps_1
 
 

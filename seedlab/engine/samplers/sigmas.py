@@ -20,6 +20,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from .. import cpu
+
 # Align Your Steps (NVIDIA's published tables; A1111 and ComfyUI interpolate them log-linearly).
 AYS_SD15 = (14.615, 6.475, 3.861, 2.697, 1.886, 1.396, 0.963, 0.652, 0.399, 0.152, 0.029)
 AYS_SDXL = (14.615, 6.315, 3.771, 2.181, 1.342, 0.862, 0.555, 0.380, 0.234, 0.113, 0.029)
@@ -61,13 +63,18 @@ class ModelSigmas:
         return ((1 - weight) * low + weight * high).view(sigma.shape)
 
     def t_to_sigma(self, t: torch.Tensor) -> torch.Tensor:
+        """The sigma at timestep `t`, float32; a float64 `t` (the universal baseline) is interpolated in float64."""
+        if t.dtype == torch.float64:
+            low, high, weight = t.floor().long(), t.ceil().long(), t.frac()
+            logs = self.log_sigmas.double()
+            return ((1 - weight) * logs[low] + weight * logs[high]).exp().float()
         t = t.float()
         low, high, weight = t.floor().long(), t.ceil().long(), t.frac()
         return ((1 - weight) * self.log_sigmas[low] + weight * self.log_sigmas[high]).exp()
 
     def uniform(self, n: int) -> torch.Tensor:
         """n sigmas at evenly spaced timesteps from the last to the first, then 0 (k-diffusion's get_sigmas)."""
-        t = torch.linspace(len(self.sigmas) - 1, 0, n)
+        t = torch.linspace(len(self.sigmas) - 1, 0, n, dtype=_computed())
         return _append_zero(self.t_to_sigma(t))
 
 
@@ -92,24 +99,31 @@ def alphas_cumprod(config: dict) -> np.ndarray:
 
 
 def _append_zero(sigmas: torch.Tensor) -> torch.Tensor:
+    sigmas = sigmas.float()  # a schedule computed in float64 (the universal baseline) is rounded once, here
     return torch.cat([sigmas, sigmas.new_zeros([1])])
+
+
+def _computed() -> torch.dtype:
+    """The dtype schedules are computed in: float32, as A1111 and ComfyUI compute them, or float64 under the
+    universal baseline, since a float32 linspace, pow, exp or tan of a vector rounds by the CPU's instruction set."""
+    return torch.float64 if cpu.is_universal() else torch.float32
 
 
 def karras(n: int, sigma_min: float, sigma_max: float, rho: float = 7.0) -> torch.Tensor:
     """Karras et al. (2022): evenly spaced in sigma ** (1 / rho)."""
-    ramp = torch.linspace(0, 1, n)
+    ramp = torch.linspace(0, 1, n, dtype=_computed())
     low, high = sigma_min ** (1 / rho), sigma_max ** (1 / rho)
     return _append_zero((high + ramp * (low - high)) ** rho)
 
 
 def exponential(n: int, sigma_min: float, sigma_max: float) -> torch.Tensor:
     """Evenly spaced in log sigma."""
-    return _append_zero(torch.linspace(math.log(sigma_max), math.log(sigma_min), n).exp())
+    return _append_zero(torch.linspace(math.log(sigma_max), math.log(sigma_min), n, dtype=_computed()).exp())
 
 
 def polyexponential(n: int, sigma_min: float, sigma_max: float, rho: float = 1.0) -> torch.Tensor:
     """A polynomial of degree rho in log sigma (rho 1: exponential)."""
-    ramp = torch.linspace(1, 0, n) ** rho
+    ramp = torch.linspace(1, 0, n, dtype=_computed()) ** rho
     return _append_zero(torch.exp(ramp * (math.log(sigma_max) - math.log(sigma_min)) + math.log(sigma_min)))
 
 
@@ -119,7 +133,10 @@ def timestep_spaced(model: ModelSigmas, n: int, sigma_min: float, sigma_max: flo
     SGM Uniform takes n of n + 1 points and so never reaches sigma_min.
     """
     start, end = model.sigma_to_t(torch.tensor(sigma_max)), model.sigma_to_t(torch.tensor(sigma_min))
-    timesteps = torch.linspace(start, end, n + 1)[:-1] if sgm else torch.linspace(start, end, n)
+    if _computed() == torch.float64:
+        start, end = float(start), float(end)
+    timesteps = (torch.linspace(start, end, n + 1, dtype=_computed())[:-1] if sgm
+                 else torch.linspace(start, end, n, dtype=_computed()))
     return torch.FloatTensor([model.t_to_sigma(t) for t in timesteps] + [0.0])
 
 
@@ -138,6 +155,10 @@ def ddim_levels(model: ModelSigmas, n: int) -> torch.Tensor:
 
 def kl_optimal(n: int, sigma_min: float, sigma_max: float) -> torch.Tensor:
     """Evenly spaced in arctan(sigma) (Sabour et al., 2024). No trailing 0 is added: the last is sigma_min."""
+    if _computed() == torch.float64:
+        alpha_min, alpha_max = math.atan(sigma_min), math.atan(sigma_max)
+        steps = torch.arange(n + 1, dtype=torch.float64)
+        return torch.tan(steps / n * alpha_min + (1.0 - steps / n) * alpha_max).float()
     alpha_min, alpha_max = torch.arctan(torch.tensor(sigma_min)), torch.arctan(torch.tensor(sigma_max))
     steps = torch.arange(n + 1)
     return torch.tan(steps / n * alpha_min + (1.0 - steps / n) * alpha_max)

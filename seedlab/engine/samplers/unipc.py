@@ -22,6 +22,8 @@ from collections.abc import Callable
 
 import torch
 
+from . import kdiffusion
+
 DataFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x, t of shape (batch,)) -> predicted x0
 Contract = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (differences (b, k, c, h, w), weights (k,))
 
@@ -94,8 +96,8 @@ def einsum(differences: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 def _coefficients(hh: torch.Tensor, rks: list, order: int, variant: str, device) -> tuple:
     """The B(h) step's R matrix (powers of the history's step ratios), b vector and B(h) (bh1: h, bh2: e^h - 1)."""
     ratios = torch.tensor([float(rk) for rk in rks] + [1.0], device=device)
-    b_h = hh if variant == "bh1" else torch.expm1(hh)
-    phi, factorial, rows, b = torch.expm1(hh) / hh - 1, 1, [], []
+    b_h = hh if variant == "bh1" else kdiffusion.expm1(hh)
+    phi, factorial, rows, b = kdiffusion.expm1(hh) / hh - 1, 1, [], []
     for i in range(1, order + 1):
         rows.append(torch.pow(ratios, i - 1))
         b.append(phi * factorial / b_h)
@@ -120,7 +122,7 @@ def _update(data: DataFn, schedule, x: torch.Tensor, models: list, times: list, 
     big_r, b, b_h = _coefficients(hh, rks, order, variant, x.device)
     alpha_t = torch.exp(schedule.log_alpha(t))
     base = (_column(_std(schedule, t) / _std(schedule, times[-1]), dims) * x
-            - _column(alpha_t * torch.expm1(hh), dims) * last)
+            - _column(alpha_t * kdiffusion.expm1(hh), dims) * last)
     stacked = torch.stack(differences, dim=1) if differences else None
     predicted: torch.Tensor | int = 0
     if stacked is not None:

@@ -5,13 +5,22 @@ A recipe's `hires_upscaler` names one of recipe.LATENT_UPSCALERS. All but one ar
 each pair of neighbouring latent vectors (all channels of one position, a row of C values) is blended by spherical
 interpolation of their directions, with the length blended linearly; first along the width, then along the height.
 tests/test_comfy_samplers.py compares it tensor for tensor with tests/reference/comfyui.py.
+
+Under the universal CPU baseline an upscaler computes in float64 and rounds its result to the latents' dtype once:
+an interpolation's multiply-adds (fused on AVX2 builds, not elsewhere) and bislerp's acos and sines (vectorised
+or scalar by the CPU) round differently from machine to machine; in float64, as products of weight matrices
+(`separable`), they differ by far less than float32's spacing.
 """
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import torch
 from torch.nn import functional
 
+from .. import cpu
 from ..recipe import LATENT_UPSCALERS
 
 
@@ -20,19 +29,52 @@ def upscale_latents(latents: torch.Tensor, height: int, width: int, upscaler: st
     mode, antialias = LATENT_UPSCALERS[upscaler]
     if mode == "bislerp":
         return bislerp(latents, height, width)
+    if cpu.is_universal() and latents.device.type == "cpu":
+        return separable(latents, height, width, mode, antialias)
     return functional.interpolate(latents, size=(height, width), mode=mode, antialias=antialias)
 
 
+def separable(latents: torch.Tensor, height: int, width: int, mode: str, antialias: bool) -> torch.Tensor:
+    """torch's interpolate as one weight matrix per axis, applied in float64 and rounded once (universal baseline).
+
+    Every mode here is separable: an output value is a sum over rows and columns of weight(row) * weight(column)
+    * input. The weights are torch's own (its interpolate of an identity, in float64); a float64 interpolate
+    itself still differs between CPU builds after rounding (its multiply-adds fuse on AVX2 builds), a product of
+    matrices does not.
+    """
+    rows = _weights(latents.shape[-2], height, mode, antialias)
+    columns = _weights(latents.shape[-1], width, mode, antialias)
+    return torch.einsum("oh,nchw,pw->ncop", rows, latents.double(), columns).to(latents.dtype)
+
+
+def _weights(old: int, new: int, mode: str, antialias: bool) -> torch.Tensor:
+    """(new, old): how much each of `old` positions weighs in each of `new`, as interpolate computes it.
+
+    Linear and cubic weights are computed exactly (fractions) and rounded once: torch's own come out of a
+    multiply-add that AVX2 builds fuse (0.49999999999999994 there, 0.5 elsewhere), and a weight of one half
+    makes a float32 tie that the two round apart. Nearest and area weights are exact in torch already; the
+    antialiased filters are torch's, in float64.
+    """
+    if mode in ("bilinear", "bicubic") and not antialias:
+        return torch.tensor(_exact_weights(old, new, cubic=mode == "bicubic"), dtype=torch.float64)
+    identity = torch.eye(old, dtype=torch.float64).view(1, old, 1, old)
+    if mode == "area":  # adaptive average pooling, which takes no antialias
+        return functional.interpolate(identity, size=(1, new), mode=mode).view(old, new).T
+    return functional.interpolate(identity, size=(1, new), mode=mode, antialias=antialias).view(old, new).T
+
+
 def bislerp(latents: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """ComfyUI's bislerp: the width first, then the height, computed in float32, returned in the input's dtype."""
-    dtype, samples = latents.dtype, latents.float()
-    wide = _along(samples, width, dim=-1)
-    return _along(wide, height, dim=-2).to(dtype)
+    """ComfyUI's bislerp: the width first, then the height, computed in float32 (float64 under the universal
+    baseline), returned in the input's dtype."""
+    wide = cpu.is_universal() and latents.device.type == "cpu"
+    dtype, samples = latents.dtype, latents.to(torch.float64 if wide else torch.float32)
+    widened = _along(samples, width, dim=-1)
+    return _along(widened, height, dim=-2).to(dtype)
 
 
 def _along(samples: torch.Tensor, size: int, dim: int) -> torch.Tensor:
     """Resample one axis (-1: width, -2: height) to `size`: each output position slerps its two bilinear taps."""
-    ratio, first, second = _taps(samples.shape[dim], size, samples.device)
+    ratio, first, second = _taps(samples.shape[dim], size, samples.device, samples.dtype)
     channels = samples.shape[1]
     # Rows of C values in (n, h, w) order, as ComfyUI's gather / movedim / reshape makes them.
     rows_a = samples.index_select(dim, first).movedim(1, -1).reshape(-1, channels)
@@ -46,14 +88,14 @@ def _along(samples: torch.Tensor, size: int, dim: int) -> torch.Tensor:
     return out.reshape(shape[0], shape[2], shape[3], channels).movedim(-1, 1)
 
 
-def _taps(old: int, new: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _taps(old: int, new: int, device, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """For each of `new` positions: the blend ratio and the two source indices (the second one clamped to the
     last), found by bilinear interpolation of the indices themselves, as ComfyUI finds them."""
     def resampled(values: torch.Tensor) -> torch.Tensor:
         return functional.interpolate(values.view(1, 1, 1, -1), size=(1, new), mode="bilinear").view(-1)
 
-    positions = resampled(torch.arange(old, dtype=torch.float32, device=device))
-    nexts = torch.arange(old, dtype=torch.float32, device=device) + 1
+    positions = resampled(torch.arange(old, dtype=dtype, device=device))
+    nexts = torch.arange(old, dtype=dtype, device=device) + 1
     nexts[-1] -= 1
     return positions - positions.floor(), positions.to(torch.int64), resampled(nexts).to(torch.int64)
 
@@ -77,3 +119,39 @@ def _slerp(a: torch.Tensor, b: torch.Tensor, ratio: torch.Tensor) -> torch.Tenso
     out[same] = a[same]
     out[opposite] = (a * (1.0 - ratio) + b * ratio)[opposite]
     return out
+
+
+CUBIC_A = Fraction(-3, 4)  # torch's bicubic convolution constant (upsample_bicubic2d)
+
+
+def _exact_weights(old: int, new: int, *, cubic: bool) -> list[list[float]]:
+    """torch's linear or cubic interpolation weights (align_corners False, a size given), as exact fractions."""
+    rows = []
+    for target in range(new):
+        source = Fraction(old, new) * (target + Fraction(1, 2)) - Fraction(1, 2)
+        row = [Fraction(0)] * old
+        if cubic:
+            first = math.floor(source)
+            for offset, weight in zip(range(-1, 3), _cubic(source - first)):
+                row[min(max(first + offset, 0), old - 1)] += weight
+        else:
+            source = max(source, Fraction(0))
+            low = math.floor(source)
+            high = low + (1 if low < old - 1 else 0)
+            row[low] += 1 - (source - low)
+            row[high] += source - low
+        rows.append([float(weight) for weight in row])
+    return rows
+
+
+def _cubic(t: Fraction) -> tuple[Fraction, ...]:
+    """The four cubic convolution coefficients at fraction t (torch's get_cubic_upsample_coefficients)."""
+    a = CUBIC_A
+
+    def near(x: Fraction) -> Fraction:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x: Fraction) -> Fraction:
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return far(t + 1), near(t), near(1 - t), far(2 - t)

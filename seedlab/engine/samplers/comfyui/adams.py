@@ -150,6 +150,7 @@ def sa_solver(model: Denoiser, x, sigmas, noise: NoiseFn, interval: tuple[float,
         h = lambdas[i + 1] - lambdas[i]
         x_pred = sigmas[i + 1] / sigmas[i] * (-(tau ** 2) * h).exp() * x + _weighted(predictions, p_order, weights)
         if tau > 0 and s_noise > 0:
-            drawn = noise(sigmas[i], sigmas[i + 1]) * sigmas[i + 1] * (-2 * tau ** 2 * h).expm1().neg().sqrt() * s_noise
+            drawn = (noise(sigmas[i], sigmas[i + 1]) * sigmas[i + 1]
+                     * kdiffusion.expm1(-2 * tau ** 2 * h).neg().sqrt() * s_noise)
             x_pred = x_pred + drawn
     return x

@@ -45,10 +45,11 @@ def dpmpp_2s_ancestral_cfg_pp(model: Denoiser, x, sigmas, noise: NoiseFn, eta: f
             h = t_next - t
             s = t + 1 / 2 * h
             guided = x + (denoised - model.uncond_denoised)
-            x_2 = (kdiffusion.t_to_sigma(s) / kdiffusion.t_to_sigma(t)) * guided - (-h * (1 / 2)).expm1() * denoised
+            x_2 = ((kdiffusion.t_to_sigma(s) / kdiffusion.t_to_sigma(t)) * guided
+                   - kdiffusion.expm1(-h * (1 / 2)) * denoised)
             denoised_2 = model(x_2, kdiffusion.t_to_sigma(s) * ones)  # replaces model.uncond_denoised, read again below
             guided = x + (denoised - model.uncond_denoised)
-            x = (kdiffusion.t_to_sigma(t_next) / kdiffusion.t_to_sigma(t)) * guided - (-h).expm1() * denoised_2
+            x = (kdiffusion.t_to_sigma(t_next) / kdiffusion.t_to_sigma(t)) * guided - kdiffusion.expm1(-h) * denoised_2
         if sigmas[i + 1] > 0:
             x = x + noise(sigmas[i], sigmas[i + 1]) * s_noise * sigma_up
     return x
@@ -66,7 +67,7 @@ def dpmpp_2m_cfg_pp(model: Denoiser, x, sigmas, noise: NoiseFn):
         mix = -torch.exp(-h) * uncond
         if old_uncond is not None and sigmas[i + 1] != 0:
             r = (t - kdiffusion.sigma_to_t(sigmas[i - 1])) / h
-            mix = mix - torch.expm1(-h) * (1 / (2 * r)) * (denoised - old_uncond)
+            mix = mix - kdiffusion.expm1(-h) * (1 / (2 * r)) * (denoised - old_uncond)
         x = denoised + mix + torch.exp(-h) * x
         old_uncond = uncond
     return x

@@ -58,14 +58,14 @@ def dpmpp_sde(model, x, sigmas, noise: kdiffusion.NoiseFn, eta: float = 1.0, s_n
         alpha_s, alpha_mid, alpha_t = sigmas[i] * lam_s.exp(), sigma_mid * lam_mid.exp(), sigmas[i + 1] * lam_t.exp()
         down, up = kdiffusion.ancestral_step(lam_s.neg().exp(), lam_mid.neg().exp(), eta)
         step = down.log().neg() - lam_s
-        x_2 = (alpha_mid / alpha_s) * (-step).exp() * x - alpha_mid * (-step).expm1() * denoised
+        x_2 = (alpha_mid / alpha_s) * (-step).exp() * x - alpha_mid * kdiffusion.expm1(-step) * denoised
         if eta > 0 and s_noise > 0:
             x_2 = x_2 + alpha_mid * noise(sigmas[i], sigma_mid) * s_noise * up
         denoised_2 = model(x_2, sigma_mid * ones)
         down, up = kdiffusion.ancestral_step(lam_s.neg().exp(), lam_t.neg().exp(), eta)
         step = down.log().neg() - lam_s
         mixed = (1 - weight) * denoised + weight * denoised_2
-        x = (alpha_t / alpha_s) * (-step).exp() * x - alpha_t * (-step).expm1() * mixed
+        x = (alpha_t / alpha_s) * (-step).exp() * x - alpha_t * kdiffusion.expm1(-step) * mixed
         if eta > 0 and s_noise > 0:
             x = x + alpha_t * noise(sigmas[i], sigmas[i + 1]) * s_noise * up
     return x
@@ -85,8 +85,8 @@ def dpmpp_multistep_sde(model, x, sigmas, noise: kdiffusion.NoiseFn, order: int 
             lam_s, lam_t = kdiffusion.sigma_to_t(sigmas[i]), kdiffusion.sigma_to_t(sigmas[i + 1])
             h = lam_t - lam_s
             h_eta = h * (eta + 1)  # with alpha_t and the sigma ratio times exp(-h * eta), unlike k-diffusion
-            alpha_t, phi_2 = sigmas[i + 1] * lam_t.exp(), h_eta.neg().expm1() / h_eta + 1
-            x = sigmas[i + 1] / sigmas[i] * (-h * eta).exp() * x + alpha_t * (-h_eta).expm1().neg() * denoised
+            alpha_t, phi_2 = sigmas[i + 1] * lam_t.exp(), kdiffusion.expm1(h_eta.neg()) / h_eta + 1
+            x = sigmas[i + 1] / sigmas[i] * (-h * eta).exp() * x + alpha_t * kdiffusion.expm1(-h_eta).neg() * denoised
             if order == 3 and h_2 is not None:
                 r0, r1 = h_1 / h, h_2 / h
                 d1_0, d1_1 = (denoised - denoised_1) / r0, (denoised_1 - denoised_2) / r1
@@ -97,12 +97,13 @@ def dpmpp_multistep_sde(model, x, sigmas, noise: kdiffusion.NoiseFn, order: int 
                 x = x + (alpha_t * phi_2) * ((denoised - denoised_1) / (h_1 / h))
             elif order == 2 and denoised_1 is not None:
                 if heun:  # 2M SDE, r = h_1 / h
-                    x = x + alpha_t * ((-h_eta).expm1().neg() / (-h_eta) + 1) * (1 / (h_1 / h)) \
+                    x = x + alpha_t * (kdiffusion.expm1(-h_eta).neg() / (-h_eta) + 1) * (1 / (h_1 / h)) \
                         * (denoised - denoised_1)
                 else:
-                    x = x + 0.5 * alpha_t * (-h_eta).expm1().neg() * (1 / (h_1 / h)) * (denoised - denoised_1)
+                    x = x + 0.5 * alpha_t * kdiffusion.expm1(-h_eta).neg() * (1 / (h_1 / h)) * (denoised - denoised_1)
             if eta > 0 and s_noise > 0:
-                x = x + noise(sigmas[i], sigmas[i + 1]) * sigmas[i + 1] * (-2 * h * eta).expm1().neg().sqrt() * s_noise
+                x = x + (noise(sigmas[i], sigmas[i + 1]) * sigmas[i + 1]
+                         * kdiffusion.expm1(-2 * h * eta).neg().sqrt() * s_noise)
         denoised_1, denoised_2 = denoised, denoised_1
         h_1, h_2 = h, h_1
     return x

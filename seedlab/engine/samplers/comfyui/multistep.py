@@ -79,7 +79,7 @@ def _res_weights(sigmas, i: int, sigma_down, old_sigma_down):
     t, t_next = kdiffusion.sigma_to_t(sigmas[i]), kdiffusion.sigma_to_t(sigma_down)
     h = t_next - t
     c2 = (kdiffusion.sigma_to_t(sigmas[i - 1]) - kdiffusion.sigma_to_t(old_sigma_down)) / h
-    phi1 = torch.expm1(-h) / -h
+    phi1 = kdiffusion.expm1(-h) / -h
     phi2 = (phi1 - 1.0) / -h
     return h, torch.nan_to_num(phi1 - phi2 / c2, nan=0.0), torch.nan_to_num(phi2 / c2, nan=0.0)
 

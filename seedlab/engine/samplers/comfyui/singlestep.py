@@ -70,7 +70,7 @@ def lcm(model: Denoiser, x, sigmas, noise: NoiseFn):
 def _carried(sde_noise, r_from: float, r_to: float, h, eta: float, noise: NoiseFn, sigma_from, sigma_to):
     """SEEDS' noise carried from the stage at r_from of the step to the one at r_to, with fresh noise for the gap."""
     factor = (r_from - r_to) * h * eta
-    return sde_noise * factor.exp() + factor.mul(2).expm1().neg().sqrt() * noise(sigma_from, sigma_to)
+    return sde_noise * factor.exp() + kdiffusion.expm1(factor.mul(2)).neg().sqrt() * noise(sigma_from, sigma_to)
 
 
 def seeds_2(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 1.0, s_noise: float = 1.0, r: float = 0.5,
@@ -86,20 +86,20 @@ def seeds_2(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 1.0, s_nois
         lambda_s, lambda_t = kdiffusion.sigma_to_t(sigmas[i]), kdiffusion.sigma_to_t(sigmas[i + 1])
         h = lambda_t - lambda_s
         h_eta = h * (eta + 1)
-        lambda_1 = torch.lerp(lambda_s, lambda_t, r)
+        lambda_1 = kdiffusion.lerp(lambda_s, lambda_t, r)
         sigma_1 = kdiffusion.t_to_sigma(lambda_1)
-        x_2 = sigma_1 / sigmas[i] * (-r * h * eta).exp() * x - sigma_1 * lambda_1.exp() * torch.expm1(
+        x_2 = sigma_1 / sigmas[i] * (-r * h * eta).exp() * x - sigma_1 * lambda_1.exp() * kdiffusion.expm1(
             -r * h_eta) * denoised
         if inject:
-            sde_noise = (-2 * r * h * eta).expm1().neg().sqrt() * noise(sigmas[i], sigma_1)
+            sde_noise = kdiffusion.expm1(-2 * r * h * eta).neg().sqrt() * noise(sigmas[i], sigma_1)
             x_2 = x_2 + sde_noise * sigma_1 * s_noise
         denoised_2 = model(x_2, sigma_1 * ones)
         alpha_t = sigmas[i + 1] * lambda_t.exp()
         if solver == "phi_1":
-            update = alpha_t * torch.expm1(-h_eta) * torch.lerp(denoised, denoised_2, 1 / (2 * r))
+            update = alpha_t * kdiffusion.expm1(-h_eta) * kdiffusion.lerp(denoised, denoised_2, 1 / (2 * r))
         else:
             b_2 = _phi_2(-h_eta) / r
-            update = alpha_t * ((torch.expm1(-h_eta) - b_2) * denoised + b_2 * denoised_2)
+            update = alpha_t * ((kdiffusion.expm1(-h_eta) - b_2) * denoised + b_2 * denoised_2)
         x = sigmas[i + 1] / sigmas[i] * (-h * eta).exp() * x - update
         if inject:
             x = x + _carried(sde_noise, r, 1, h, eta, noise, sigma_1, sigmas[i + 1]) * sigmas[i + 1] * s_noise
@@ -107,7 +107,7 @@ def seeds_2(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 1.0, s_nois
 
 
 def _phi_2(h):  # ei_h_phi_2: h * phi_2(h)
-    return (torch.expm1(h) - h) / h
+    return (kdiffusion.expm1(h) - h) / h
 
 
 def seeds_3(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 1.0, s_noise: float = 1.0,
@@ -122,16 +122,16 @@ def seeds_3(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 1.0, s_nois
         lambda_s, lambda_t = kdiffusion.sigma_to_t(sigmas[i]), kdiffusion.sigma_to_t(sigmas[i + 1])
         h = lambda_t - lambda_s
         h_eta = h * (eta + 1)
-        lambda_1, lambda_2 = torch.lerp(lambda_s, lambda_t, r_1), torch.lerp(lambda_s, lambda_t, r_2)
+        lambda_1, lambda_2 = kdiffusion.lerp(lambda_s, lambda_t, r_1), kdiffusion.lerp(lambda_s, lambda_t, r_2)
         sigma_1, sigma_2 = kdiffusion.t_to_sigma(lambda_1), kdiffusion.t_to_sigma(lambda_2)
-        x_2 = sigma_1 / sigmas[i] * (-r_1 * h * eta).exp() * x - sigma_1 * lambda_1.exp() * torch.expm1(
+        x_2 = sigma_1 / sigmas[i] * (-r_1 * h * eta).exp() * x - sigma_1 * lambda_1.exp() * kdiffusion.expm1(
             -r_1 * h_eta) * denoised
         if inject:
-            sde_noise = (-2 * r_1 * h * eta).expm1().neg().sqrt() * noise(sigmas[i], sigma_1)
+            sde_noise = kdiffusion.expm1(-2 * r_1 * h * eta).neg().sqrt() * noise(sigmas[i], sigma_1)
             x_2 = x_2 + sde_noise * sigma_1 * s_noise
         denoised_2 = model(x_2, sigma_1 * ones)
         a_2 = r_2 / r_1 * _phi_2(-r_2 * h_eta)
-        a_1 = torch.expm1(-r_2 * h_eta) - a_2
+        a_1 = kdiffusion.expm1(-r_2 * h_eta) - a_2
         x_3 = sigma_2 / sigmas[i] * (-r_2 * h * eta).exp() * x - sigma_2 * lambda_2.exp() * (
             a_1 * denoised + a_2 * denoised_2)
         if inject:
@@ -139,7 +139,7 @@ def seeds_3(model: Denoiser, x, sigmas, noise: NoiseFn, eta: float = 1.0, s_nois
             x_3 = x_3 + sde_noise * sigma_2 * s_noise
         denoised_3 = model(x_3, sigma_2 * ones)
         b_3 = _phi_2(-h_eta) / r_2
-        b_1 = torch.expm1(-h_eta) - b_3
+        b_1 = kdiffusion.expm1(-h_eta) - b_3
         x = sigmas[i + 1] / sigmas[i] * (-h * eta).exp() * x - sigmas[i + 1] * lambda_t.exp() * (
             b_1 * denoised + b_3 * denoised_3)
         if inject:
