@@ -44,7 +44,7 @@ class Environment:
     threads: int
     cublas_workspace_config: str | None  # None: not recorded (a link leaves it out)
     switches: Switches
-    cpu_isa: str | None = None  # "avx2" (the baseline), "portable", "native:avx512", ... (cpu.in_force)
+    cpu_isa: str | None = None  # "avx2" (the baseline), "portable", "universal", "native:avx512", ... (cpu.in_force)
     cpu_vendor: str | None = None  # "AMD", "Intel": MKL rounds differently on each unless portable
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,7 +95,8 @@ class Environment:
             if key == "cpu_isa":
                 found.append(f"CPU kernels: computed with {cpu.describe(mine[key])}, "
                              f"the original with {cpu.describe(theirs[key])}")
-            elif key == "cpu_vendor" and "portable" not in (mine["cpu_isa"], theirs["cpu_isa"]):
+            elif key == "cpu_vendor" and "portable" not in (mine["cpu_isa"], theirs["cpu_isa"]) and not (
+                    mine["cpu_isa"] == theirs["cpu_isa"] == cpu.UNIVERSAL):  # universal: the vendor changes nothing
                 found.append(f"CPU vendor: {mine[key]} here, {theirs[key]} there (MKL rounds differently on each; "
                              "the portable baseline does not)")
             elif key != "cpu_vendor":

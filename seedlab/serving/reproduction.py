@@ -68,6 +68,7 @@ class Verdict:
     environment_unknown: tuple[str, ...] = ()  # parts that can change pixels and the original does not record
     pixels_far: int | None = None  # pixels with a channel more than FAR_LEVELS off, when the original pixels are here
     pixels_total: int | None = None
+    anywhere: bool = False  # both made under the universal CPU baseline, whose pixels do not depend on the machine
 
     @property
     def summary(self) -> str:
@@ -76,7 +77,7 @@ class Verdict:
         if self.exact:
             how = "pixel for pixel" if self.max_difference == 0 else "same pixel fingerprint"
             same = f"; the environment differs: {environment}" if environment else ""
-            return f"Exact match: the regenerated image is identical to the original ({how}){same}."
+            return f"Exact match: the regenerated image is identical to the original ({how}){same}.{self._anywhere()}"
         if self.lossy_original and self.max_difference is not None:
             return (f"Compared with a lossy original (JPEG or WebP): max difference {self.max_difference} levels, "
                     f"{self.pixels_differing} pixels differ. A lossy file never keeps the exact pixels, so this "
@@ -91,6 +92,13 @@ class Verdict:
         else:
             how = "the fingerprint differs; the original pixels are not here to measure by how much"
         return f"Differs from the original: {how}.{self._cause()}"
+
+    def _anywhere(self) -> str:
+        """What an exact match under the universal baseline promises beyond this machine."""
+        if not self.anywhere:
+            return ""
+        return (" Both were made under the universal CPU baseline, so this image is exact on any machine: x86-64 "
+                "CPUs of every vendor and instruction set, ARM, any thread count (with the same torch and diffusers).")
 
     def _closeness(self) -> str:
         """How close: the same image to the eye, a different image, or between (measured on the pixels)."""
@@ -153,6 +161,7 @@ def compare(result: Result, original: Original) -> Verdict:
             pixels_far = int(np.count_nonzero(difference.max(axis=2) > FAR_LEVELS))
             pixels_total = int(difference.shape[0] * difference.shape[1])
             exact = max_difference == 0 and not original.lossy
+    there = original.environment.cpu_isa if original.environment is not None else None
     return Verdict(
         exact=exact,
         fingerprint=result.fingerprint,
@@ -165,6 +174,7 @@ def compare(result: Result, original: Original) -> Verdict:
         environment_unknown=tuple(environment_unknown(result.environment, original.environment)),
         pixels_far=pixels_far,
         pixels_total=pixels_total,
+        anywhere=exact and result.environment is not None and result.environment.cpu_isa == there == cpu.UNIVERSAL,
     )
 
 
