@@ -39,6 +39,7 @@ def test_prompt_sr_replaces_the_first_value_in_the_prompt(seedlab_app):
     ({"x": ""}, "X axis is missing"),
     ({"x": "seed: 1-3", "y": "Steps: 0"}, "Y axis: Steps value '0' must be"),
     ({"x": "colour: red"}, "X axis"),
+    ({"x": "cfg: 1, 2", "y": "cfg: 1, 2"}, "X axis: 'cfg' is not an axis; did you mean CFG Scale.*; Y axis: 'cfg'"),
 ])
 def test_a_bad_axis_is_refused_naming_it(seedlab_app, axes, message):
     with pytest.raises(gr.Error, match=message):

@@ -122,3 +122,23 @@ def test_bad_nudges_are_refused_naming_the_field(seedlab_app, count, strength, m
         list(seedlab_app.nudge(anchor, count, strength, None, noop))
     with pytest.raises(gr.Error, match="Pick an anchor first"):
         list(seedlab_app.nudge(None, 2, 0.2, None, noop))
+
+
+def test_bad_plot_axes_are_named_all_at_once_with_the_close_matches():
+    """Issue 54: `cfg: 1, 2` on two axes named only the first, with ~50 field names; each bad axis is named now, an
+    unknown name with the axes nearest it (A1111's labels), and A1111's labels still read."""
+    from seedlab.explore.axes import axis_name, parse_axes
+
+    with pytest.raises(ValueError) as caught:
+        parse_axes([("cfg: 1, 2", "X axis"), ("cfg: 1, 2", "Y axis"), ("Steps: 0", "Z axis")])
+    message = str(caught.value)
+    assert message.startswith("X axis: 'cfg' is not an axis; did you mean CFG Scale (guidance_scale)")
+    assert "; Y axis: 'cfg' is not an axis; did you mean CFG Scale" in message and "; Z axis: Steps value '0'" in message
+    assert "eta_ddim" not in message and "prompt_sr" not in message  # no list of every field
+    assert parse_axes([("seed: 1-2", "X axis"), (None, "Y axis"), ("", "Z axis")])[1:] == [None, None]
+    assert [axis_name(name) for name in ("CFG Scale", "Sampler", "Var. strength", "Steps")] == [
+        "guidance_scale", "scheduler", "variation_strength", "num_inference_steps"]
+    with pytest.raises(ValueError, match=r"'stepz' is not an axis; did you mean Steps \(num_inference_steps\)"):
+        axis_name("stepz")
+    with pytest.raises(ValueError, match="use one of A1111's labels .*CFG Scale"):
+        axis_name("colour")

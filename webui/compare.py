@@ -15,7 +15,8 @@ import gradio as gr
 
 from seedlab import Recipe
 from seedlab.engine.seeds import parse_seeds
-from seedlab.explore.plot import parse_axis, plot_recipes
+from seedlab.explore.axes import parse_axes
+from seedlab.explore.plot import plot_recipes
 from seedlab.explore.travel import CURVES, animation_name, save_animation, steps_draw_noise, travel_recipes
 from seedlab.files.sheets import save_plot_sheet
 from webui.fields import user_errors
@@ -119,15 +120,14 @@ def frame_caption(recipe: Recipe) -> str:
 
 
 def axes_of(values: dict):
-    """The plot's axes from the request's x, y and z (y and z optional); ValueError naming the axis."""
-    found = []
+    """The plot's axes from the request's x, y and z (y and z optional); ValueError naming every bad axis at once."""
+    texts = []
     for key, label, _ in AXES:
         text = values.pop(key[-1], None)
-        text = text.strip() if isinstance(text, str) else text
-        found.append(parse_axis(text, label.split(" (")[0]) if text else None)
-    if found[0] is None:
+        texts.append((text.strip() if isinstance(text, str) else text, label.split(" (")[0]))
+    if not texts[0][0]:
         raise ValueError('X axis is missing: write "NAME: VALUES", such as "seed: 1-4"')
-    return found
+    return parse_axes(texts)
 
 
 def plot(app, values: dict, request=None, progress=None):

@@ -11,6 +11,7 @@ its field's own rules.
 from __future__ import annotations
 
 import csv
+import difflib
 import math
 import random
 import re
@@ -82,9 +83,42 @@ def axis_name(name: str) -> str:
               **{label.lower(): field for label, field in A1111_AXES.items()}}
     if key in labels:
         return labels[key]
-    allowed = ", ".join([*SPECS, *SPECIAL])
-    raise ValueError(f"{name.strip()[:40]!r} is not an axis; use a recipe field ({allowed}) or one of A1111's "
-                     f"labels ({', '.join(A1111_AXES)})")
+    close = close_axes(key)
+    if close:
+        raise ValueError(f"{name.strip()[:40]!r} is not an axis; did you mean {' or '.join(close)}?")
+    raise ValueError(f"{name.strip()[:40]!r} is not an axis; use one of A1111's labels ({', '.join(A1111_AXES)}) or "
+                     "a recipe field's name (such as guidance_scale)")
+
+
+def close_axes(key: str, most: int = 3) -> list[str]:
+    """The axis names nearest a mistyped one (difflib, and names that start with it or hold it as a word), each as
+    A1111's label where it has one: "cfg" -> CFG Scale."""
+    label_of = {field: label for label, field in A1111_AXES.items()}
+    names = {name: name for name in [*SPECS, *SPECIAL]}
+    names.update({spec.label.lower(): field for field, spec in SPECS.items()})
+    names.update({label.lower(): field for label, field in A1111_AXES.items()})
+    names.update({spec.link: field for field, spec in SPECS.items() if spec.link and len(spec.link) > 2})  # a link's
+    found = [name for name in names if name == key]  # "cfg": a link's key, not an axis name (h, w and hr would clash)
+    found += [name for name in names if key and name.startswith(key)]
+    found += [name for name in names if key and key in name.replace("_", " ").split()]
+    found += difflib.get_close_matches(key, list(names), n=most, cutoff=0.7)
+    fields = list(dict.fromkeys(names[name] for name in found))[:most]
+    return [label_of.get(field, SPECS[field].label if field in SPECS else SPECIAL[field]) + f" ({field})"
+            for field in fields]
+
+
+def parse_axes(texts: list[tuple[str | None, str]], rng: random.Random | None = None) -> list[Axis | None]:
+    """Several axes ("NAME: VALUES" each, with the option that names it; None or "" for none) parsed together:
+    one ValueError naming every bad axis at once, so one pass over the plot's form fixes them all."""
+    axes, problems = [], []
+    for text, option in texts:
+        try:
+            axes.append(parse_axis(text, option, rng) if text else None)
+        except ValueError as error:
+            problems.append(str(error))
+    if problems:
+        raise ValueError("; ".join(problems))
+    return axes
 
 
 def parse_axis(text: str, option: str = "axis", rng: random.Random | None = None) -> Axis:

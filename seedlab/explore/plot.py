@@ -30,7 +30,7 @@ from ..engine.recipe import FieldError, Recipe, RecipeError
 from ..files.links import result_record
 from ..files.sheets import save_plot_sheet
 from ..serving.admission import Admission
-from .axes import Axis, parse_axis
+from .axes import Axis, parse_axes
 from .render import Where, render
 from .viewer import write_viewer
 
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace, admission: Admission, values: dict[str, Any], 
 
     threads = threads or torch.get_num_threads()  # None: torch's own count (a GPU), recorded with each image
     # 1. Axes and cells, all checked before a model loads; the CLI user is the host, so a model axis is allowed.
-    axes = [parse_axis(getattr(args, key), f"--{key}") if getattr(args, key) else None for key in "xyz"]
+    axes = parse_axes([(getattr(args, key), f"--{key}") for key in "xyz"])  # every bad axis named at once
     for axis in axes:
         for model in axis.values if axis is not None and axis.name == "model" else ():
             if model not in admission.store.allowed:
