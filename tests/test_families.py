@@ -20,7 +20,7 @@ from diffusers import DiffusionPipeline
 from seedlab import Recipe, fingerprint, generate, load_model
 from seedlab.engine.weights.model_info import model_defaults, read_info
 from tests import family_features
-from tests.helpers import torch_threads
+from tests.helpers import cli_here, torch_threads
 from tests.tiny import save_tiny_pipeline
 from tests.tiny_families import (
     save_tiny_ddim,
@@ -39,7 +39,8 @@ PLAIN_OPTIONS = {"pixart-sigma": {"use_resolution_binning": False}}
 SETTINGS = {"prompt": "a red circle", "steps": 2, "guidance": 3.0, "width": 32, "height": 32}
 
 
-# Through the CLI as a user runs it (a process each: the costly part): the families of the hidden checks and Flux.
+# Through the CLI (its grid in this process, its reproduce in a process as a user runs it): the families of the hidden
+# checks and Flux.
 # Every family, SD 2.x and PixArt included, goes through the same promises in process (family_features below).
 @pytest.fixture(scope="module", params=["sdxl", "sd3", "flux"])
 def family(request, tmp_path_factory):
@@ -48,8 +49,14 @@ def family(request, tmp_path_factory):
 
 
 def cli(*args):
+    """`python -m seedlab` in a process of its own, as a user runs it: `reproduce` pins its baseline and threads."""
     return subprocess.run([sys.executable, "-m", "seedlab", *map(str, args)], capture_output=True, text=True,
                           timeout=300)
+
+
+def here(capsys, *args):
+    """The same command line in this process (a process start costs ~5 s of CPU; test_cli covers the process)."""
+    return cli_here(capsys, *map(str, args))
 
 
 def recipe(folder, seed: int, **changes) -> Recipe:
@@ -57,9 +64,9 @@ def recipe(folder, seed: int, **changes) -> Recipe:
                   guidance_scale=SETTINGS["guidance"], width=SETTINGS["width"], height=SETTINGS["height"], **changes)
 
 
-def test_grid_equals_plain_diffusers_cell_equals_solo_and_its_png_reproduces(family, tmp_path):
+def test_grid_equals_plain_diffusers_cell_equals_solo_and_its_png_reproduces(family, tmp_path, capsys):
     name, folder = family
-    done = cli("grid", "--model", folder, "--prompt", SETTINGS["prompt"], "--seeds", "0-1",
+    done = here(capsys, "grid", "--model", folder, "--prompt", SETTINGS["prompt"], "--seeds", "0-1",
                "--steps", SETTINGS["steps"], "--guidance", SETTINGS["guidance"], "--width", 32, "--height", 32,
                "--out", tmp_path, "--json")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -138,7 +145,7 @@ def test_the_documented_family_table_is_what_the_checks_give_now(outcomes):
 
 # --- a model's own defaults, read from its folder ---
 
-def test_a_turbo_folder_starts_at_its_steps_and_guidance_and_the_cli_uses_them(tmp_path):
+def test_a_turbo_folder_starts_at_its_steps_and_guidance_and_the_cli_uses_them(tmp_path, capsys):
     """Named turbo: 1 step, guidance 0 (its model card); trailing timesteps alone: 4 steps, guidance 0."""
     turbo = save_tiny_turbo(tmp_path / "sd-turbo")
     fast = save_tiny_turbo(tmp_path / "fast")
@@ -147,7 +154,7 @@ def test_a_turbo_folder_starts_at_its_steps_and_guidance_and_the_cli_uses_them(t
         loaded = load_model(str(folder), torch.device("cpu"))
         assert (loaded.default_steps, loaded.default_guidance) == expected, folder
         assert read_info(str(folder)) == loaded.info  # the same, from the config files alone
-    done = cli("grid", "--model", turbo, "--prompt", "a red circle", "--seeds", "3", "--out", tmp_path / "out",
+    done = here(capsys, "grid", "--model", turbo, "--prompt", "a red circle", "--seeds", "3", "--out", tmp_path / "out",
                "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     line = json.loads(done.stdout)
@@ -180,9 +187,9 @@ def test_defaults_follow_the_pipelines_own(pipeline, config):
 
 # --- pipelines without a prompt (the reproducibility guide's DDIMPipeline) ---
 
-def test_an_unconditional_folder_runs_without_a_prompt_and_its_png_reproduces(tmp_path):
+def test_an_unconditional_folder_runs_without_a_prompt_and_its_png_reproduces(tmp_path, capsys):
     folder = save_tiny_ddim(tmp_path / "ddim")
-    done = cli("grid", "--model", folder, "--seeds", "0-1", "--steps", 2, "--out", tmp_path / "out", "--json")
+    done = here(capsys, "grid", "--model", folder, "--seeds", "0-1", "--steps", 2, "--out", tmp_path / "out", "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     plain = DiffusionPipeline.from_pretrained(folder)
@@ -203,9 +210,9 @@ def test_an_unconditional_folder_runs_without_a_prompt_and_its_png_reproduces(tm
       "--width must be 32 for model .*: an unconditional pipeline makes its native size only"]),
     (("--variation-seed", 5, "--variation-strength", 0.5), ["DDIMPipeline draws its own starting noise"]),
 ])
-def test_what_an_unconditional_pipeline_cannot_do_is_refused_in_one_line(tmp_path_factory, options, messages):
+def test_what_an_unconditional_pipeline_cannot_do_is_refused_in_one_line(tmp_path_factory, capsys, options, messages):
     folder = save_tiny_ddim(tmp_path_factory.mktemp("ddim") / "model")
-    done = cli("grid", "--model", folder, "--seeds", "0", "--steps", 2, *options,
+    done = here(capsys, "grid", "--model", folder, "--seeds", "0", "--steps", 2, *options,
                "--out", tmp_path_factory.mktemp("out"))
     assert done.returncode != 0 and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     for message in messages:

@@ -12,8 +12,8 @@ import torch
 
 import seedlab
 from seedlab import Recipe
+from seedlab.engine import cpu_noise, philox, random_sources
 from seedlab.engine import noise as noise_module
-from seedlab.engine import philox, random_sources
 from seedlab.engine.latents import latent_shape
 from seedlab.engine.models import ModelStore
 from seedlab.engine.recipe import RecipeError
@@ -42,6 +42,9 @@ class Drawn:
             return wrapper
 
         monkeypatch.setattr(torch, "randn", counted(randn, lambda out: out.numel()))
+        # Where torch.randn does not give the AVX2 values (ARM), cpu_noise computes them from torch.rand's uniforms.
+        cpu_noise.torch_is_avx2()  # its once-a-process check draws too: before counting starts
+        monkeypatch.setattr(torch, "rand", counted(torch.rand, lambda out: out.numel()))
         monkeypatch.setattr(random_sources, "apple_gauss", counted(gauss, lambda out: out.size))  # numpy-mt19937
         monkeypatch.setattr(random_sources.Stream, "randn", counted(stream, lambda out: out.size))
         monkeypatch.setattr(noise_module, "_numpy_noise", counted(pcg, lambda out: out.numel()))

@@ -7,7 +7,7 @@ runs; `settle` waits until none has been in flight for QUIET_MS, long enough for
 `.success`, `.failure`) to have been sent had there been one.
 """
 
-QUIET_MS = 1500
+QUIET_MS = 500
 TIMEOUT_MS = 60_000
 
 TRACKER = """
