@@ -54,14 +54,22 @@ def cli_here(capsys, *args):
     """The command line run in this process, as a test would run `python -m seedlab` in another (a new process costs
     ~5 s of CPU for its imports): a CompletedProcess with its exit status and what it printed. `reproduce`, which pins
     a baseline and a thread count before torch computes, and a real process's exit status are tested in processes."""
+    capsys.readouterr()
+    return run_here(*args)
+
+
+def run_here(*args):
+    """cli_here without pytest's capsys (for module-scoped fixtures): stdout and stderr caught as the command runs."""
+    import io
     import subprocess
+    from contextlib import redirect_stderr, redirect_stdout
 
     from seedlab.cli import main
 
-    capsys.readouterr()
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(["seedlab", *args], code, out, err)
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main([str(arg) for arg in args])
+    return subprocess.CompletedProcess(["seedlab", *args], code, out.getvalue(), err.getvalue())
 
 
 def tiny_prompted(tmp_path_factory):
@@ -117,3 +125,11 @@ def page_request(query: str) -> SimpleNamespace:
     """What a page load brings: the page's query parameters and the page address as referer."""
     return SimpleNamespace(query_params=dict(parse_qsl(query, keep_blank_values=True)), session_hash="s",
                            headers={"referer": f"http://seedlab.example/?{query}"})
+
+
+def read_parameters(text: str):
+    """An A1111 `parameters` text as (recipe, fingerprint if SeedLab wrote it, notes), read as a PNG's chunk is."""
+    from seedlab.files.metadata import read_chunks, recipe_from_reading
+
+    reading = read_chunks({"parameters": text})
+    return recipe_from_reading(reading), reading.fingerprint, list(reading.notes)

@@ -166,7 +166,7 @@ def test_an_a1111_text_generates_with_its_sampler_and_a_cell_is_its_solo_image(s
     """The whole path: A1111's text -> recipe -> generation (timesteps.sample), each image its own noise."""
     from seedlab.engine.generation import generate, iter_generate
     from seedlab.engine.models import describe
-    from seedlab.files.metadata import read_parameters
+    from tests.helpers import read_parameters
 
     model = describe("tiny", setup[0], torch.device("cpu"))
     recipe = read_parameters(a1111_text("DDIM", ", Eta DDIM: 0.5").replace("Steps: 20", "Steps: 4"))[0]

@@ -7,8 +7,6 @@ fed the decoder's output of the very run they are compared with (caught on its w
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +18,8 @@ from PIL import Image
 import seedlab
 from seedlab import Recipe
 from seedlab.files.links import decode_link, encode_link
-from seedlab.files.metadata import parameters_text, read_chunks, read_metadata, read_parameters, read_png, save_png
-from tests.helpers import torch_threads
+from seedlab.files.metadata import parameters_text, read_chunks, read_metadata, read_png, save_png
+from tests.helpers import read_parameters, run_here, torch_threads
 from tests.test_corpus import CORPUS
 from tests.test_corpus import EXPECTED as CORPUS_FILES
 from tests.test_corpus_comfyui import EXPECTED as CUSTOM_NODE_FILES
@@ -169,10 +167,8 @@ def test_old_links_and_pngs_decode_to_round():
 
 def test_the_cli_truncates_on_request(tmp_path):
     model_dir = save_tiny_pipeline(tmp_path / "tiny")
-    run = subprocess.run([sys.executable, "-m", "seedlab", "grid", "--prompt", "a red circle", "--seeds", "0-1",
-                          "--out", str(tmp_path / "out"), "--model", str(model_dir), "--steps", "3",
-                          "--scheduler", "Euler a", "--to-8bit", "truncate", "--json"],
-                         capture_output=True, text=True, timeout=300)
+    run = run_here("grid", "--prompt", "a red circle", "--seeds", "0-1", "--out", tmp_path / "out", "--model",
+                   model_dir, "--steps", "3", "--scheduler", "Euler a", "--to-8bit", "truncate", "--json")
     assert run.returncode == 0, run.stderr
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     assert [line["recipe"]["to_8bit"] for line in lines] == ["truncate", "truncate"]
@@ -183,7 +179,6 @@ def test_the_cli_truncates_on_request(tmp_path):
         assert seedlab.fingerprint(saved) == line["fingerprint"]
         with torch_threads(1):  # the CLI's default on a CPU
             assert seedlab.generate(model, Recipe.from_dict(line["recipe"])).fingerprint == line["fingerprint"]
-    bad = subprocess.run([sys.executable, "-m", "seedlab", "grid", "--prompt", "x", "--seeds", "0", "--out",
-                          str(tmp_path / "bad"), "--model", str(model_dir), "--to-8bit", "floor"],
-                         capture_output=True, text=True, timeout=300)
+    bad = run_here("grid", "--prompt", "x", "--seeds", "0", "--out", tmp_path / "bad", "--model", model_dir,
+                   "--to-8bit", "floor")
     assert bad.returncode == 2 and "--to-8bit" in bad.stderr and "round, truncate" in bad.stderr

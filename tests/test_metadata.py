@@ -12,7 +12,8 @@ from PIL.PngImagePlugin import PngInfo
 
 from seedlab import MAX_SEED, Recipe, Result, fingerprint, png_info, read_png, save_png
 from seedlab.engine.samplers.names import A1111_SAMPLERS
-from seedlab.files.metadata import SAMPLERS, UnreadableImage, parameters_text, read_parameters
+from seedlab.files.metadata import SAMPLERS, UnreadableImage, parameters_text
+from tests.helpers import read_parameters
 from tests.test_links import ENV, recipes
 
 IMAGE = Image.fromarray(np.arange(8 * 8 * 3, dtype=np.uint8).reshape(8, 8, 3))

@@ -19,10 +19,15 @@ from seedlab.files.sheets import PLOT_KEY
 from seedlab.serving.admission import Admission
 from seedlab.serving.budget import IMAGE_CALLS, Speed
 from seedlab.serving.limits import Limits
-from tests.helpers import cli_here, torch_threads
+from tests.helpers import cli_here, run_here, torch_threads
 
 
 def cli(*args):
+    """`python -m seedlab` in this process (run_here): a process start costs ~5 s; test_cli covers the process."""
+    return run_here(*args)
+
+
+def cli_process(*args):
     return subprocess.run([sys.executable, "-m", "seedlab", *args], capture_output=True, text=True, timeout=300)
 
 
@@ -313,8 +318,8 @@ def test_viewer_keeps_recipe_text_out_of_the_markup(admission, tmp_path):
 
 def test_cli_plot_on_worker_processes_makes_the_same_cells(plot_run, tiny_model_dir, tmp_path):
     lines, _ = plot_run
-    run = cli("plot", "--prompt", "a red circle", "--x", "seed: 1-5 (+2)", "--y", "num_inference_steps: 2, 3",
-              "--model", str(tiny_model_dir), "--out", str(tmp_path), "--json", "--workers", "2")
+    run = cli_process("plot", "--prompt", "a red circle", "--x", "seed: 1-5 (+2)", "--y", "num_inference_steps: 2, 3",
+                      "--model", str(tiny_model_dir), "--out", str(tmp_path), "--json", "--workers", "2")
     assert run.returncode == 0, run.stderr
     pooled = [json.loads(line) for line in run.stdout.splitlines()]
     assert [line["fingerprint"] for line in pooled] == [line["fingerprint"] for line in lines]

@@ -268,7 +268,7 @@ def test_a1111_samplers_that_draw_while_stepping_refuse_them_too(pipe):
 
 def test_seedlabs_own_text_and_the_cli_name_each_source():
     from seedlab.files.infotext import parameters_text
-    from seedlab.files.metadata import read_parameters
+    from tests.helpers import read_parameters
 
     for rng in random_sources.SOURCES:
         recipe = Recipe(prompt="a fox", seed=123, rng=rng, scheduler="EulerDiscreteScheduler")

@@ -1,8 +1,6 @@
 """Seed travel: strengths along a curve, frames as recipes, exact ends, `python -m seedlab travel` end to end."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -13,11 +11,12 @@ from seedlab.engine.models import ModelStore
 from seedlab.explore.travel import steps_draw_noise, strengths, travel_recipes
 from seedlab.serving.admission import Admission
 from seedlab.serving.limits import Limits
-from tests.helpers import cli_here, torch_threads
+from tests.helpers import cli_here, run_here, torch_threads
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "seedlab", *args], capture_output=True, text=True, timeout=300)
+    """`python -m seedlab` in this process (run_here): a process start costs ~5 s; test_cli covers the process."""
+    return run_here(*args)
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,11 @@
 """The plot viewer in Chromium, opened from disk: swap axes, pick the Z value, click a cell, read its recipe."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_here
 
 CHROMIUM = Path("/usr/bin/chromium")
 TIMEOUT_MS = 30_000
@@ -17,9 +17,8 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {
 @pytest.fixture(scope="module")
 def plot(tiny_model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("viewer")
-    run = subprocess.run([sys.executable, "-m", "seedlab", "plot", "--prompt", PROMPT, "--x", "seed: 1, 2, 3",
-                          "--y", "Steps: 1, 2", "--z", "Prompt S/R: red, blue", "--model", str(tiny_model_dir),
-                          "--out", str(out), "--json"], capture_output=True, text=True, timeout=300)
+    run = run_here("plot", "--prompt", PROMPT, "--x", "seed: 1, 2, 3", "--y", "Steps: 1, 2", "--z",
+                   "Prompt S/R: red, blue", "--model", tiny_model_dir, "--out", out, "--json")
     assert run.returncode == 0, run.stderr
     return [json.loads(line) for line in run.stdout.splitlines()], out
 

@@ -28,6 +28,7 @@ from ..engine.image import Result
 from ..engine.recipe import SPECS, Recipe
 from ..engine.spec import FieldError, RecipeError
 from ..engine.version import __version__
+from ..engine.weights import lora_names
 from . import drawthings, formats, imaginairy, invokeai_legacy, json_recipes, keyvalue, mochi
 from .chunks import (
     UnreadableImage,  # noqa: F401  (what reading raises: part of this module's API)
@@ -230,9 +231,13 @@ def partial_recipe(reading: Reading) -> tuple[Recipe, list[str]]:
     refused (recipe_from_reading), and so does a file whose prompt cannot be used."""
     if reading.format == "SeedLab":
         return recipe_from_reading(reading), []
-    fields = {name: value for name, value in reading.fields.items() if name in SPECS}
+    fields = {name: value for name, value in reading.fields.items() if name in SPECS and not _unchosen(name, value)}
     fields.setdefault("prompt", "")
     notes: list[str] = []
+    for name in ("prompt", "loras") if fields.get("prompt_syntax") == "a1111" else ("loras",):
+        if isinstance(fields.get(name), str) and "<" in fields[name]:  # one odd LoRA tag costs that tag
+            fields[name], unread = lora_names.salvage(fields[name], name)
+            notes += unread
 
     def drop(name: str, problem: str) -> None:
         if name == "prompt" or name not in fields:
@@ -257,6 +262,15 @@ def partial_recipe(reading: Reading) -> tuple[Recipe, list[str]]:
     raise ValueError(f"{_label(reading)}: no usable recipe")
 
 
+# Fields a tool's widget leaves at "None" (or empty) when nothing is chosen: no LoRA, the checkpoint's own VAE.
+_NAMES = ("model", "scheduler", "vae", "loras", "hires_upscaler", "hires_sampler", "model_hash", "vae_hash")
+
+
+def _unchosen(name: str, value: Any) -> bool:
+    """A name field the file leaves empty or "None": absent, not a value to refuse in a note."""
+    return name in _NAMES and (value is None or isinstance(value, str) and value.strip().lower() in ("", "none"))
+
+
 def _shown(value: Any) -> str:
     """A value a file holds, quoted for a note: a huge number by its size (1e308 read as an int has 309 digits)."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
@@ -274,14 +288,6 @@ def read_png(path_or_file: str | Path | IO[bytes]) -> tuple[Recipe, str | None, 
     reading = read_metadata(path_or_file)
     recipe, unusable = partial_recipe(reading)  # another tool's odd value: named in a note, the rest restored
     return recipe, reading.fingerprint, reading.environment, list(reading.notes) + unusable
-
-
-def read_parameters(text: str) -> tuple[Recipe, str | None, list[str]]:
-    """An A1111 `parameters` text as (recipe, fingerprint if SeedLab wrote it, notes)."""
-    if _is_json_object(text):
-        raise ValueError("parameters holds JSON, not A1111 text")
-    reading = read_chunks({"parameters": text})
-    return recipe_from_reading(reading), reading.fingerprint, list(reading.notes)
 
 
 def _a1111_flavour(text: str) -> str:
