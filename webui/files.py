@@ -92,9 +92,6 @@ class Recorded:
     environment: Environment
     made_at: float  # time.time()
 
-    def made_at_text(self) -> str:
-        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.made_at))
-
 
 class ResultRecord:
     """This server's record of the images it made, keyed by recipe, so a link it rendered opens at once.

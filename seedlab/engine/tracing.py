@@ -38,11 +38,6 @@ _made = 0  # traces made in this process, every TracedUNet together
 _made_lock = threading.Lock()
 
 
-def traces_made() -> int:
-    """How many traces this process holds (each keeps its graph until the process ends)."""
-    return _made
-
-
 def _claim_trace() -> bool:
     """Take one of the process's MAX_TRACES; False when all are taken (the call then runs eagerly)."""
     global _made
