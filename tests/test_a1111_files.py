@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -23,7 +21,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from seedlab.engine.models import EMBEDDED_MODEL_DIR
-from tests.helpers import compvis_alphas_cumprod
+from tests.helpers import compvis_alphas_cumprod, run_here
 from tests.reference.a1111_prompt import a1111_conditioning
 
 pytestmark = pytest.mark.skipif(not (EMBEDDED_MODEL_DIR / "model_index.json").exists(), reason="no embedded model")
@@ -124,8 +122,7 @@ def test_an_a1111_png_regenerates_as_the_same_image_from_the_command_line(a1111_
                                                                "VAE: vae-ft-mse-840000-ema-pruned.safetensors")
         source = tmp_path / f"{name}-vae.png"
         image.save(source, pnginfo=info)
-    run = subprocess.run([sys.executable, "-m", "seedlab", "reproduce", str(source), "--out",
-                          str(out), "--json"], capture_output=True, text=True, timeout=600)
+    run = run_here("reproduce", source, "--out", out, "--json")
     assert run.stdout.strip(), run.stderr[-3000:]
     verdict = json.loads(run.stdout.strip().splitlines()[-1])
     assert verdict["max_difference"] <= 2, verdict["summary"]
@@ -212,27 +209,31 @@ def a1111_lora_png(tmp_path_factory):
     return folder
 
 
-def reproduce(png, env_models=None):
-    import os
+def reproduce(png, monkeypatch, env_models=None):
+    """`seedlab reproduce PNG --json` in this process, with `env_models` as SEEDLAB_MODELS_DIR (or none)."""
+    from seedlab.engine.weights import library
 
-    env = {key: value for key, value in os.environ.items() if key != "SEEDLAB_MODELS_DIR"}
-    if env_models is not None:
-        env["SEEDLAB_MODELS_DIR"] = str(env_models)
-    env["SEEDLAB_CACHE_DIR"] = str(png.parent / "cache")
-    return subprocess.run([sys.executable, "-m", "seedlab", "reproduce", str(png), "--json"], capture_output=True,
-                          text=True, timeout=600, env=env)
+    if env_models is None:
+        monkeypatch.delenv(library.ENV, raising=False)
+    else:
+        monkeypatch.setenv(library.ENV, str(env_models))
+    monkeypatch.setenv("SEEDLAB_CACHE_DIR", str(png.parent / "cache"))
+    monkeypatch.setattr(library, "_configured", None)  # the folder is read again, as a new process reads it
+    monkeypatch.setattr(library, "_HASHES", library._HashCache())
+    return run_here("reproduce", png, "--json")
 
 
-def test_an_a1111_png_with_a_kohya_lora_in_the_models_folder_regenerates_as_the_same_image(a1111_lora_png):
-    run = reproduce(a1111_lora_png / "lora.png", a1111_lora_png / "models")
+def test_an_a1111_png_with_a_kohya_lora_in_the_models_folder_regenerates_as_the_same_image(a1111_lora_png,
+                                                                                            monkeypatch):
+    run = reproduce(a1111_lora_png / "lora.png", monkeypatch, a1111_lora_png / "models")
     assert run.stdout.strip(), run.stderr[-3000:]
     verdict = json.loads(run.stdout.strip().splitlines()[-1])
     assert verdict["max_difference"] <= 2, verdict["summary"]
     assert not any("LoRA" in note for note in verdict.get("notes", [])), verdict
 
 
-def test_without_its_lora_the_command_line_names_it_its_hash_and_the_models_folder(a1111_lora_png):
-    run = reproduce(a1111_lora_png / "lora.png")
+def test_without_its_lora_the_command_line_names_it_its_hash_and_the_models_folder(a1111_lora_png, monkeypatch):
+    run = reproduce(a1111_lora_png / "lora.png", monkeypatch)
     assert run.returncode == 2 and not run.stdout
     assert run.stderr.startswith("seedlab: error: LoRA 'detail' (hash ") and "SEEDLAB_MODELS_DIR" in run.stderr
 
@@ -270,13 +271,14 @@ def a1111_ti_png(tmp_path_factory):
     return folder
 
 
-def test_an_a1111_png_with_an_embedding_in_the_models_folder_regenerates_as_the_same_image(a1111_ti_png):
-    run = reproduce(a1111_ti_png / "ti.png", a1111_ti_png / "models")
+def test_an_a1111_png_with_an_embedding_in_the_models_folder_regenerates_as_the_same_image(a1111_ti_png, monkeypatch):
+    run = reproduce(a1111_ti_png / "ti.png", monkeypatch, a1111_ti_png / "models")
     assert run.stdout.strip(), run.stderr[-3000:]
     verdict = json.loads(run.stdout.strip().splitlines()[-1])
     assert verdict["max_difference"] <= 2, verdict["summary"]
     assert not any("embedding" in note for note in verdict["notes"]), verdict  # found, with its hash
-    run = reproduce(a1111_ti_png / "ti.png")  # no models folder: the word is read as text, and the verdict says why
+    # No models folder: the word is read as text, and the verdict says why.
+    run = reproduce(a1111_ti_png / "ti.png", monkeypatch)
     without = json.loads(run.stdout.strip().splitlines()[-1])
     assert without["max_difference"] > 2
     assert any(note.startswith("embedding inkstyle (hash ") and "not in the models folder" in note
