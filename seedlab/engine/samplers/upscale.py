@@ -8,8 +8,9 @@ tests/test_comfy_samplers.py compares it tensor for tensor with tests/reference/
 
 Under the universal CPU baseline an upscaler computes in float64 and rounds its result to the latents' dtype once:
 an interpolation's multiply-adds (fused on AVX2 builds, not elsewhere) and bislerp's acos and sines (vectorised
-or scalar by the CPU) round differently from machine to machine; in float64, as products of weight matrices
-(`separable`), they differ by far less than float32's spacing.
+or scalar by the CPU) round differently from machine to machine. `separable` applies the interpolation's weights
+with elementwise float64 operations in a fixed order, so its bits are the same everywhere; bislerp in float64
+differs by far less than float32's spacing.
 """
 
 from __future__ import annotations
@@ -35,16 +36,31 @@ def upscale_latents(latents: torch.Tensor, height: int, width: int, upscaler: st
 
 
 def separable(latents: torch.Tensor, height: int, width: int, mode: str, antialias: bool) -> torch.Tensor:
-    """torch's interpolate as one weight matrix per axis, applied in float64 and rounded once (universal baseline).
+    """torch's interpolate as per-axis weights, applied in float64 and rounded once (universal baseline).
 
     Every mode here is separable: an output value is a sum over rows and columns of weight(row) * weight(column)
-    * input. The weights are torch's own (its interpolate of an identity, in float64); a float64 interpolate
-    itself still differs between CPU builds after rounding (its multiply-adds fuse on AVX2 builds), a product of
-    matrices does not.
+    * input. Each axis is resampled by elementwise float64 products and sums in a fixed order (IEEE: the same
+    bits on every machine); a GEMM would sum in the order its kernel blocks, and a result 1 ulp apart can round
+    to another float32 where the exact value is a tie.
     """
-    rows = _weights(latents.shape[-2], height, mode, antialias)
-    columns = _weights(latents.shape[-1], width, mode, antialias)
-    return torch.einsum("oh,nchw,pw->ncop", rows, latents.double(), columns).to(latents.dtype)
+    wide = _resampled(latents.double(), _weights(latents.shape[-1], width, mode, antialias), -1)
+    return _resampled(wide, _weights(latents.shape[-2], height, mode, antialias), -2).to(latents.dtype)
+
+
+def _resampled(values: torch.Tensor, weights: torch.Tensor, dim: int) -> torch.Tensor:
+    """`values` resampled along `dim` by `weights` (new, old): each output the sum of its taps, in index order."""
+    rows = [[(index, weight) for index, weight in enumerate(row.tolist()) if weight] or [(0, 0.0)]
+            for row in weights]
+    view = [1] * values.dim()
+    view[dim] = len(rows)
+    total = None
+    for tap in range(max(len(row) for row in rows)):
+        taken = [row[tap] if tap < len(row) else (row[0][0], 0.0) for row in rows]
+        indices = torch.tensor([index for index, _ in taken])
+        scale = torch.tensor([weight for _, weight in taken], dtype=values.dtype).view(view)
+        term = values.index_select(dim, indices) * scale
+        total = term if total is None else total + term
+    return total
 
 
 def _weights(old: int, new: int, mode: str, antialias: bool) -> torch.Tensor:
