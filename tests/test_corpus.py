@@ -59,7 +59,7 @@ SW = "mcmonkeyprojects-SwarmUI/"
 SIWM = "nkchocoai-ComfyUI-SaveImageWithMetaData/"
 
 DE = "DenOfEquity-"
-IMA, INV = "brycedrennan-imaginAIry/", "invoke-ai-InvokeAI/"
+IMA, INV, LCTL = "brycedrennan-imaginAIry/", "invoke-ai-InvokeAI/", "cheald-sd-webui-loractl/"
 IMA_NEG = "Ugly, duplication, duplicates, mutilation, deformed, mutilated, mutation, twisted body, disfigured…"
 RED = ("portrait photograph, woman with red hair, wearing green blazer over yellow tshirt and blue trousers, on sunny "
        "beach with dark clouds on horizon")
@@ -326,6 +326,11 @@ EXPECTED = {
         "InvokeAI 2", 3575531754, 50, 7.5, (512, 512), LMS, "blue sphere:0.25 red cube:0.75 hybrid", ""),
     INV + "outpainting__elven_princess.outpainted.png": ("InvokeAI 2", 1432851274, 50, 7.5, (512, 512), DDIM, None,
                                                          None),
+    # A1111 with the loractl extension: LoRA weights scheduled over the steps (weight@step), in the prompt as written.
+    LCTL + "00009-1449410826.png": ("A1111", 1449410826, 20, 7, (512, 512), K_EA, "<lora:st4rw4ar5at4t:0@0,1@0.4> "
+                                    "<lora:MechanicalBird:1@0,0.5@0.5> mechanical bird,  st4rw4ar5at4t", ""),
+    LCTL + "00016-1449410826.png": ("A1111", 1449410826, 20, 7, (512, 512), K_EA, "<lora:pixel:te=1:unet=0@0,1@1> "
+                                    "pixelart, mecha on the beach, beautiful sunset, epic lighting", ""),
 }
 # Files SeedLab does not yet read as they say: what is missing, checked to stay missing (strict xfail).
 GAPS = {

@@ -26,6 +26,8 @@ MAX_TEXT = 64_000  # characters of A1111 text: real ones are a few thousand
 MAX_JSON = 4_000_000  # characters of a JSON chunk: large ComfyUI workflows are a few hundred thousand
 MAX_DEPTH = 64  # JSON nesting: real metadata nests fewer than 10 levels
 MAX_DIGITS = 40  # a JSON integer; seeds have at most 20 digits
+# A note's words for a file whose image no server but its tool's own can make (NovelAI's): nothing to compare with.
+NOT_MADE_HERE = "the image cannot be made here"
 
 def check_text(what: str, text: Any, limit: int = MAX_TEXT) -> None:
     """Refuse text that is not a string or is longer than `limit`, before any parsing."""
@@ -186,8 +188,28 @@ def read_invokeai(text: str) -> tuple[str, dict[str, Any], list[str]]:
     if data.get("rand_device") in ("cpu", "cuda"):  # InvokeAI draws torch.randn on that device
         fields["rng"] = "cpu" if data["rand_device"] == "cpu" else "cuda-philox"
         used.add("rand_device")
+    notes += compel_notes(fields)
     _leftover("InvokeAI", data, used, notes)
     return "InvokeAI", fields, notes
+
+
+# Compel's prompt syntax, which InvokeAI reads: `word+`, `(words)---`, `(words)1.3`, `("a", "b").blend(0.7, 0.3)`,
+# `.and()`, `.swap()`. A run of + or - must end the word (a hyphen inside "lo-fi" is text); bounded classes only.
+_COMPEL = re.compile(r"[\w)][+-]{1,8}(?=[\s,.)]|$)|\)[0-9]{1,3}(?:\.[0-9]{1,4})?(?=[\s,.)]|$)|\)\.(?:blend|and|swap)\(")
+
+
+def compel_notes(fields: dict[str, Any]) -> list[str]:
+    """A note when a prompt weights words with compel's syntax, which SeedLab reads as plain text: the weights are
+    not applied (the words stay, with their + and - marks)."""
+    for name, label in (("prompt", "prompt"), ("negative_prompt", "negative prompt")):
+        text = fields.get(name)
+        found = _COMPEL.search(text[:MAX_TEXT]) if isinstance(text, str) else None
+        if found:
+            start = max(0, found.start() - 30)
+            return [f"the {label} weights words with compel's syntax, which InvokeAI reads ({text[start:found.end()]!r}"
+                    ": +, -, (words)1.2, .blend, .and): SeedLab reads it as plain text, so the weights are not applied "
+                    "and the image differs"]
+    return []
 
 
 def read_swarmui(data: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
@@ -236,7 +258,7 @@ def read_novelai(comment: str, chunks: dict[str, str]) -> tuple[str, dict[str, A
     if "sampler" in data:
         fields.update(tool_sampling(data["sampler"], data.get("noise_schedule"), notes, "k-diffusion"))
     fields.update(source_fields(chunks.get("Source")))  # the model; NovelAI's syntax for its SD 1.x-based ones
-    notes.append("NovelAI's models run only on NovelAI's servers: the recipe is shown, the image cannot be made here")
+    notes.append(f"NovelAI's models run only on NovelAI's servers: the recipe is shown, {NOT_MADE_HERE}")
     _leftover("NovelAI", data, used, notes)
     return "NovelAI", fields, notes
 

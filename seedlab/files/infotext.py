@@ -99,6 +99,7 @@ def read_infotext(text: str) -> tuple[dict[str, Any], list[str], str | None]:
     check_text("parameters", text)
     lines = text.strip().replace("\r\n", "\n").split("\n")
     index, pairs = _find_parameter_line(lines)
+    pairs = _fooocus_pairs(pairs) if pairs is not None else None
     extra = lines[index + 1:] if index is not None else []
     lines = lines[:index] if index is not None else lines
     prompt_lines: list[str] = []
@@ -166,6 +167,32 @@ def parse_pairs(line: str) -> list[tuple[str, Any]] | None:
         if position < end and line[position] != ",":
             return None
     return pairs
+
+
+# Fooocus's "a1111" scheme (modules/meta_parser.py, flags.py KSAMPLER): its ComfyUI samplers under A1111's labels, the
+# schedule in its own `Scheduler` key (SeedLab's own key for a diffusers class), read back as the last name of a label.
+FOOOCUS_SAMPLERS = {"Euler": "euler", "Euler a": "euler_ancestral", "Heun": "heun", "DPM2": "dpm_2",
+                    "DPM2 a": "dpm_2_ancestral", "LMS": "lms", "DPM fast": "dpm_fast", "DPM adaptive": "dpm_adaptive",
+                    "DPM++ 2S a": "dpmpp_2s_ancestral", "DPM++ SDE": "dpmpp_sde_gpu", "DPM++ 2M": "dpmpp_2m",
+                    "DPM++ 2M SDE": "dpmpp_2m_sde_gpu", "LCM": "lcm", "TCD": "tcd", "Restart": "restart",
+                    "DDIM": "ddim", "UniPC": "uni_pc"}
+
+
+def _fooocus_pairs(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Fooocus's A1111 text in the words the rest of this module reads: its sampler by ComfyUI's name with its
+    `Scheduler` as the schedule type (not SeedLab's Scheduler key). Any other text is returned as it is."""
+    by_key = dict(pairs)
+    if not str(by_key.get("Version", "")).startswith("Fooocus"):
+        return pairs
+    schedule = str(by_key.get("Scheduler", "")).strip()
+    read: list[tuple[str, Any]] = []
+    for key, value in pairs:
+        label = str(value).removesuffix(" Karras") if schedule == "karras" else str(value)
+        if key == "Sampler" and label in FOOOCUS_SAMPLERS:
+            read += [("Sampler", FOOOCUS_SAMPLERS[label]), ("Schedule type", schedule or "normal")]
+        elif key != "Scheduler":
+            read.append((key, value))
+    return read
 
 
 def _find_parameter_line(lines: list[str]) -> tuple[int | None, list[tuple[str, Any]] | None]:
@@ -241,8 +268,8 @@ def _map_pair(raw_key: str, value: Any, by_key: dict[str, Any], fields: dict[str
         fields[name] = _read_value(key, value, SPECS[name].kind)
     elif key == "Fingerprint":
         return value
-    elif key in _SILENT:
-        return None  # read with Sampler or RNG, or only says which program wrote the file
+    elif key in _SILENT or not value.strip():
+        return None  # read with Sampler or RNG, or only says which program wrote the file; an empty value says nothing
     else:
         notes.append(f"{_short(raw_key)}: {_short(value)} has no SeedLab equivalent and is ignored")
     return None
@@ -256,7 +283,8 @@ def _syntax_of(by_key: dict[str, Any]) -> str:
     SD.Next's (its own parsers, plain here) and ComfyUI's savers (ComfyUI's CLIPTextEncode)."""
     if _is_seedlab(by_key) or str(by_key.get("App", "")).startswith("SD.Next"):
         return "plain"
-    return "comfyui" if str(by_key.get("Version", "")).startswith("ComfyUI") else "a1111"
+    return "comfyui" if str(by_key.get("Version", "")).startswith(("ComfyUI", "Fooocus")) else "a1111"  # Fooocus
+    # encodes its prompts with ComfyUI's code (ldm_patched)
 
 
 def _is_seedlab(by_key: dict[str, Any]) -> bool:
@@ -298,7 +326,8 @@ def _default_rng(by_key: dict[str, Any], fields: dict[str, Any], notes: list[str
     if SEEDLAB_RNG_KEY in by_key or word not in (None, "GPU", "NV"):
         return
     if word is None:
-        if str(by_key.get("Version", "")).startswith("ComfyUI") or is_comfy_sampler(fields.get("scheduler", "")):
+        if str(by_key.get("Version", "")).startswith(("ComfyUI", "Fooocus")) or is_comfy_sampler(
+                fields.get("scheduler", "")):
             # ComfyUI (its savers, the tools built on it) draws its noise with torch's CPU generator, the default
             return
         fields["rng"] = "cuda-philox"

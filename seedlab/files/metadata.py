@@ -266,9 +266,17 @@ def partial_recipe(reading: Reading) -> tuple[Recipe, list[str]]:
 _NAMES = ("model", "scheduler", "vae", "loras", "hires_upscaler", "hires_sampler", "model_hash", "vae_hash")
 
 
+# The VAE a tool names when it decodes with the checkpoint's own: Fooocus', Efficiency Nodes' loader's, A1111's.
+_OWN_VAE = ("default (model)", "baked vae", "automatic")
+
+
 def _unchosen(name: str, value: Any) -> bool:
-    """A name field the file leaves empty or "None": absent, not a value to refuse in a note."""
-    return name in _NAMES and (value is None or isinstance(value, str) and value.strip().lower() in ("", "none"))
+    """A name field the file leaves empty or "None" (or the VAE as "the model's own"): absent, not a value to refuse
+    or to note as missing."""
+    if name not in _NAMES or not (value is None or isinstance(value, str)):
+        return False
+    word = (value or "").strip().lower()
+    return word in ("", "none") or (name == "vae" and word in _OWN_VAE)
 
 
 def _shown(value: Any) -> str:
@@ -298,6 +306,8 @@ def _a1111_flavour(text: str) -> str:
         return "A1111 (SD.Next)"
     if "Version: ComfyUI" in text:
         return "A1111 (ComfyUI saver)"
+    if "Version: Fooocus" in text:
+        return "A1111 (Fooocus)"
     if "Version: f" in text or "Version: classic" in text or "Version: neo" in text:
         return "A1111 (Forge)"
     return "A1111"

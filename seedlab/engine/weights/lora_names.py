@@ -88,6 +88,44 @@ def _weight(text: str, name: str, field: str) -> float:
     return value
 
 
+def salvage(text: str, field: str = "prompt") -> tuple[str, list[str]]:
+    """`text` with every LoRA tag that cannot be read taken out, and a note for each: one extension's syntax (loractl's
+    scheduled weights) or a tag naming no LoRA costs that tag, not the file's prompt. A tag naming "None" (a
+    widget's "no LoRA") goes without a note."""
+    notes: list[str] = []
+
+    def readable(match: re.Match) -> str:
+        if match.group(1) not in KINDS:
+            return match.group(0)
+        arguments = match.group(2).split(":")
+        if arguments[0].strip().lower() in ("", "none") and len(match.group(0)) < 80 and _no_weights(arguments):
+            return ""  # nothing chosen
+        try:
+            _use(arguments, field)
+        except ValueError as error:
+            notes.append(_unread(match.group(0), arguments, str(error)))
+            return ""
+        return match.group(0)
+
+    return TAG.sub(readable, text), notes
+
+
+def _no_weights(arguments: list[str]) -> bool:
+    """A tag with no name and plain numbers (or nothing) after it: a loader's "None" written as a tag."""
+    return all(re.fullmatch(r"\s*(\w+=)?-?[\d.]*\s*", item) for item in arguments[1:])
+
+
+def _unread(tag: str, arguments: list[str], problem: str) -> str:
+    """The note for a LoRA tag taken out of a file's prompt: loractl's schedules by name, any other by its problem."""
+    shown = tag if len(tag) <= 80 else tag[:79] + "…"
+    if any(re.search(r"\d\s*[@~]\s*[\d.]", item) for item in arguments[1:]):
+        return (f"{shown}: its weights are scheduled over the steps (weight@step), the syntax of A1111's loractl "
+                "extension, which SeedLab does not run: the tag is taken out of the prompt and the LoRA is not "
+                "applied, so the image differs")
+    return (f"{shown} cannot be read ({problem.split(': ', 1)[-1][:120]}): the tag is taken out of the prompt and the "
+            "LoRA is not applied, so the image differs")
+
+
 def parse_field(text: str) -> list[LoraUse]:
     """The `loras` field: only <lora:...> tags, separated by spaces or commas."""
     rest, uses = extract(text, "loras")

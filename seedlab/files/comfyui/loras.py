@@ -20,8 +20,10 @@ def lora_loaders(graph: dict[str, Any], value: Any, link: Callable[[Any], str | 
         if node is None:
             break
         inputs = node["inputs"]
-        if "lora_name" in inputs:
-            name = inputs["lora_name"]
+        name = inputs.get("lora_name")
+        if isinstance(name, str) and name.strip().lower() in ("", "none"):
+            pass  # a loader's "None": no LoRA chosen (Efficiency Nodes, Easy-Use, rgthree)
+        elif "lora_name" in inputs:
             stem = (name.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".safetensors") if isinstance(name, str)
                     else "")
             weights = inputs.get("strength_clip", 1.0 if "clip" in inputs else 0.0), inputs.get("strength_model", 1.0)
