@@ -24,6 +24,7 @@ from .arguments import RECIPE_OPTIONS, UsageError, build_parser
 from .engine import cpu
 from .engine.previews import as_preview, finished
 from .engine.recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
+from .engine.seeds import parse_seeds
 from .engine.weights import library
 from .files import info as info_command
 from .serving.limits import Limits
@@ -46,6 +47,27 @@ def option_name(field: str) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "base"
+
+
+def check_values(args: argparse.Namespace) -> None:
+    """Each recipe option's own type and range, and the seeds, checked without the model: what depends on it
+    (sizes, schedulers, limits) is checked by admission once the model's config is read."""
+    errors: list[FieldError] = []
+    for name in ("prompt", "seed", *RECIPE_OPTIONS):
+        value = getattr(args, name, None)
+        if value is None or (value == "" and SPECS[name].kind not in ("text", "size")):
+            continue
+        try:
+            SPECS[name].check(name, SPECS[name].coerce(value))
+        except FieldError as error:
+            errors.append(error)
+    if errors:
+        raise CLI_LIMITS.narrowed(RecipeError(errors))
+    if getattr(args, "seeds", None) is not None:
+        try:
+            parse_seeds(args.seeds, random_allowed=True)
+        except ValueError as error:  # "seeds: ..." is the command's own option
+            raise UsageError("--seeds:" + str(error).removeprefix("seeds:")) from None
 
 
 def _admission(args: argparse.Namespace) -> Admission:
@@ -73,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--threads must be a positive integer")
     if not args.base_url.startswith(("http://", "https://")):
         raise UsageError(f"--base-url must start with http:// or https://, got {args.base_url!r}")
+    check_values(args)  # before torch and diffusers are imported (~5 s of CPU): a typo is answered at once
     from .engine import determinism, generation, models
     from .explore import plot as plot_command
     from .explore import travel as travel_command

@@ -14,7 +14,7 @@ from PIL.PngImagePlugin import PngInfo
 
 import seedlab
 from seedlab.cli import main
-from tests.helpers import cli_here, torch_threads
+from tests.helpers import cli_here, run_here, torch_threads
 from tests.tiny import save_tiny_pipeline
 
 
@@ -109,8 +109,8 @@ def test_bad_arguments_exit_status_from_a_real_process(tmp_path):
 def grid_run(tiny_dir, tmp_path_factory):
     """One CLI grid, shared by the reproduction tests: (JSON lines, output folder)."""
     out = tmp_path_factory.mktemp("grid")
-    run = cli("grid", "--prompt", "a red circle", "--seeds", "4-5", "--out", str(out), "--model", str(tiny_dir),
-              "--steps", "3", "--json", "--base-url", "https://seedlab.example/app/")
+    run = run_here("grid", "--prompt", "a red circle", "--seeds", "4-5", "--out", out, "--model", tiny_dir,
+                   "--steps", "3", "--json", "--base-url", "https://seedlab.example/app/")
     assert run.returncode == 0, run.stderr
     return [json.loads(line) for line in run.stdout.splitlines()], out
 
@@ -128,6 +128,7 @@ def test_grid_lines_carry_links_and_the_pngs_carry_their_recipe(grid_run):
 
 
 def test_reproduce_a_link_is_exact_with_exit_0(grid_run, tiny_dir):
+    """In a process of its own, as a user runs it: it pins the link's baseline and threads before torch computes."""
     lines, _ = grid_run
     run = cli("reproduce", lines[1]["link"], "--model", str(tiny_dir))
     assert run.returncode == 0, run.stderr
@@ -136,7 +137,7 @@ def test_reproduce_a_link_is_exact_with_exit_0(grid_run, tiny_dir):
 
 def test_reproduce_a_png_is_exact_with_exit_0(grid_run, tiny_dir):
     lines, _ = grid_run
-    run = cli("reproduce", lines[0]["path"], "--model", str(tiny_dir), "--json")
+    run = run_here("reproduce", lines[0]["path"], "--model", tiny_dir, "--json")
     assert run.returncode == 0, run.stderr
     verdict = json.loads(run.stdout)
     assert verdict["exact"] and verdict["max_difference"] == 0 and "exact" in verdict["summary"].lower()
@@ -151,7 +152,7 @@ def test_reproduce_a_png_with_altered_pixels_exits_1_with_the_max_difference(gri
     for key, value in info.items():
         chunks.add_text(key, value)
     Image.fromarray(pixels).save(tmp_path / "edited.png", pnginfo=chunks)
-    run = cli("reproduce", str(tmp_path / "edited.png"), "--model", str(tiny_dir))
+    run = run_here("reproduce", tmp_path / "edited.png", "--model", tiny_dir)
     assert run.returncode == 1, run.stderr
     assert "max difference 4 levels, 6 pixels differ" in run.stdout
     assert "exact" not in run.stdout.lower()
@@ -198,7 +199,7 @@ def test_the_seed_fields_and_a_64_bit_seed_end_to_end(tiny_dir, tmp_path, capsys
         assert seedlab.read_png(line["path"])[0] == recipe
         assert seedlab.decode_link(line["link"])[0] == recipe
         assert seedlab.generate(model, recipe).fingerprint == line["fingerprint"]
-    again = cli("reproduce", lines[1]["link"], "--model", str(tiny_dir), "--json")
+    again = run_here("reproduce", lines[1]["link"], "--model", tiny_dir, "--json")
     assert again.returncode == 0, again.stderr + again.stdout
     assert json.loads(again.stdout)["exact"] is True
 
@@ -221,10 +222,10 @@ def test_a_cuda_philox_grid_with_stealth_info_reproduces_exactly_even_stripped(t
     with torch_threads(1):
         plain = seedlab.generate(model, recipe.replace(rng="cpu"))
         assert seedlab.generate(model, recipe).fingerprint == line["fingerprint"] != plain.fingerprint
-    again = cli("reproduce", line["path"], "--model", str(tiny_dir), "--json")
+    again = run_here("reproduce", line["path"], "--model", tiny_dir, "--json")
     assert again.returncode == 0, again.stderr + again.stdout
     assert json.loads(again.stdout)["exact"] is True
-    stripped = cli("reproduce", str(tmp_path / "stripped.png"), "--model", str(tiny_dir), "--threads", "1", "--json")
+    stripped = run_here("reproduce", tmp_path / "stripped.png", "--model", tiny_dir, "--threads", "1", "--json")
     assert stripped.returncode == 0, stripped.stderr + stripped.stdout
     assert json.loads(stripped.stdout)["exact"] is True
 
