@@ -214,3 +214,23 @@ def test_a_bad_link_names_every_bad_key_at_once():
         "link: v=9 is a link format this server does not read; it reads v=1")
     recipe, fp, environment = decode_link(f"v=1&prompt=a&seed=3&fp={fingerprint}")
     assert (recipe.prompt, recipe.seed, fp, environment) == ("a", 3, fingerprint, None)
+
+
+def test_a_hand_written_link_without_a_fingerprint_is_a_recipe():
+    """Issue 54: `?prompt=a+blue+square&seed=7` (no v, no fp) was "v is missing; fp is missing": it is a recipe with
+    nothing to compare; decode_link still needs v, prompt and fp, and a recipe link still names every bad key."""
+    from seedlab.files.links import decode_recipe_link, is_recipe_link
+
+    assert is_recipe_link("/?prompt=a+blue+square&seed=7") and is_recipe_link("v=1&prompt=a&cfg=3")
+    assert not is_recipe_link(f"v=1&prompt=a&fp={FP}") and not is_recipe_link("http://host/")
+    recipe = decode_recipe_link("/?prompt=a+blue+square&seed=7")
+    assert (recipe.prompt, recipe.seed) == ("a blue square", 7)
+    with pytest.raises(ValueError) as refused:
+        decode_recipe_link("prompt=a&seed=x&cfg=-5&bogus=1")
+    message = str(refused.value)
+    for said in ("unknown key 'bogus'", "seed must be", "cfg (guidance_scale) must be a number from 0 to 50"):
+        assert said in message, (said, message)
+    assert "fp" not in message.split("known keys")[0] and "v is missing" not in message
+    no_prompt = str(pytest.raises(ValueError, decode_recipe_link, "seed=7").value)
+    assert "prompt is missing; a link needs prompt" in no_prompt
+    assert "v is missing" in str(pytest.raises(ValueError, decode_link, "prompt=a&seed=7").value)

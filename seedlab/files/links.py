@@ -90,35 +90,42 @@ def decode_link(url_or_query: str) -> tuple[Recipe, str, Environment | None]:
     Only a link that cannot be read as key=value pairs at all, or one of a format this server does not
     read, is refused on that alone.
     """
-    params = parse_query(url_or_query)
+    return _decode(parse_query(url_or_query), REQUIRED)
+
+
+def is_recipe_link(url_or_query: str) -> bool:
+    """A link written by hand (`?prompt=a+blue+square&seed=7`): a recipe with no pixel fingerprint to compare with.
+    False for a link with `fp`, and for text that is no query at all (decode_link names what is wrong)."""
+    try:
+        return "fp" not in parse_query(url_or_query)
+    except ValueError:
+        return False
+
+
+def decode_recipe_link(url_or_query: str) -> Recipe:
+    """A link's recipe without a fingerprint (`v` optional): keys as decode_link reads them, every bad key at once."""
+    return _decode(parse_query(url_or_query), ("prompt",))[0]
+
+
+def _decode(params: dict[str, str], required: tuple[str, ...]) -> tuple[Recipe, str, Environment | None]:
+    """A link's pairs as (recipe, fingerprint or "", environment or None); ValueError naming every bad key."""
     readable = ", ".join(str(v) for v in VERSIONS)
     if "v" in params and params["v"] not in {str(v) for v in VERSIONS}:
         raise ValueError(f"link: v={params['v'][:20]} is a link format this server does not read; "
                          f"it reads v={readable}")
-    problems = [] if "v" in params else [f"v is missing (the link format version; this server reads v={readable})"]
+    problems = [] if "v" in params or "v" not in required else [
+        f"v is missing (the link format version; this server reads v={readable})"]
     unknown = sorted(set(params) - set(KEYS) - {"v", "fp", "env"})
     if unknown:
         named = ", ".join(repr(key[:40]) for key in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5
                                                                     else "")
         problems.append(f"unknown key{'s' if len(unknown) > 1 else ''} {named}; known keys: v, {', '.join(KEYS)}, "
                         "fp, env")
-    missing = [key for key in REQUIRED if key not in params and key != "v"]
+    missing = [key for key in required if key not in params and key != "v"]
     if missing:
         problems.append(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing; a link needs "
-                        f"{', '.join(REQUIRED)}")
-    fields, errors = dict(DEFAULTS), []
-    for key, field in KEYS.items():
-        if key in params:
-            try:
-                fields[field] = _parse(field, params[key])
-                if field == "scheduler":
-                    _check_sampler_name(fields[field])
-            except FieldError as error:
-                errors.append(error)
-    try:  # the ranges of the values that read (one that did not is checked at its default, never said twice)
-        recipe = Recipe(**{"prompt": "", **fields})
-    except RecipeError as error:
-        errors += [found for found in error.errors if found.field not in {e.field for e in errors}]
+                        f"{', '.join(required)}")
+    recipe, errors = _recipe(params)
     if errors:
         problems.append(RecipeError(errors).named(key_name))
     fingerprint, environment = "", None
@@ -133,6 +140,24 @@ def decode_link(url_or_query: str) -> tuple[Recipe, str, Environment | None]:
     if problems:
         raise ValueError("link: " + "; ".join(problems))
     return recipe, fingerprint, environment
+
+
+def _recipe(params: dict[str, str]) -> tuple[Recipe | None, list[FieldError]]:
+    """The recipe a link's keys give (omitted keys at their defaults), and every value that does not read or is out
+    of range (one that did not read is checked at its default, never said twice)."""
+    fields, errors = dict(DEFAULTS), []
+    for key, field in KEYS.items():
+        if key in params:
+            try:
+                fields[field] = _parse(field, params[key])
+                if field == "scheduler":
+                    _check_sampler_name(fields[field])
+            except FieldError as error:
+                errors.append(error)
+    try:
+        return Recipe(**{"prompt": "", **fields}), errors
+    except RecipeError as error:
+        return None, errors + [found for found in error.errors if found.field not in {e.field for e in errors}]
 
 
 def parse_query(url_or_query: str) -> dict[str, str]:
