@@ -1,6 +1,7 @@
 """Shared fixtures: tiny models, the real app (`python app.py`) serving the embedded model, a client and a browser
 for it, and its handlers run in this process."""
 
+import itertools
 import os
 import socket
 import subprocess
@@ -33,11 +34,25 @@ SLOW_FILES = {"test_sweep.py", "test_workers.py", "test_pool.py", "test_cpu.py",
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark the slow tests (a server, a browser, subprocesses, every family): `-m "not slow"` is the quick subset."""
+    """Mark the slow tests (a server, a browser, subprocesses, every family): `-m "not slow"` is the quick subset.
+
+    Then order the files so that two workers share the machine well: a browser test waits on the page about half
+    its time, so browser files alternate with computing ones, the slow files first, the quick ones last to fill the
+    end (pytest-xdist's --dist loadfile hands out files in this order). Every worker orders the same way.
+    """
+    files: dict[Path, list] = {}
     for item in items:
         in_browser = item.path.parent.name == "browser"  # tests/browser/: every test there drives Chromium
         if in_browser or item.path.name in SLOW_FILES or SLOW_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.slow)
+        files.setdefault(item.path, []).append(item)
+    browser = [path for path in files if path.parent.name == "browser"]
+    slow = [path for path in files
+            if path not in browser and any(item.get_closest_marker("slow") for item in files[path])]
+    slow.sort(key=lambda path: path.name not in SLOW_FILES)  # other processes first: the longest files
+    quick = [path for path in files if path not in browser and path not in slow]
+    ordered = [path for pair in itertools.zip_longest(browser, slow) for path in pair if path is not None] + quick
+    items[:] = [item for path in ordered for item in files[path]]
 
 
 @pytest.fixture(autouse=True)
