@@ -98,8 +98,22 @@ def test_the_nearest_runnable_recipe_keeps_the_seed_and_draws_the_noise_at_the_o
     admission.recipe(nearest.to_dict())  # runs here
     with pytest.raises(ValueError, match="would take about"):
         admission.price(novelai.replace(num_inference_steps=30))
-    # Refused for what a smaller size does not change: nothing to offer.
-    assert admission.nearest(novelai.replace(prompt="x" * 600)) is None
+    # Issue 54: a text over the limit is cut within it, the size logic as before.
+    wordy = admission.nearest(novelai.replace(prompt="a castle, on a hill, " * 40, negative_prompt="x" * 600))
+    assert len(wordy.prompt) <= 500 and wordy.prompt.endswith("on a hill, a castle") and wordy.height <= 1024
+    assert wordy.negative_prompt == "x" * 500 and wordy.seed_resize_from == (832, 1216)
+    short = novelai.replace(width=128, height=128, num_inference_steps=20, prompt="a castle, " * 60)
+    assert admission.nearest(short).replace(prompt=short.prompt) == short.replace(model=folders[0])
+
+
+def test_a_text_too_long_is_shortened_at_its_last_part_that_fits():
+    from seedlab.serving.admission import shortened
+
+    assert shortened("a red circle", 500) == "a red circle"
+    assert shortened("blurry, " * 70, 500) == ", ".join(["blurry"] * 62)  # a comma within the limit
+    assert shortened("one two three four", 12) == "one two"  # no comma: its last whole word
+    assert shortened("x" * 20, 10) == "x" * 10  # no boundary in the second half: cut at the limit
+    assert shortened("a, " + "b" * 30, 20) == "a, " + "b" * 17  # a comma too early loses too much: cut at the limit
 
 
 def test_hundreds_of_cells_with_a_slow_scheduler_cost_what_one_does(admission):

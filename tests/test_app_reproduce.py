@@ -4,6 +4,7 @@ restore, regenerations and their verdicts."""
 import json
 import re
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,6 +18,34 @@ from tests.conftest import APP_THREADS
 from tests.helpers import PROMPT, STEPS, last, page_request, pixels, solo, torch_threads
 from webui.fields import RESTORED
 from webui.requests import base_url
+
+CORPUS = Path(__file__).parent / "corpus"  # other tools' real files (SOURCES.md)
+# Texts other tools wrote, as a metadata parser's tests quote them (a Go `stablediffusion` package's
+# TestDecodeMetadata_SD_CPP and TestDecodeMetadata_Fooocus): sd.cpp's Flux run names no checkpoint (`Model: `), and
+# Fooocus's A1111 scheme writes its raw prompts, the negative one empty, beside a styled prompt of 800 characters.
+SDCPP_FLUX = ("Person in a pirate costume\nSteps: 30, CFG scale: 1.000000, Guidance: 3.500000, Eta: 0.000000, Seed: "
+              "1177101575, Size: 512x512, Model: , RNG: cuda, Sampler: euler discrete, TE: clip_l.safetensors, TE: "
+              "t5-v1_1-xxl-encoder-Q3_K_S.gguf, Unet: PJ0_385_exclusiveTA_00001_BF16_Q4_K_S.gguf, VAE: ae.safetensors, "
+              "Version: stable-diffusion.cpp")
+FOOOCUS_STYLED = ("cinematic still A sunflower field . emotional, harmonious, vignette, 4k epic detailed, shot on "
+                  "kodak, 35mm photo, sharp focus, high budget, cinemascope, moody, epic, gorgeous, film grain, "
+                  "grainy, A sunflower field, highly detailed, magic, peaceful, flowing, beautiful, atmosphere, "
+                  "radiant, magical, sharp focus, very coherent, intricate, elegant, epic, colorful, amazing "
+                  "composition, cinematic, artistic, fine detail, professional, clear, joyful, unique, expressive, "
+                  "cute, iconic, best, vivid, awesome, perfect, ambient background, pristine, creative")
+FOOOCUS = (f"{FOOOCUS_STYLED}\nSteps: 30, Sampler: DPM++ 2M SDE Karras, Seed: 127589946317439009, Size: 512x512, CFG "
+           'scale: 4, Sharpness: 2, ADM Guidance: "(1.5, 0.8, 0.3)", Model: juggernautXL_v8Rundiffusion, Model hash: '
+           "aeb7e9e689, Performance: Speed, Scheduler: karras, VAE: Default (model), Raw prompt: A sunflower field, "
+           'Raw negative prompt: , Clip skip: 2, Lora hashes: "sd_xl_offset_example-lora_1.0: 4852686128", Lora '
+           'weights: "sd_xl_offset_example-lora_1.0: 0.1", Version: Fooocus v2.5.5')
+
+
+def parameters_png(path, text: str) -> str:
+    """A small PNG carrying `text` as its `parameters` chunk, as A1111-style writers leave it."""
+    info = PngInfo()
+    info.add_text("parameters", text)
+    Image.new("RGB", (8, 8)).save(path, pnginfo=info)
+    return str(path)
 
 
 def test_served_pngs_are_the_files_with_their_recipe(client, app_url):
@@ -129,6 +158,21 @@ def test_a_bad_link_is_a_message_and_no_link_changes_nothing(seedlab_app):
     assert seedlab_app.reproduction.open_link(page_request("__theme=dark")) == {"pending": None}
 
 
+def test_a_hand_written_link_fills_the_controls_and_says_there_is_nothing_to_compare(seedlab_app):
+    """Issue 54: `/?prompt=a+blue+square&seed=7` was refused ("v is missing; fp is missing"): it opens as a recipe
+    (the fields it leaves out at this server's model defaults), nothing is regenerated; a bad key is still named."""
+    update = seedlab_app.reproduction.open_link(page_request("prompt=a+blue+square&seed=7"))
+    values, defaults = restored(update), seedlab_app.admission.defaults()
+    assert (values["prompt"], values["seeds"]) == ("a blue square", "7")
+    assert (values["width"], values["guidance_scale"]) == (defaults["width"], defaults["guidance_scale"])
+    assert update["pending"] is None and "no pixel fingerprint" in update["verdict_text"]
+    assert "Generate makes it" in update["verdict_text"] and update["link_box"].endswith("?prompt=a+blue+square&seed=7")
+    update = seedlab_app.reproduction.open_link(page_request("prompt=a&seed=x&steps=0&bogus=1"))
+    assert update["verdict_text"].startswith("This link cannot be opened. link: unknown key 'bogus'")
+    assert "seed must be" in update["verdict_text"] and "steps (num_inference_steps) must be" in update["verdict_text"]
+    assert update["pending"] is None and not set(update) & set(RESTORED)
+
+
 def test_a_dropped_png_restores_its_recipe_and_regenerates_exactly(seedlab_app, reference_model, tmp_path):
     expected = solo(reference_model, prompt="a red circle", seed=77)
     path = save_png(expected, tmp_path / "dropped.png")
@@ -214,10 +258,12 @@ def test_a_png_refused_by_a_limit_or_a_rule_says_so_and_only_unreadable_files_ca
     assert (nearest["seeds"], nearest["num_inference_steps"], nearest["prompt"]) == ("3", 50, PROMPT)
 
     wordy = save_png(replace(quick, recipe=quick.recipe.replace(negative_prompt="blurry, " * 70)), tmp_path / "n.png")
-    update = seedlab_app.reproduction.open_png(str(wordy))  # no smaller render shortens a prompt: say what to change
-    assert "Negative prompt must be at most" in update["png_notes"] and update["png_nearest"] is None
-    assert "Change Negative prompt in the controls, then press Generate." in update["png_notes"]
-    assert "smaller" not in update["png_notes"] and not update["use_nearest"].interactive
+    update = seedlab_app.reproduction.open_png(str(wordy))  # issue 54: its text shortened, the words that go shown
+    assert "Negative prompt must be at most" in update["png_notes"] and update["use_nearest"].interactive
+    assert update["png_nearest"]["negative_prompt"] == ", ".join(["blurry"] * 62)
+    assert 'Negative prompt cut to 494 characters (what goes: "blurry, blurry, blurry, blurry, blurry, blurry, ' \
+           'blurry, blurry")' in update["png_notes"]
+    assert "smaller" not in update["png_notes"] and "Change Negative prompt" not in update["png_notes"]
 
     info = PngInfo()
     info.add_text("parameters", "a red circle\nSteps: 500, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64")
@@ -306,3 +352,116 @@ def test_an_a1111_png_with_an_ancestral_sampler_and_gpu_noise_still_regenerates_
     info.add_text("parameters", "a red circle\nSteps: 3, Sampler: Euler, CFG scale: 7, Seed: 9, Size: 64x64, RNG: NV")
     Image.new("RGB", (64, 64)).save(tmp_path / "euler.png", pnginfo=info)
     assert restored(seedlab_app.reproduction.open_png(str(tmp_path / "euler.png")))["rng"] == "cuda-philox"
+
+
+def test_a_loractl_file_restores_its_prompt_and_seed_and_names_the_scheduled_loras(seedlab_app):
+    """Issue 54: one extension's LoRA syntax (loractl's weight@step schedules) restored nothing ("LoRA ...'s weight
+    must be a number, got '0@0,1@0.4'"); each such tag costs that tag, named in a note, and the rest is restored."""
+    update = seedlab_app.reproduction.open_png(str(CORPUS / "cheald-sd-webui-loractl/00009-1449410826.png"))
+    values, notes = restored(update), update["png_notes"]
+    assert (values["prompt"].strip(), values["seeds"], values["num_inference_steps"]) == (
+        "mechanical bird,  st4rw4ar5at4t", "1449410826", 20)
+    assert (values["width"], values["scheduler"], values["guidance_scale"]) == (512, "Euler a", 7)
+    assert notes.startswith("Restored from the PNG (seed 1449410826).")
+    for tag in ("<lora:st4rw4ar5at4t:0@0,1@0.4>", "<lora:MechanicalBird:1@0,0.5@0.5>"):
+        assert f"- {tag}: its weights are scheduled over the steps (weight@step), the syntax of A1111's loractl " \
+               "extension, which SeedLab does not run: the tag is taken out of the prompt and the LoRA is not " \
+               "applied, so the image differs" in notes
+    assert "must be a number" not in notes and update["regenerate_png"].interactive
+    update = seedlab_app.reproduction.open_png(str(CORPUS / "cheald-sd-webui-loractl/00016-1449410826.png"))
+    assert restored(update)["prompt"].strip().startswith("pixelart, mecha on the beach")  # te=1:unet=0@0,1@1
+    assert "<lora:pixel:te=1:unet=0@0,1@1>: its weights are scheduled" in update["png_notes"]
+
+
+def test_a_prompt_too_long_for_this_server_offers_it_shortened_with_the_words_that_go(seedlab_app, tmp_path):
+    """Issue 54: Efficiency Nodes' and rgthree's graphs and a Fooocus file ended at "Change Negative prompt in the
+    controls": the nearest recipe now cuts each text at a comma within the limit and shows what goes."""
+    limit = seedlab_app.admission.limits.max_prompt_chars
+    update = seedlab_app.reproduction.open_png(
+        str(CORPUS / "custom-nodes/jags111-efficiency-nodes-comfyui/HiResfix_workflow.png"))
+    notes, nearest = update["png_notes"], update["png_nearest"]
+    assert "Negative prompt must be at most 500 characters" in notes and update["use_nearest"].interactive
+    whole = restored(update)["negative_prompt"]
+    assert len(nearest["negative_prompt"]) <= limit and whole.startswith(nearest["negative_prompt"])
+    gone = whole[len(nearest["negative_prompt"]):].strip(" ,")
+    assert f'Negative prompt cut to {len(nearest["negative_prompt"])} characters (what goes: "{gone}")' in notes
+    assert "Change Negative prompt" not in notes and "LoRA 'None'" not in notes  # its loader's None: no LoRA
+    assert nearest["prompt"] == restored(update)["prompt"] and str(nearest["seed"]) == "1106939166727686"
+    filled = seedlab_app.reproduction.use_nearest(nearest)
+    assert restored(filled)["negative_prompt"] == nearest["negative_prompt"]
+    update = seedlab_app.reproduction.open_png(str(CORPUS / "custom-nodes/rgthree-rgthree-comfy/"
+                                                            "rgthree_advanced_metadata.png"))
+    assert "; Prompt cut to " in update["png_notes"] and "; Negative prompt cut to " in update["png_notes"]
+    assert max(len(update["png_nearest"][name]) for name in ("prompt", "negative_prompt")) <= limit
+    update = seedlab_app.reproduction.open_png(parameters_png(tmp_path / "fooocus.png", FOOOCUS))
+    assert update["png_nearest"]["prompt"] == FOOOCUS_STYLED.removesuffix(", awesome, perfect, ambient background, "
+                                                                         "pristine, creative")
+    assert ('Prompt cut to 492 characters (what goes: "awesome, perfect, ambient background, pristine, creative")'
+            in update["png_notes"])
+    assert "Raw negative prompt" not in update["png_notes"]  # an empty value says nothing
+    assert "Raw prompt: A sunflower field has no SeedLab equivalent" in update["png_notes"]
+    # Fooocus's A1111 text: its ComfyUI sampler and `Scheduler: karras` (not SeedLab's Scheduler key), its VAE
+    # "Default (model)" the checkpoint's own, so clip skip is not refused and no VAE is missing.
+    values = restored(update)
+    assert (values["scheduler"], values["schedule"], values["clip_skip"]) == ("dpmpp_2m_sde_gpu", "karras", 2)
+    assert values["vae"] == "" and "VAE" not in update["png_notes"] and "Clip skip" not in update["png_notes"]
+
+
+def test_empty_names_and_none_are_absent_not_notes(seedlab_app, tmp_path):
+    """Issue 54: sd.cpp's Flux file said "Model '' from the file cannot be used here", Efficiency Nodes' loaders
+    "LoRA 'None' is not found": a widget's None and an empty name mean nothing chosen."""
+    update = seedlab_app.reproduction.open_png(parameters_png(tmp_path / "flux.png", SDCPP_FLUX))
+    assert restored(update)["prompt"] == "Person in a pirate costume" and restored(update)["seeds"] == "1177101575"
+    assert "Model ''" not in update["png_notes"] and "cannot be used here" not in update["png_notes"]
+    for name in ("HiResfix_workflow.png", "xy-plot-node.png", "tiled-upscaler-script.png"):
+        notes = seedlab_app.reproduction.open_png(str(CORPUS / "custom-nodes/jags111-efficiency-nodes-comfyui" /
+                                                      name))["png_notes"]
+        assert "'None'" not in notes and "LoRA" not in notes, (name, notes)
+    text = "a cat <lora:None:1> <lora:ok:0.5>\nSteps: 3, Sampler: Euler, CFG scale: 7, Seed: 9, Size: 64x64, VAE: None"
+    update = seedlab_app.reproduction.open_png(parameters_png(tmp_path / "none.png", text))
+    assert "None" not in update["png_notes"] and "<lora:None" not in restored(update)["prompt"]
+
+
+def test_an_image_only_its_own_tool_makes_is_not_offered_for_comparison(seedlab_app):
+    """Issue 54: a NovelAI file said "the image cannot be made here" while "Regenerate the dropped image and compare"
+    stayed enabled; its recipe is restored for Generate, with nothing to compare."""
+    update = seedlab_app.reproduction.open_png(str(CORPUS / "sd-parsers/novelai1_cropped.png"))
+    assert restored(update)["seeds"] == "2253955223" and not update["regenerate_png"].interactive
+    assert update["pending"] is None and update["png_now"] is None
+    assert "Only its own tool can make this image, so there is nothing to compare" in update["png_notes"]
+
+
+def test_a_file_that_restores_nothing_resets_the_controls(seedlab_app, tmp_path):
+    """Issue 54: after a file that restored nothing, the previous file's prompt stayed in the box as if it were this
+    file's: the controls go back to the page's defaults, and the notes say so."""
+    first = seedlab_app.reproduction.open_png(parameters_png(tmp_path / "first.png", "a first prompt\nSteps: 3, "
+                                                             "Sampler: Euler, CFG scale: 7, Seed: 9, Size: 64x64"))
+    assert restored(first)["prompt"] == "a first prompt"
+    update = seedlab_app.reproduction.open_png(str(CORPUS / "sd-metadata/empty.png"))
+    assert update["png_notes"].startswith("Nothing was restored from this PNG: file has no recipe")
+    assert update["png_notes"].endswith("The controls were reset to the page's defaults.")
+    defaults = seedlab_app.admission.defaults()
+    assert restored(update)["prompt"] == "" and restored(update)["seeds"] == str(defaults["seed"])
+    assert restored(update)["num_inference_steps"] == defaults["num_inference_steps"]
+    assert update["pending"] is None and not update["regenerate_png"].interactive
+    (tmp_path / "text.png").write_text("not an image")
+    assert restored(seedlab_app.reproduction.open_png(str(tmp_path / "text.png")))["prompt"] == ""
+
+
+def test_compel_weights_in_an_invokeai_prompt_are_named_not_called_restored(seedlab_app, tmp_path):
+    """Issue 54: an InvokeAI file with `+++` weights said "everything in the PNG was restored", yet SeedLab reads
+    compel's syntax as plain text: a note says the weights are not applied."""
+    metadata = {"generation_mode": "txt2img", "positive_prompt": "a (red cat)+++ on a mat, grass---",
+                "negative_prompt": "", "width": 64, "height": 64, "seed": 5, "cfg_scale": 7, "steps": 3,
+                "scheduler": "euler", "rand_device": "cpu"}
+    info = PngInfo()
+    info.add_text("invokeai_metadata", json.dumps(metadata))
+    Image.new("RGB", (8, 8)).save(tmp_path / "invoke.png", pnginfo=info)
+    notes = seedlab_app.reproduction.open_png(str(tmp_path / "invoke.png"))["png_notes"]
+    assert "everything in the PNG was restored" not in notes
+    assert "weights words with compel's syntax, which InvokeAI reads ('a (red cat)+++'" in notes
+    assert "the weights are not applied and the image differs" in notes
+    real = seedlab_app.reproduction.open_png(str(CORPUS / "sd-parsers/invokeai_imeta1.png"))["png_notes"]
+    assert "- the negative prompt weights words with compel's syntax, which InvokeAI reads ('grainy+'" in real
+    plain = seedlab_app.reproduction.open_png(str(CORPUS / "sd-metadata/invokeai.png"))["png_notes"]
+    assert "compel" not in plain  # plain words, no weights

@@ -152,6 +152,15 @@ def user_errors() -> Iterator[None]:
         raise gr.Error(html.escape(label_message(error), quote=False), print_exception=False) from None
 
 
+def page_defaults(admission: Any) -> dict[str, Any]:
+    """Every control's starting value on the page (a serving.admission.Admission's defaults): prompts typed on the
+    page are read as A1111 reads them where the default model is one A1111 runs (links and the API: plain)."""
+    defaults = admission.defaults()
+    if admission.store.info(admission.store.default).a1111_prompts:
+        defaults["prompt_syntax"] = "a1111"
+    return defaults
+
+
 def restore(recipe: Recipe) -> dict:
     """The controls' new values for a recipe (the seeds box gets its one seed)."""
     values = values_of(recipe)

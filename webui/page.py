@@ -18,7 +18,7 @@ from seedlab.engine.weights import library
 from seedlab.serving.admission import Admission
 from webui.cells import ANCHOR, CELL, cell_panel, nudge_panel, wire_cells
 from webui.compare import compare_panel, travel_panel, wire_compare
-from webui.fields import ACCORDIONS, DETERMINISM, FIELDS, MAIN, control
+from webui.fields import ACCORDIONS, DETERMINISM, FIELDS, MAIN, control, page_defaults
 from webui.fields import with_fields as with_server_fields
 from webui.handlers import NO_ANCHOR, WebApp, final_only
 from webui.history import history_panel, to_store, wire_history
@@ -37,9 +37,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
         atexit.register(shutil.rmtree, image_dir, ignore_errors=True)
     app = WebApp(admission, image_dir)
     store, model = admission.store, app.default
-    defaults = admission.defaults()
-    if model.info.a1111_prompts:  # prompts typed on the page are read as A1111 reads them (links, API: plain)
-        defaults["prompt_syntax"] = "a1111"
+    defaults = page_defaults(admission)  # prompts typed on the page are read as A1111 reads them (links, API: plain)
     a1111, own = (list(A1111_SAMPLERS), list(A1111_OWN_SAMPLERS)) if model.info.a1111 else ([], [])  # run as A1111
     eps = model.info.a1111 and model.info.scheduler_config.get("prediction_type", "epsilon") == "epsilon"
     comfy = [(f"{name} (ComfyUI)", name) for name in COMFY_SAMPLERS] if eps else []  # ComfyUI's: eps models

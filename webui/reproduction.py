@@ -16,6 +16,9 @@ import torch
 from seedlab import Original, Progress, Recipe, compare, encode_link
 from seedlab.engine.generation import Cancelled
 from seedlab.engine.recipe import SPECS, RecipeError
+from seedlab.files.formats import NOT_MADE_HERE
+from seedlab.files.links import KEYS as LINK_FIELDS
+from seedlab.files.links import decode_recipe_link, is_recipe_link, parse_query
 from seedlab.files.metadata import UnreadableImage
 from seedlab.serving.admission import Admission, FileAdmission
 from seedlab.serving.conventions import retry_conventions
@@ -28,7 +31,7 @@ from seedlab.serving.reproduction import (
     unretried_verdict,
 )
 from webui.cells import anchor_updates, show_cell, verdict_record
-from webui.fields import label_message, restore, user_errors
+from webui.fields import label_message, page_defaults, restore, user_errors
 from webui.files import CancelRegistry, PngStore, ResultRecord
 from webui.gpu import stream_on_gpu
 from webui.reproduction_panel import MADE_HERE, reproduction_panel, wire_reproduction
@@ -54,11 +57,12 @@ def image_kind(path: str) -> str:
 
 
 def refused_offer(admitted: FileAdmission) -> str:
-    """What a visitor can do with a dropped recipe this server refuses: the nearest one it runs, or the fields to
-    change (a prompt too long, a noise source it lacks: no smaller render changes those)."""
+    """What a visitor can do with a dropped recipe this server refuses: the nearest one it runs (smaller, fewer
+    steps, its text shortened, with the words that go shown), or the fields to change (a noise source it lacks)."""
     if admitted.nearest is not None:
-        return (f"\nThe nearest recipe this server runs (not the original image): {describe_size(admitted.nearest)}. "
-                "\"Use the nearest runnable recipe\" puts it in the controls.")
+        return (f"\nThe nearest recipe this server runs (not the original image): {describe_size(admitted.nearest)}"
+                f"{describe_cuts(admitted.original.recipe, admitted.nearest)}. \"Use the nearest runnable recipe\" "
+                "puts it in the controls.")
     fields = admitted.refused.errors if isinstance(admitted.refused, RecipeError) else ()
     named = ", ".join(dict.fromkeys(SPECS[error.field].label for error in fields if error.field in SPECS))
     return f"\nChange {named or 'it'} in the controls, then press Generate."
@@ -70,6 +74,19 @@ def describe_size(recipe: Recipe) -> str:
     if recipe.seed_resize_from is not None:
         text += f", the noise drawn at {recipe.seed_resize_from[0]}x{recipe.seed_resize_from[1]} (seed resize from)"
     return text
+
+
+def describe_cuts(original: Recipe, nearest: Recipe) -> str:
+    """The words a shortened nearest recipe leaves out, field by field: "; the Prompt cut to 498 characters (what
+    goes: "…")". Empty when no text was cut."""
+    cuts = []
+    for name in ("prompt", "negative_prompt"):
+        kept, whole = getattr(nearest, name), getattr(original, name)
+        if kept != whole:
+            gone = whole[len(kept):].strip(" ,\n")
+            shown = gone if len(gone) <= 400 else gone[:399] + "…"
+            cuts.append(f"{SPECS[name].label} cut to {len(kept)} characters (what goes: \"{shown}\")")
+    return "".join(f"; {cut}" for cut in cuts)
 
 
 API_OUTPUTS = ("reproduced", "verdict")  # what /reproduce and /reverify return
@@ -114,6 +131,8 @@ class Reproduction:
         query = link_query(request)
         if query is None:
             return {"pending": None}
+        if is_recipe_link(query):  # written by hand: no fingerprint, so a recipe to make, not an image to check
+            return self.open_recipe_link(query, request)
         try:
             original = self.admission.original(original_from_link(query))
         except ValueError as error:  # every bad key at once, and the link in the box where it can be fixed
@@ -128,12 +147,28 @@ class Reproduction:
             return {**opened, **served, "pending": None}
         return {**opened, "verdict_text": "Regenerating the linked image…", "pending": original}
 
+    def open_recipe_link(self, query: str, request: gr.Request) -> dict:
+        """A link with a recipe and no fingerprint (`?prompt=a+blue+square&seed=7`) fills the controls; nothing is
+        regenerated, since there is no image to compare with: Generate makes it."""
+        shown = {"link_box": f"{base_url(request)}?{query}", "pending": None, "reproduction": gr.Accordion(open=True)}
+        try:
+            written = decode_recipe_link(query)  # the keys it states; the others take this server's model's defaults
+            recipe = self.admission.recipe({field: getattr(written, field) for key, field in LINK_FIELDS.items()
+                                            if key in parse_query(query)})
+        except ValueError as error:  # every bad key at once, the link in the box where it can be fixed
+            return {**shown, "verdict_text": f"This link cannot be opened. {label_message(error)} (It is in the box "
+                                             "above: fix it there.)"}
+        return {**shown, **restore(recipe), "original": None,
+                "verdict_text": f"The link holds a recipe (seed {recipe.seed}) but no pixel fingerprint, so there is "
+                                "no image to compare with: it is in the controls, and Generate makes it."}
+
     def open_png(self, path: str | None, request: gr.Request | None = None) -> dict:
         """A dropped image restores every field its recipe holds; notes say what could not be mapped.
 
-        Every field is replaced (nothing stays from the previous file). A recipe this server cannot run as it
-        is (too large, too many steps, too long) is still restored, with the limit it passes and the nearest
-        recipe the server runs offered beside it: not the original image, so it is not compared. A SeedLab PNG
+        Every field is replaced (nothing stays from the previous file): a file that restores nothing puts the page's
+        defaults back and says so. A recipe this server cannot run as it is (too large, too many steps, too long) is
+        still restored, with the limit it passes and the nearest recipe the server runs offered beside it: not the
+        original image, so it is not compared; nor is one only its own tool can make (NovelAI's). A SeedLab PNG
         that runs as written gets its verdict as a link does (see at_once).
         """
         nothing = self.clear_png()  # nothing stays from the previous file: not its notes, nor its verdict
@@ -143,9 +178,9 @@ class Reproduction:
         try:  # read, adapted, checked and priced once each
             admitted = self.admission.admit_file(original_from_png(path))
         except UnreadableImage as error:
-            return {**nothing, "png_notes": f"This {kind} cannot be read: {error}"}
+            return self.restored_nothing(f"This {kind} cannot be read: {error}")
         except ValueError as error:  # no recipe in it, or one that no server could run: the message names the field
-            return {**nothing, "png_notes": f"Nothing was restored from this {kind}: {label_message(error)}"}
+            return self.restored_nothing(f"Nothing was restored from this {kind}: {label_message(error)}")
         original = admitted.original
         causes = [note for note in original.notes if any(word in note for word in CONSEQUENCES)]  # what changes pixels
         ordered = causes + [note for note in original.notes if note not in causes]
@@ -157,6 +192,10 @@ class Reproduction:
                                  f"{refused_offer(admitted)}\n{notes}",
                     "png_nearest": None if admitted.nearest is None else admitted.nearest.to_json(),
                     "use_nearest": gr.Button(interactive=admitted.nearest is not None)}
+        if any(NOT_MADE_HERE in note for note in original.notes):  # nothing here can make the image to compare
+            return {**restore(original.recipe), **nothing, "original": path,
+                    "png_notes": f"{restored} Only its own tool can make this image, so there is nothing to compare: "
+                                 "Generate makes its recipe with this server's model.\n" + notes}
         summary = (f" {len(causes)} of its settings cannot be run as written (listed first): the image will differ."
                    if causes else " It runs as written, so the regenerated image should match it where the "
                                   "environment does.")
@@ -166,6 +205,12 @@ class Reproduction:
                   "original": path, "pending": original.with_pixels(None),
                   "regenerate_png": gr.Button(interactive=True)}
         return opened if causes or not original.own else {**opened, **self.at_once(original, request)}
+
+    def restored_nothing(self, why: str) -> dict:
+        """A file with no recipe to restore: the controls go back to the page's defaults (a previous file's prompt
+        left in the box would read as this file's), and the notes say so."""
+        blank = restore(Recipe(**page_defaults(self.admission)))
+        return {**blank, **self.clear_png(), "png_notes": f"{why}\nThe controls were reset to the page's defaults."}
 
     def at_once(self, original: Original, request) -> dict:
         """A SeedLab PNG's verdict, as a link's: from this server's record with the drop, else regenerated at once

@@ -317,12 +317,16 @@ class Admission:
             Ledger(self.limits).charge(None, self.speed.seconds(recipe, self.noise_per_pixel(recipe.model)))
 
     def nearest(self, recipe: Recipe) -> Recipe | None:
-        """The nearest recipe this server runs for one refused for its size, steps or time, else None.
+        """The nearest recipe this server runs for one refused for its size, steps, time or text, else None.
 
-        The same seed and prompt at the largest size within the limits and the per-request time (the aspect
-        kept, multiples of 8), at most max_steps steps, with the noise still drawn at the original size
-        (seed_resize_from), so the composition stays. It is not the original image.
+        The same seed at the largest size within the limits and the per-request time (the aspect kept, multiples
+        of 8), at most max_steps steps, with the noise still drawn at the original size (seed_resize_from), so the
+        composition stays; a prompt or negative prompt over the limit cut at its last comma (else word) within it
+        (shortened). It is not the original image.
         """
+        limit = self.limits.max_prompt_chars
+        original, recipe = recipe, recipe.replace(prompt=shortened(recipe.prompt, limit),
+                                                  negative_prompt=shortened(recipe.negative_prompt, limit))
         size = recipe.seed_resize_from or (recipe.width, recipe.height)
         steps = min(recipe.num_inference_steps, self.limits.max_steps)
         scale = min(1.0, self.limits.max_size / max(recipe.width, recipe.height))
@@ -336,10 +340,22 @@ class Admission:
             if affordable or max(width, height) <= 64:
                 break
             scale *= 0.9
-        if not affordable or candidate == recipe:
+        if not affordable or candidate == original:
             return None
         try:
             return self.recipe(candidate.to_dict())
-        except ValueError:  # refused for something a smaller size does not change (its prompt, its noise source)
+        except ValueError:  # refused for something no smaller or shorter recipe changes (its noise source, a LoRA)
             return None
 
+
+def shortened(text: str, limit: int) -> str:
+    """`text` within `limit` characters, cut after its last whole comma-separated part (else its last whole word)
+    that fits: a prompt too long for this server keeps its first parts, which A1111 and ComfyUI weigh the most."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit + 1]  # a separator just past the limit still ends a part that fits
+    for mark in (",", " "):
+        cut = head.rfind(mark)
+        if cut >= limit // 2:  # not so early that most of what fits is lost
+            return text[:cut].rstrip(" ,\n")
+    return text[:limit].rstrip(" ,\n")
