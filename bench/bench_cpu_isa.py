@@ -21,10 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 LEVELS = ("native", "avx2", "portable")
 
 
-def timed_grid(level: str, seeds: str, out: Path) -> tuple[float, list[str], str]:
+def timed_grid(level: str, seeds: str, out: Path, options: tuple[str, ...] = ()) -> tuple[float, list[str], str]:
     """Seconds from the first image to the last, the fingerprints, and the kernels the record names."""
     command = [sys.executable, "-m", "seedlab", "grid", "--prompt", "a red circle on a blue background",
-               "--seeds", seeds, "--cpu-isa", level, "--out", str(out), "--json"]
+               "--seeds", seeds, "--cpu-isa", level, "--out", str(out), "--json", *options]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     stamps, lines = [], []
     for line in process.stdout:
