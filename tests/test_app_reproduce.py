@@ -84,6 +84,12 @@ def test_reproduce_a_recipe_json(client, reference_model):
     image, verdict = client.predict(link_or_recipe=json.dumps(record["recipe"]), api_name="/reproduce")
     assert verdict["exact"] is False and verdict["original_fingerprint"] is None  # nothing to compare with
     assert fingerprint(pixels(image)) == solo(reference_model, prompt=PROMPT, seed=12).fingerprint
+    # Issue 54: a link written by hand (no v, no fp) is a recipe too, made with nothing to compare.
+    image, verdict = client.predict(link_or_recipe=f"/?prompt={PROMPT.replace(' ', '+')}&seed=12&steps=4",
+                                    api_name="/reproduce")
+    assert verdict["original_fingerprint"] is None and verdict["exact"] is False
+    made = read_png(image)[0]
+    assert (made.prompt, made.seed, made.num_inference_steps) == (PROMPT, 12, 4)
 
 
 def with_model(link: str, name: str) -> str:

@@ -24,7 +24,7 @@ from ..engine.environment import Environment
 from ..engine.image import Result, fingerprint
 from ..engine.recipe import Recipe
 from ..files.chunks import UnreadableImage, read_bytes
-from ..files.links import check_fingerprint, decode_link
+from ..files.links import check_fingerprint, decode_link, decode_recipe_link, is_recipe_link
 from ..files.metadata import MAX_PIXELS, partial_recipe, read_metadata
 from ..scale.pool import Failed, Pool
 
@@ -266,7 +266,10 @@ def native_verdict(first: Result, retried: Result, original: Original) -> Verdic
 
 
 def original_from_link(link: str) -> Original:
-    """The original named by a link (a URL or its query string)."""
+    """The original named by a link (a URL or its query string); one written by hand, with no fingerprint, is a recipe
+    with nothing to compare (as recipe JSON is)."""
+    if is_recipe_link(link):
+        return Original(decode_recipe_link(link), None, None)
     recipe, print_, environment = decode_link(link)
     return Original(recipe, print_, environment)
 
