@@ -197,6 +197,27 @@ def seedlab_app(reference_model, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def tiny_page(tmp_path_factory):
+    """The page built in this process over a tiny pipeline: (Blocks, WebApp, each handler's wired outputs)."""
+    import torch
+
+    from app import build_app
+    from seedlab import describe
+    from seedlab.engine.models import ModelStore
+    from seedlab.serving.admission import Admission
+    from seedlab.serving.limits import Limits
+    from tests.tiny import tiny_pipeline
+    from webui import wiring
+
+    model = describe("tiny", tiny_pipeline(tmp_path_factory.mktemp("tok")), torch.device("cpu"))
+    store = ModelStore(["tiny"], device=torch.device("cpu"))
+    store.add(model)
+    wiring.WIRED_OUTPUTS.clear()
+    demo, app = build_app(Admission(store, Limits()), tmp_path_factory.mktemp("png"))
+    return demo, app, dict(wiring.WIRED_OUTPUTS)
+
+
+@pytest.fixture(scope="module")
 def browser():
     """A headless Chromium (tests/browser/pages.py: CHROMIUM), one a module."""
     from playwright.sync_api import sync_playwright

@@ -8,26 +8,8 @@ import textwrap
 
 import gradio as gr
 import pytest
-import torch
 
-import seedlab
-from seedlab.engine.models import ModelStore
-from seedlab.serving.admission import Admission
-from seedlab.serving.limits import Limits
-from tests.tiny import tiny_pipeline
 from webui import wiring
-
-
-@pytest.fixture(scope="module")
-def page(tmp_path_factory):
-    from app import build_app
-
-    model = seedlab.describe("tiny", tiny_pipeline(tmp_path_factory.mktemp("tok")), torch.device("cpu"))
-    store = ModelStore(["tiny"], device=torch.device("cpu"))
-    store.add(model)
-    wiring.WIRED_OUTPUTS.clear()
-    demo, app = build_app(Admission(store, Limits()), tmp_path_factory.mktemp("png"))
-    return demo, app, dict(wiring.WIRED_OUTPUTS)
 
 
 def updated_names(function) -> set[str]:
@@ -45,8 +27,8 @@ def updated_names(function) -> set[str]:
     return names
 
 
-def test_every_handler_updates_only_what_its_events_output(page):
-    _, app, wired = page
+def test_every_handler_updates_only_what_its_events_output(tiny_page):
+    _, app, wired = tiny_page
     names = {component: name for name, component in app.ui.items()}
     checked = 0
     for (owner, function), outputs in wired.items():

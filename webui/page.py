@@ -5,6 +5,7 @@ each panel's own wiring (webui/cells.py, compare.py, matrix.py, history.py, prev
 """
 
 import atexit
+import re
 import shutil
 import tempfile
 from functools import partial
@@ -15,6 +16,7 @@ import gradio as gr
 from seedlab.engine.recipe import DEFAULT_SCHEDULER, SPECS
 from seedlab.engine.samplers.names import A1111_OWN_SAMPLERS, A1111_SAMPLERS, COMFY_SAMPLERS
 from seedlab.engine.weights import library
+from seedlab.files.tool_samplers import SAMPLERS as TOOL_SAMPLERS
 from seedlab.serving.admission import Admission
 from webui.cells import ANCHOR, CELL, cell_panel, nudge_panel, wire_cells
 from webui.compare import compare_panel, travel_panel, wire_compare
@@ -42,8 +44,8 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
     eps = model.info.a1111 and model.info.scheduler_config.get("prediction_type", "epsilon") == "epsilon"
     comfy = [(f"{name} (ComfyUI)", name) for name in COMFY_SAMPLERS] if eps else []  # ComfyUI's: eps models
     a1111 = [(f"{name} (A1111)", name) for name in a1111]
-    schedulers = [(f"model default ({model.default_scheduler})", DEFAULT_SCHEDULER), *a1111, *own, *comfy,
-                  *model.schedulers]
+    schedulers = [(f"model default: {scheduler_label(model.default_scheduler)}", DEFAULT_SCHEDULER), *a1111, *own,
+                  *comfy, *[(scheduler_label(name), name) for name in model.schedulers]]
     hires = [("same as Scheduler", ""), *a1111, *comfy]
     choices = {"scheduler": schedulers, "model": store.allowed, "dtype": [store.dtype], "hires_sampler": hires}
     app.spellings = spellings([*schedulers, *hires])  # typed + Enter picks the sampler of that exact name
@@ -66,8 +68,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     if model.info.a1111_prompts else "Ctrl+Enter generates", elem_id="prompt")
                 with gr.Row(equal_height=True):
                     ui["seeds"] = gr.Textbox(label="Seeds", value="0-3", scale=4, elem_id="seeds",
-                                             info='"42", "0-7" or "3, 17, 99" (0 to 18446744073709551615; -1: '
-                                                  'a random seed)')
+                                             info='"42", "0-7" or "3, 17, 99" (-1: a random seed)')
                     # No min/max on the widget: the handler refuses a bad count with a message naming the field.
                     ui["dice_count"] = gr.Number(label="Random seeds to draw", value=4, precision=0, min_width=80,
                                                  scale=1, elem_id="dice-count")
@@ -99,7 +100,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     ui["anchor_text"] = gr.Textbox(value=NO_ANCHOR, label="Anchor", show_label=False, interactive=False,
                                                    elem_id="anchor")
                     ui["anchor_seed"] = gr.Textbox(value="", visible=False)  # text: a seed may pass 2**53
-                    ui["anchor_fingerprint"] = gr.Textbox(label="Pixel fingerprint (sha256 of the RGB pixels)",
+                    ui["anchor_fingerprint"] = gr.Textbox(label="Pixel fingerprint",
                                                           interactive=False, elem_id="anchor-fingerprint")
                     ui["anchor_recipe"] = gr.JSON(label="Recipe", elem_id="anchor-recipe")
                     ui["grid_link"] = gr.Textbox(label="Link to this image", buttons=["copy"], interactive=False,
@@ -142,7 +143,8 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     starts_grid = [ui["generate"].click, ui["seeds"].submit]
     grid = event(guarded(starts_grid, "grid"), with_fields(app.page_grid, ("prompt", "seeds")),
                  [ui["prompt"], ui["seeds"], *fields], ["grid", "grid_results", *ANCHOR, "vary_note"],
-                 api_name="page_grid", concurrency_id="generation", show_progress="minimal", **PRIVATE)
+                 api_name="page_grid", concurrency_id="generation", show_progress="minimal",
+                 show_progress_on=ui["grid"], **PRIVATE)  # one progress display: on the grid, not on every output
     # The public /grid, /vary and /matrix send their images once, at the end (see final_only).
     grid_api = event(ui["grid_api"].click, with_fields(final_only(app.grid), ("prompt", "seeds")),
                      [ui["prompt"], ui["seeds"], *fields], ["grid", "grid_results"], api_name="grid",
@@ -157,7 +159,7 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
                  with_fields(app.vary_anchor, ("prompt", "anchor", "variations")),
                  [ui["prompt"], ui["anchor"], ui["variations"], *fields],
                  ["vary", "vary_results", "variation_link", "vary_note"], concurrency_id="generation",
-                 show_progress="minimal", **PRIVATE)
+                 show_progress="minimal", show_progress_on=ui["vary"], **PRIVATE)
     vary.then(by_name(app.environment, ui, [ui["environment"]]), ui["vary_results"], ui["environment"], queue=False,
               **PRIVATE)
     vary_api = event(ui["vary_api"].click, with_fields(final_only(app.vary), ("prompt", "seed", "variations")),
@@ -184,11 +186,23 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
                  [ui[name] for name in kept], queue=False, **PRIVATE)
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")  # where a class name's words meet
+
+
+def scheduler_label(name: str) -> str:
+    """A diffusers scheduler as the menu names it, in a user's words: A1111's name where one matches
+    ("DPM++ 2M (diffusers)"), else its class name in words ("DEIS Multistep (diffusers)"). The value a choice
+    sends stays the class name (links, the API and PNGs keep it)."""
+    a1111 = {cls: label for label, cls in TOOL_SAMPLERS.items()}.get(name)
+    words = a1111 or _CAMEL.sub(" ", name.removesuffix("Scheduler")).strip() or name
+    return f"{words} (diffusers)"
+
+
 def lora_help() -> str:
     """The LoRA field's help with the LoRAs the models folder holds (read when the page is built)."""
     names = sorted(library.files("lora"), key=str.lower)
     if library.models_dir() is None:
-        where = f"no models folder is set (--models-dir or {library.ENV}), so none can be used"
+        where = "this server has no models folder, so none can be used"
     elif not names:
         where = f"the models folder {library.models_dir().name}/ holds none (Lora/ or loras/)"
     else:

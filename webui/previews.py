@@ -26,7 +26,7 @@ MAX_LINKS_CHARS = 200_000  # /finish's links: a grid's worth at the longest link
 def preview_controls(ui: dict, add) -> None:
     """Preview and its steps, in the row of Generate (`add` makes a recipe field's control)."""
     ui["preview"] = gr.Button(PREVIEW, elem_id="preview", min_width=90)
-    add("preview_steps", info=f"Preview: each seed in this many steps (0: {PREVIEW_STEPS}), to finish later",
+    add("preview_steps", info=f"Preview: each seed in this many steps, to finish later (0 picks {PREVIEW_STEPS})",
         min_width=120)
 
 

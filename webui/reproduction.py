@@ -321,7 +321,7 @@ class Reproduction:
                         continue
                     result = event
             except Cancelled:
-                gr.Warning("Stopped: the image was not regenerated.")
+                gr.Info("Stopped: the image was not regenerated.")
                 yield {"reproduced": None, "verdict": None, "verdict_text": "Stopped before the image was regenerated."}
                 return
         verdict = compare(result, original)

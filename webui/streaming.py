@@ -94,7 +94,7 @@ def stream_cells(app, recipes: list[Recipe], captions: list[str], request, progr
                     progress((event.done, event.total), desc=f"image {done + 1} of {len(recipes)}", unit="steps")
                 yield {}  # hands control to Gradio, which may close us here
         except Cancelled:
-            gr.Warning(f"Stopped after {done} of {len(recipes)} images.")
+            gr.Info(f"Stopped after {done} of {len(recipes)} images.")  # what the visitor chose: no warning
         if unsent:  # a stop between a cell and its update: the cell is shown all the same
             yield {target: list(gallery), f"{target}_results": list(results)}
 
