@@ -157,7 +157,7 @@ class Reproduction:
                                             if key in parse_query(query)})
         except ValueError as error:  # every bad key at once, the link in the box where it can be fixed
             return {**shown, "verdict_text": f"This link cannot be opened. {label_message(error)} (It is in the box "
-                                             "above: fix it there.)"}
+                                             "above: fix it there and press \"Regenerate the link and compare\".)"}
         return {**shown, **restore(recipe), "original": None,
                 "verdict_text": f"The link holds a recipe (seed {recipe.seed}) but no pixel fingerprint, so there is "
                                 "no image to compare with: it is in the controls, and Generate makes it."}
