@@ -348,3 +348,23 @@ def test_history_exports_never_push_anyones_pngs_out(app):
         app.history.show(changed, None)
     assert pngs and all(path.exists() for path in pngs)
     assert 10 <= len(list(app.exports.folder.glob("*.json"))) <= app.exports.max_files  # a bounded folder of their own
+
+
+def test_previews_a_finished_cell_and_a_finished_grid_read_apart_in_the_timeline():
+    """Preview, Finish and Finish all each add a grid to History: their lines say which is which."""
+    from seedlab import Recipe
+    from seedlab.engine.previews import as_preview
+    from webui.entries import Cell, add_entry, label
+
+    recipes = [Recipe(prompt="a red circle", seed=seed) for seed in range(3)]
+    def cells(previews: int) -> list[Cell]:
+        return [Cell(as_preview(recipe) if index < previews else recipe, f"{index:064x}", None)
+                for index, recipe in enumerate(recipes)]
+    entries: list = []
+    for previews in (3, 2, 0):
+        entries = add_entry(entries, "grid", cells(previews))
+    lines = [label(entry, set()) for entry in entries]
+    assert lines[0].split(" · ")[2].startswith("previews of 3: seeds 0, 1, 2")
+    assert lines[1].split(" · ")[2].startswith("grid of 3, 1 finished, 2 still previews: seeds 0, 1, 2")
+    assert lines[2].split(" · ")[2].startswith("grid of 3: seeds 0, 1, 2")
+

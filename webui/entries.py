@@ -231,9 +231,13 @@ def label(entry: Entry, numbers: set[int]) -> str:
     count = len(entry.cells)
     prompt = first.prompt if len(first.prompt) <= 40 else first.prompt[:40] + "…"
     stopped = f" (stopped: {count} of {entry.asked})" if entry.asked else ""  # not "grid of 1" for 1 of 16
-    if entry.kind == "grid":
+    if entry.kind == "grid":  # previews, finished ones and a mix read apart (a preview's recipe says it is one)
         seeds = [str(cell.recipe.seed) for cell in entry.cells]
-        what = f"grid of {count}{stopped}: seeds {', '.join(seeds[:4])}{'…' if count > 4 else ''} · {prompt!r}"
+        previews = sum(cell.recipe.preview_steps > 0 for cell in entry.cells)
+        kind = "previews" if previews == count else "grid"
+        still = f", {count - previews} finished, {previews} still previews" if 0 < previews < count else ""
+        what = (f"{kind} of {count}{stopped}{still}: seeds {', '.join(seeds[:4])}{'…' if count > 4 else ''} · "
+                f"{prompt!r}")
     elif entry.kind == "matrix":
         what = f"matrix {count // entry.columns} seeds x {entry.columns} columns · {prompt!r}"
     else:
