@@ -183,3 +183,14 @@ def test_a_hostile_xmp_is_not_read_as_mochi():
         read_metadata(png([(b"iTXt", packet)]))
     assert mochi.iptc_caption({0x0404: b"\x1c\x02\x78\x80\x04abcd"}) is None  # an extended length: refused
     assert mochi.iptc_caption({0x0404: b"\x1c\x02\x78\x00\x10ab"}) == "ab"  # a truncated dataset: what is there
+
+
+def test_an_empty_value_is_no_note():
+    """Issue 54: a key a tool writes empty ("Upscaler: ", no upscaler) says nothing, as Fooocus's empty raw negative
+    prompt says nothing."""
+    from seedlab.files.mochi import read_mochi
+
+    _, fields, notes = read_mochi("Include in Image: a cat; Exclude from Image: ; Model: sd15; Seed: 5; Steps: 3; "
+                                  "Guidance Scale: 7; Upscaler: ; Starting Image: ; Scheduler: DPM-Solver++; "
+                                  "Size: 512 x 512")
+    assert fields["prompt"] == "a cat" and not any("upscaled" in note or "Starting Image" in note for note in notes)

@@ -126,6 +126,8 @@ def read_mochi(text: str) -> tuple[str, dict[str, Any], list[str]]:
     for key, value in pairs:
         if key in _FIELDS:
             _put(_FIELDS[key], key, value, fields, notes)
+        elif not value.strip():
+            continue  # an empty value says nothing (no upscaler, no starting image)
         elif key in _NOTED:
             notes.append(_noted(key, value))
         elif key not in _SILENT:
