@@ -187,7 +187,8 @@ def _fooocus_pairs(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     schedule = str(by_key.get("Scheduler", "")).strip()
     read: list[tuple[str, Any]] = []
     for key, value in pairs:
-        label = str(value).removesuffix(" Karras") if schedule == "karras" else str(value)
+        label = str(value).removesuffix(f" {schedule.capitalize()}") if schedule in ("karras", "exponential") \
+            else str(value)  # "DPM++ 2M SDE Karras": the label with its schedule's name after it
         if key == "Sampler" and label in FOOOCUS_SAMPLERS:
             read += [("Sampler", FOOOCUS_SAMPLERS[label]), ("Schedule type", schedule or "normal")]
         elif key != "Scheduler":
