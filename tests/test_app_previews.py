@@ -31,3 +31,13 @@ def test_bad_previews_and_links_are_refused_by_name(client):
         client.predict(links="  \n", api_name="/finish")
     with pytest.raises(AppError, match="link"):
         client.predict(links="http://127.0.0.1/?v=1&seed=zz", api_name="/finish")
+
+
+def test_finish_all_shows_only_while_the_grid_holds_a_preview():
+    from webui.previews import finish_all_shown
+
+    preview, full = {"recipe": {"preview_steps": 5}}, {"recipe": {"preview_steps": 0}}
+    assert finish_all_shown([full, preview])["finish_all"].visible is True
+    assert finish_all_shown([full, full])["finish_all"].visible is False
+    assert finish_all_shown(None)["finish_all"].visible is False
+    assert finish_all_shown({"0": preview})["finish_all"].visible is False  # not the page's records: nothing shown

@@ -21,6 +21,7 @@ from webui.streaming import Cells, final_only
 
 PREVIEW = "Preview"
 MAX_LINKS_CHARS = 200_000  # /finish's links: a grid's worth at the longest link a page sends (16,000 characters)
+MAX_IMAGES_SEEN = 256  # records read to decide whether Finish all shows: far more than any grid this server makes
 
 
 def preview_controls(ui: dict, add) -> None:
@@ -30,9 +31,21 @@ def preview_controls(ui: dict, add) -> None:
         min_width=120)
 
 
+def preview_places(results: list | None) -> list[int]:
+    """Where a grid's records (the page's or a visitor's) hold previews."""
+    return [index for index, record in enumerate(results or []) if isinstance(record, dict)
+            and isinstance(record.get("recipe"), dict) and record["recipe"].get("preview_steps") not in (None, 0, "0")]
+
+
+def finish_all_shown(results: list | None) -> dict:
+    """"Finish all previews" is there only while the grid holds a preview: pressed with none, it could only refuse."""
+    return {"finish_all": gr.Button(visible=bool(preview_places(results[:MAX_IMAGES_SEEN] if isinstance(results, list)
+                                                                else None)))}
+
+
 def finish_controls(ui: dict) -> None:
-    """Finish all, under the grid; the public /finish's hidden parts."""
-    ui["finish_all"] = gr.Button("Finish all previews", elem_id="finish-all", size="sm")
+    """Finish all, under the grid (shown while the grid holds previews); the public /finish's hidden parts."""
+    ui["finish_all"] = gr.Button("Finish all previews", elem_id="finish-all", size="sm", visible=False)
     ui["preview_api"] = gr.Button(visible=False)  # the public /preview (its images at the end)
     ui["finish_api"] = gr.Button(visible=False)  # the public /finish: preview links in, full images out
     ui["finish_links"] = gr.Textbox(visible=False)
@@ -89,9 +102,7 @@ class Previews:
     def finish_all(self, results: list | None, request: gr.Request | None = None, progress=None):
         """Finish all previews: every preview cell of the grid made in full, each in its place as it is done."""
         results = self._bounded(results)
-        places = [index for index, record in enumerate(results) if isinstance(record, dict)
-                  and isinstance(record.get("recipe"), dict)
-                  and record["recipe"].get("preview_steps") not in (None, 0, "0")]
+        places = preview_places(results)
         if not places:
             raise gr.Error("The grid has no previews to finish: make some with Preview", print_exception=False)
         yield from self._finish(places, results, request, progress)
@@ -164,6 +175,8 @@ def wire_previews(wiring, app, ui: dict, with_fields, fields: list, kept: list[s
     every = event(guarded([ui["finish_all"].click]), previews.finish_all, [ui["grid_results"]],
                   ["grid", "grid_results"], concurrency_id="generation", show_progress="minimal", **PRIVATE)
     wiring.settles(page, one, every)
+    event(ui["grid_results"].change, finish_all_shown, [ui["grid_results"]], ["finish_all"], queue=False,
+          show_progress="hidden", **PRIVATE)
     remember = by_name(to_store(app.history.remember("grid")), ui, [ui[name] for name in kept])
     for made in (page, one, every):
         made.success(remember, [ui["grid_results"], ui["history"], ui["anchor"], ui["anchor_fingerprint"]],

@@ -36,6 +36,7 @@ def test_preview_then_finish_gives_the_normal_grid_in_place(browser, app_server)
     settle(page)
     full = fingerprints(page)
     assert captions(page) == [f"seed {seed}" for seed in SEEDS]
+    assert not page.locator("#finish-all").is_visible(), "a grid without previews has nothing to finish"
 
     page.locator("#preview").click()
     page.wait_for_function("document.querySelectorAll('#grid .thumbnail-item .caption-label').length === 3 && "
@@ -47,6 +48,7 @@ def test_preview_then_finish_gives_the_normal_grid_in_place(browser, app_server)
     assert not set(previews) & set(full), "previews are not the full images"
     assert "preview (5 of 8 steps" in value(page, "cell-title")
     assert "preview=5" in value(page, "grid-link")
+    assert page.locator("#finish-all").is_visible()
 
     # Finish on the selected cell (the last one clicked): only that cell becomes its full image, in its place.
     assert page.locator("#finish").is_enabled()
@@ -63,6 +65,7 @@ def test_preview_then_finish_gives_the_normal_grid_in_place(browser, app_server)
     settle(page)
     assert captions(page) == [f"seed {seed}" for seed in SEEDS]
     assert fingerprints(page) == full
+    assert not page.locator("#finish-all").is_visible(), "every preview is finished"
 
     # History holds the grid, the previews and each finishing, newest first.
     page.locator("#history-panel").get_by_text("History").first.click()
