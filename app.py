@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     demo, app = build_app(admission)
     app.cancels.max_sessions = limits.sessions
     traced = "traced UNet" if store.get(store.default).traced else "eager UNet"
+    print(f"seedlab: limits {limits.describe()}", flush=True)  # the host's settings: visitors see the limits only
     print(f"seedlab: images side by side in {lanes} lane(s) of {torch.get_num_threads()} thread(s) ({traced})"
           + (f"; {workers} worker processes starting" if workers > 1 else ""), flush=True)
     if workers > 1:  # started after the speed measurement, which they would slow; ready in the background

@@ -253,7 +253,7 @@ def test_a_png_refused_by_a_limit_or_a_rule_says_so_and_only_unreadable_files_ca
     too_long = save_png(replace(quick, recipe=quick.recipe.replace(num_inference_steps=60)), tmp_path / "60.png")
     update = seedlab_app.reproduction.open_png(str(too_long))
     assert update["png_notes"].startswith("Restored from the PNG (seed 3). This server cannot run it as it is: Steps "
-                                          "must be at most 50 on this server (SEEDLAB_MAX_STEPS), got 60.")
+                                          "must be at most 50 on this server, got 60.")
     assert update["pending"] is None and not update["regenerate_png"].interactive
     values = restored(update)  # every field the file holds is restored all the same
     assert (values["seeds"], values["num_inference_steps"], values["prompt"]) == ("3", 60, PROMPT)

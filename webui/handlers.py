@@ -92,9 +92,8 @@ class WebApp:
             recipes = [cell for row in rows for cell in self.admission.variations({**values, "seed": row.seed}, lines)]
             limits = self.admission.limits
             if len(recipes) > limits.max_images:
-                raise ValueError(f"matrix: this server makes at most {limits.max_images} images per request "
-                                 f"({limits.setting('max_images')}), got {len(rows)} seeds x {len(lines) + 1} "
-                                 f"columns = {len(recipes)}")
+                raise ValueError(f"matrix: this server makes at most {limits.max_images} images per request, "
+                                 f"got {len(rows)} seeds x {len(lines) + 1} columns = {len(recipes)}")
             self.admission.charge(recipes, visitor(request))
         columns = ["base prompt", *(line.strip() for line in lines)]
         captions = [f"seed {row.seed} · {column}" for row in rows for column in columns]

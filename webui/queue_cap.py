@@ -36,8 +36,8 @@ def cap_queued(demo: Any, per_visitor: int) -> None:
     async def push_within_share(body, request, username):
         visitor = request_visitor(request)
         if waiting(queue, visitor) >= per_visitor:
-            return (False, f"too many requests waiting: each visitor may have {per_visitor} in the queue "
-                           "(SEEDLAB_VISITOR_QUEUED); wait for yours to finish", "error")
+            return (False, f"too many requests waiting: each visitor may have {per_visitor} in the queue; wait for "
+                           "yours to finish", "error")
         return await push(body, request, username)
 
     queue.push = push_within_share

@@ -131,8 +131,7 @@ class UploadGuard:
             return None
         size = f"{self.max_bytes // 2**20} MB" if self.max_bytes >= 2**20 else f"{self.max_bytes:,} bytes"
         return (f"Too many files dropped: this server takes {self.max_uploads} files ({size}) "
-                f"from each visitor in {WINDOW_SECONDS // 60} minutes. Wait a few minutes, then drop the file again. "
-                "(The host sets this with SEEDLAB_VISITOR_UPLOADS.)")
+                f"from each visitor in {WINDOW_SECONDS // 60} minutes. Wait a few minutes, then drop the file again.")
 
 
 async def _refuse(send, status: int, text: str) -> None:

@@ -210,16 +210,15 @@ class Ledger:
         limit = self.limits.max_request_seconds
         if seconds > limit:
             raise ValueError(f"this request would take about {_duration(seconds)} here; one request may take at most "
-                             f"{_duration(limit)} ({Limits.setting('max_request_seconds')}): "
-                             "ask for fewer images, fewer steps or a smaller size")
+                             f"{_duration(limit)} on this server: ask for fewer images, fewer steps or a smaller size")
         if visitor is None:
             return
         share = self.limits.visitor_seconds
         refused = self.window.take(visitor, seconds, lambda _, used: used + seconds <= share)
         if refused:
             raise ValueError(f"you have used about {_duration(refused[1])} of generation time in the last "
-                             f"{WINDOW_SECONDS // 60} minutes; each visitor may use {_duration(share)} "
-                             f"({Limits.setting('visitor_seconds')}): wait a few minutes or ask for less")
+                             f"{WINDOW_SECONDS // 60} minutes; each visitor may use {_duration(share)}: wait a few "
+                             "minutes or ask for less")
 
 
 def _duration(seconds: float) -> str:

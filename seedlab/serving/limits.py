@@ -2,7 +2,9 @@
 
 A public Space is hostile ground: the widgets' ranges mean nothing to an API client or a crafted
 link. The app checks every recipe it is about to run against these limits, whichever endpoint it
-came from, and a refusal names the limit and the setting that raises it.
+came from, and a refusal names the limit in a visitor's words ("at most 50 on this server"). The settings
+that raise them (SEEDLAB_MAX_STEPS, ...) are the host's: docs/hosting.md lists them, and the server prints
+the limits in force with their settings when it starts (`Limits.describe`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,10 @@ class Limits:
         """The environment variable that sets a limit: max_steps -> SEEDLAB_MAX_STEPS."""
         return _ENV_PREFIX + name.upper()
 
+    def describe(self) -> str:
+        """The limits in force with the settings that change them, for the host's log: "SEEDLAB_MAX_STEPS=50 ..."."""
+        return " ".join(f"{self.setting(field.name)}={getattr(self, field.name)}" for field in fields(self))
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Limits:
         """Limits from SEEDLAB_MAX_IMAGES, SEEDLAB_MAX_STEPS, ... (unset ones keep their defaults)."""
@@ -73,15 +79,14 @@ class Limits:
         limit, name = (self.max_images, "max_images") if what == "seeds" else (self.max_variations, "max_variations")
         unit = "images per grid" if what == "seeds" else "variations per request"
         if count > limit:
-            raise ValueError(f"{what}: this server makes at most {limit} {unit} ({self.setting(name)}), got {count}")
+            raise ValueError(f"{what}: this server makes at most {limit} {unit}, got {count}")
 
     def narrowed(self, error: RecipeError) -> RecipeError:
         """A recipe's own range refusal with this server's narrower limit beside it: "width must be a whole number
         from 32 to 4096 ..., got 5000 (this server: at most 1024, SEEDLAB_MAX_SIZE)"."""
         ours = {"width": ("max_size", self.max_size), "height": ("max_size", self.max_size),
                 "num_inference_steps": ("max_steps", self.max_steps), "hires_steps": ("max_steps", self.max_steps)}
-        errors = [FieldError(e.field, f"{e.problem} (this server: at most {ours[e.field][1]}, "
-                                      f"{self.setting(ours[e.field][0])})")
+        errors = [FieldError(e.field, f"{e.problem} (this server: at most {ours[e.field][1]})")
                   if e.field in ours and ours[e.field][1] < SPECS[e.field].high else e for e in error.errors]
         return RecipeError(errors)
 
@@ -89,29 +94,28 @@ class Limits:
         """Refuse a recipe that asks for more steps, pixels or prompt than this server allows (every field at once)."""
         errors = []
         if recipe.num_inference_steps > self.max_steps:
-            errors.append(FieldError("num_inference_steps", f"must be at most {self.max_steps} on this server "
-                                                            f"({self.setting('max_steps')}), "
+            errors.append(FieldError("num_inference_steps", f"must be at most {self.max_steps} on this server, "
                                                             f"got {recipe.num_inference_steps}"))
         # Not seed_resize_from: only the starting noise is drawn at that size (4 MB at the recipe's own 4096
         # ceiling), so an image too large for this server can be made smaller with its composition kept.
         sizes = {"width": recipe.width, "height": recipe.height}
         for name, value in sizes.items():
             if value > self.max_size:
-                errors.append(FieldError(name, f"must be at most {self.max_size} pixels a side on this server "
-                                               f"({self.setting('max_size')}), got {value}"))
+                errors.append(FieldError(name, f"must be at most {self.max_size} pixels a side on this server, "
+                                               f"got {value}"))
         if recipe.hires_scale:  # hires fix's second pass is made at its own size and steps
             hires = recipe.hires_size
             if max(hires) > self.max_size:
                 errors.append(FieldError("hires_scale", f"makes a {hires[0]}x{hires[1]} image, more than "
-                                                        f"{self.max_size} pixels a side ({self.setting('max_size')}); "
+                                                        f"{self.max_size} pixels a side on this server; "
                                                         f"got {recipe.hires_scale:g}"))
             if recipe.hires_steps > self.max_steps:
-                errors.append(FieldError("hires_steps", f"must be at most {self.max_steps} on this server "
-                                                        f"({self.setting('max_steps')}), got {recipe.hires_steps}"))
+                errors.append(FieldError("hires_steps", f"must be at most {self.max_steps} on this server, "
+                                                        f"got {recipe.hires_steps}"))
         for name in ("prompt", "negative_prompt"):
             length = len(getattr(recipe, name))
             if length > self.max_prompt_chars:
-                errors.append(FieldError(name, f"must be at most {self.max_prompt_chars} characters on this server "
-                                               f"({self.setting('max_prompt_chars')}), got {length}"))
+                errors.append(FieldError(name, f"must be at most {self.max_prompt_chars} characters on this server, "
+                                               f"got {length}"))
         if errors:
             raise RecipeError(errors)
