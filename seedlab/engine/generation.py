@@ -317,6 +317,13 @@ def _run_k(model: Model, pipe, recipe: Recipe, arguments: dict, switches, steps:
 
 def _run(model: Model, pipe, recipe: Recipe, scheduler, arguments: dict, switches, steps: _Steps,
          cancel: threading.Event | None) -> Result:
+    """One image on one lane's pipeline; under the universal baseline its float32 transcendentals are wide."""
+    with wide.exact_math(model.computes_wide):
+        return _run_lane(model, pipe, recipe, scheduler, arguments, switches, steps, cancel)
+
+
+def _run_lane(model: Model, pipe, recipe: Recipe, scheduler, arguments: dict, switches, steps: _Steps,
+              cancel: threading.Event | None) -> Result:
     """One image on one lane's pipeline: a fresh scheduler, fresh noise; the caller holds the lock."""
     if scheduler is a1111.A1111:
         return _run_k(model, pipe, recipe, arguments, switches, steps, cancel)

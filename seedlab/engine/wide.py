@@ -24,10 +24,17 @@ rotation multiplies and adds float32 values elementwise, which rounds the same o
 A diffusers scheduler computes its betas with a float32 `torch.linspace`, whose multiply-adds an AVX2 build
 fuses and others do not (the embedded model's alphas_cumprod differ under ATEN_CPU_CAPABILITY=default):
 `exact_betas` gives it betas computed in float64 and rounded once, from which it derives the rest as usual.
+
+Between model calls the samplers (diffusers' schedulers, A1111's, ComfyUI's) compute in float32. Elementwise
++, -, *, / are IEEE everywhere; torch's float32 transcendentals are not: on aarch64 (PyPI's torch 2.13.0, under
+../shared/arm-lab) `exp`, `log`, `sqrt` and `x ** 0.5` of one value or of a vector differ from x86's, and on x86
+`expm1`, `lerp`, `linspace` and others differ between AVX2 and scalar builds; the same functions in float64,
+rounded to float32, agree. `ExactMath` is a torch function mode that computes them so while an image is made.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import math
@@ -39,6 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 from diffusers.models.embeddings import Timesteps
+from torch.overrides import TorchFunctionMode
 
 WIDE = torch.float64
 NARROW = torch.float32  # the interfaces' dtype: the only one the universal baseline runs (check_dtype)
@@ -165,3 +173,34 @@ class WideTimesteps(torch.nn.Module):
         if self.num_channels % 2 == 1:
             emb = torch.nn.functional.pad(emb, (0, 1, 0, 0))
         return emb
+
+
+# torch functions whose float32 result depends on the CPU's build (measured: bench/check_universal.py, arm-lab).
+_NAMES = ("exp", "log", "sqrt", "rsqrt", "expm1", "log1p", "log2", "log10", "exp2", "sin", "cos", "tan", "asin",
+          "acos", "atan", "sinh", "cosh", "tanh", "sigmoid", "erf", "lerp", "addcmul", "addcdiv", "pow")
+WIDENED = frozenset([getattr(torch, name) for name in _NAMES] + [getattr(torch.Tensor, name) for name in _NAMES]
+                    + [torch.Tensor.__pow__, torch.Tensor.__rpow__])
+
+
+class ExactMath(TorchFunctionMode):
+    """While active (in this thread): WIDENED functions of float32 CPU tensors, and float32 linspace, computed in
+    float64 and rounded once, so that they give the same float32 on every machine."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.linspace and kwargs.get("dtype") in (None, NARROW) and "out" not in kwargs:
+            return func(*args, **{**kwargs, "dtype": WIDE}).to(kwargs.get("dtype") or torch.get_default_dtype())
+        if func in WIDENED and "out" not in kwargs and _narrow(args):
+            return func(*cast(args, WIDE), **cast(kwargs, WIDE)).to(NARROW)
+        return func(*args, **kwargs)
+
+
+def _narrow(args: tuple) -> bool:
+    """Whether a call's tensors are float32 on a CPU (and at least one is a tensor)."""
+    tensors = [value for value in args if isinstance(value, torch.Tensor)]
+    return bool(tensors) and all(t.dtype == NARROW and t.device.type == "cpu" for t in tensors)
+
+
+def exact_math(enabled: bool):
+    """ExactMath when `enabled` (the universal baseline on a CPU), else a context that changes nothing."""
+    return ExactMath() if enabled else contextlib.nullcontext()
