@@ -25,6 +25,7 @@ from seedlab.engine.weights import checkpoint_files, library
 from seedlab.scale.workers import Workers
 from seedlab.serving.admission import Admission, measure_speed
 from seedlab.serving.limits import Limits
+from webui.i18n import I18N
 from webui.page import build_app
 from webui.queue_cap import cap_queued
 from webui.uploads import LinkGuard, PeerStamp, UploadGuard
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
               Middleware(UploadGuard, max_uploads=limits.visitor_uploads, local_free=local_free)]
     # Gradio keeps a copy of every component's config per session (10,000 sessions by default: gigabytes).
     demo.launch(css=CSS, js=page_js(app.spellings), max_file_size=MAX_UPLOAD, app_kwargs={"middleware": guards},
-                state_session_capacity=limits.sessions, mcp_server=args.mcp)
+                state_session_capacity=limits.sessions, mcp_server=args.mcp, i18n=I18N)  # English and zh-CN
 
 
 if __name__ == "__main__":

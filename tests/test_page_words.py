@@ -4,6 +4,7 @@ visitor reads (labels, hints, menus), and one progress display per run."""
 import re
 
 import gradio as gr
+from gradio.i18n import I18nData
 
 from webui.page import scheduler_label
 
@@ -11,16 +12,22 @@ from webui.page import scheduler_label
 OPERATOR_WORDS = re.compile(r"SEEDLAB_[A-Z_]+|--[a-z][a-z-]+|\b[A-Z][a-z]+(?:[A-Z][a-z0-9]+)+(?:Scheduler|Pipeline)\b")
 
 
+def english(value):
+    """A text as an English browser shows it: a translation key is its English text."""
+    return value.key if isinstance(value, I18nData) else value
+
+
 def visible_texts(demo: gr.Blocks) -> list[str]:
-    """Every label, hint, placeholder, value text and menu label of the page's components."""
+    """Every label, hint, placeholder, value text and menu label of the page's components (a translated one by its
+    English key, webui/i18n.py)."""
     texts = []
     for block in demo.blocks.values():
         for name in ("label", "info", "placeholder"):
-            value = getattr(block, name, None)
+            value = english(getattr(block, name, None))
             if isinstance(value, str):
                 texts.append(value)
-        if isinstance(block, (gr.Markdown, gr.Button)) and isinstance(getattr(block, "value", None), str):
-            texts.append(block.value)
+        if isinstance(block, (gr.Markdown, gr.Button)) and isinstance(english(getattr(block, "value", None)), str):
+            texts.append(english(block.value))
         for choice in getattr(block, "choices", None) or []:
             texts.append(str(choice[0] if isinstance(choice, (tuple, list)) else choice))
     return texts

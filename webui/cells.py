@@ -15,6 +15,7 @@ from seedlab import Recipe
 from seedlab.files.infotext import parameters_text
 from seedlab.files.links import check_fingerprint
 from webui.files import ResultRecord
+from webui.i18n import words
 
 # The components a chosen anchor and a selected cell update, named once (every event that sets them uses these).
 ANCHOR = ("anchor_text", "anchor_seed", "anchor", "anchor_recipe", "anchor_fingerprint", "grid_link")
@@ -25,41 +26,42 @@ NO_CELL = "Click an image of the grid or the variations to see it here, large, w
 
 def cell_panel(ui: dict) -> None:
     """The "Selected image" panel's components, added to `ui` by name."""
-    with gr.Accordion("Selected image", open=False, elem_id="cell-panel") as ui["cell_panel"]:
+    with gr.Accordion(words("Selected image"), open=False, elem_id="cell-panel") as ui["cell_panel"]:
         with gr.Row():
             ui["cell_image"] = gr.Image(show_label=False, type="filepath", format="png", interactive=False,
                                         height=256, elem_id="cell-image", elem_classes="pixelated")
             with gr.Column():
                 ui["cell_title"] = gr.Textbox(value=NO_CELL, show_label=False, interactive=False, lines=2,
                                               elem_id="cell-title")
-                ui["cell_link"] = gr.Textbox(label="Link to this image", buttons=["copy"], interactive=False,
+                ui["cell_link"] = gr.Textbox(label=words("Link to this image"), buttons=["copy"], interactive=False,
                                              elem_id="cell-link")
                 with gr.Row():
-                    ui["cell_download"] = gr.DownloadButton("Download PNG", interactive=False, elem_id="cell-download")
-                    ui["make_anchor"] = gr.Button("Make anchor", interactive=False, elem_id="make-anchor")
-                    ui["reuse_seed"] = gr.Button("Reuse seed", interactive=False, elem_id="reuse-seed")
-                    ui["finish_cell"] = gr.Button("Finish", interactive=False, elem_id="finish")  # a preview's
+                    ui["cell_download"] = gr.DownloadButton(words("Download PNG"), interactive=False,
+                                                            elem_id="cell-download")
+                    ui["make_anchor"] = gr.Button(words("Make anchor"), interactive=False, elem_id="make-anchor")
+                    ui["reuse_seed"] = gr.Button(words("Reuse seed"), interactive=False, elem_id="reuse-seed")
+                    ui["finish_cell"] = gr.Button(words("Finish"), interactive=False, elem_id="finish")  # a preview's
         with gr.Row():
-            ui["cell_params"] = gr.Textbox(label="Parameters (AUTOMATIC1111 format)", buttons=["copy"],
+            ui["cell_params"] = gr.Textbox(label=words("Parameters (AUTOMATIC1111 format)"), buttons=["copy"],
                                            interactive=False, lines=3, elem_id="cell-params")
-            ui["cell_recipe"] = gr.JSON(label="Recipe", elem_id="cell-recipe")
+            ui["cell_recipe"] = gr.JSON(label=words("Recipe"), elem_id="cell-recipe")
     ui["cell"] = gr.State(None)  # the selected cell's result record
 
 
 def nudge_panel(ui: dict, strength: float) -> None:
     """The "Nudge the anchor" accordion: variation seeds at a strength around the anchor's recipe."""
-    with gr.Accordion("Nudge the anchor (variation seeds)", open=False, elem_id="strip-panel"):
+    with gr.Accordion(words("Nudge the anchor (variation seeds)"), open=False, elem_id="strip-panel"):
         gr.Markdown("Keeps the anchor's recipe and blends in fresh random variation seeds: at a low strength "
                     "the composition stays and details move. Click a cell, then *Make anchor* to go on from it.")
         with gr.Row():
-            ui["nudge_count"] = gr.Number(label="Nudges", value=4, precision=0, elem_id="strip-count")
-            ui["nudge_strength"] = gr.Number(label="Variation strength (0 to 1)", value=strength, step=0.05,
+            ui["nudge_count"] = gr.Number(label=words("Nudges"), value=4, precision=0, elem_id="strip-count")
+            ui["nudge_strength"] = gr.Number(label=words("Variation strength (0 to 1)"), value=strength, step=0.05,
                                              elem_id="strip-strength")
-            ui["make_nudges"] = gr.Button("Nudge", elem_id="make-strip")
-        ui["nudges"] = gr.Gallery(label="Nudges", columns=4, object_fit="contain", format="png", type="filepath",
+            ui["make_nudges"] = gr.Button(words("Nudge"), elem_id="make-strip")
+        ui["nudges"] = gr.Gallery(label=words("Nudges"), columns=4, object_fit="contain", format="png", type="filepath",
                                  interactive=False, allow_preview=False, height="auto", elem_id="strip",
                                  elem_classes=["pixelated", "cells"])
-        with gr.Accordion("Nudge results (JSON)", open=False):
+        with gr.Accordion(words("Nudge results (JSON)"), open=False):
             ui["nudges_results"] = gr.JSON(label="Nudge results")
 
 

@@ -20,6 +20,7 @@ from seedlab.explore.plot import plot_recipes
 from seedlab.explore.travel import CURVES, animation_name, save_animation, steps_draw_noise, travel_recipes
 from seedlab.files.sheets import save_plot_sheet
 from webui.fields import user_errors
+from webui.i18n import words
 from webui.requests import visitor
 
 AXES = (("plot_x", "X axis", "seed: 1-4"), ("plot_y", "Y axis (optional)", "num_inference_steps: 10, 20"),
@@ -29,7 +30,7 @@ PREVIEW = "(file) => ({__type__: 'update', value: file, visible: Boolean(file)})
 
 def compare_panel(ui: dict) -> None:
     """The Compare accordion's components, added to `ui` by name."""
-    with gr.Accordion("Compare (X/Y/Z plot over any recipe field)", open=False, elem_id="compare-panel"):
+    with gr.Accordion(words("Compare (X/Y/Z plot over any recipe field)"), open=False, elem_id="compare-panel"):
         gr.Markdown('Each axis is "NAME: VALUES" over any recipe field (seed, variation_seed, variation_strength, '
                     "num_inference_steps, guidance_scale, scheduler, size, negative_prompt, rng, model) or "
                     '`prompt_sr` (A1111\'s Prompt S/R: "red, blue" replaces "red" in the prompt); values as in '
@@ -39,47 +40,48 @@ def compare_panel(ui: dict) -> None:
             for name, label, example in AXES:
                 ui[name] = gr.Textbox(label=label, placeholder=example, max_lines=1, elem_id=name.replace("_", "-"))
         with gr.Row():
-            ui["make_plot"] = gr.Button("Make the plot", elem_id="make-plot")
-            ui["plot_sheet"] = gr.DownloadButton("Download sheet (PNG)", interactive=False, elem_id="plot-sheet")
+            ui["make_plot"] = gr.Button(words("Make the plot"), elem_id="make-plot")
+            ui["plot_sheet"] = gr.DownloadButton(words("Download sheet (PNG)"), interactive=False, elem_id="plot-sheet")
         ui["plot_layout"] = gr.HTML("", elem_id="plot-layout", padding=False)  # the plot's axes: see table_css
-        ui["plot"] = gr.Gallery(label="Plot", columns=4, object_fit="contain", format="png", type="filepath",
+        ui["plot"] = gr.Gallery(label=words("Plot"), columns=4, object_fit="contain", format="png", type="filepath",
                                 interactive=False, allow_preview=False, height="auto", elem_id="plot",
                                 elem_classes=["pixelated", "cells"])
-        with gr.Accordion("Plot results (JSON)", open=False):
+        with gr.Accordion(words("Plot results (JSON)"), open=False):
             ui["plot_results"] = gr.JSON(label="Plot results")
 
 
 def travel_panel(ui: dict) -> None:
     """The seed travel accordion: frames from one seed to the next through the variation strength."""
-    with gr.Accordion("Seed travel", open=False, elem_id="travel-panel"):
+    with gr.Accordion(words("Seed travel"), open=False, elem_id="travel-panel"):
         gr.Markdown("Frames from each seed to the next: frame k is the first seed with the next one as its "
                     "variation seed at a rising strength, so the first frame is the seed's own image and the last "
                     "the next seed's. Every frame is exact and linkable; the animation is a lossless WebP.")
         with gr.Row():
-            ui["travel_seeds"] = gr.Textbox(label="Seeds to travel through", value="3, 7", max_lines=1,
+            ui["travel_seeds"] = gr.Textbox(label=words("Seeds to travel through"), value="3, 7", max_lines=1,
                                             elem_id="travel-seeds")
-            ui["travel_frames"] = gr.Number(label="Frames per segment", value=5, precision=0, elem_id="travel-frames")
-            ui["travel_curve"] = gr.Dropdown(list(CURVES), value="linear", label="Curve", elem_id="travel-curve")
+            ui["travel_frames"] = gr.Number(label=words("Frames per segment"), value=5, precision=0,
+                                            elem_id="travel-frames")
+            ui["travel_curve"] = gr.Dropdown(list(CURVES), value="linear", label=words("Curve"), elem_id="travel-curve")
         with gr.Row():
-            ui["make_travel"] = gr.Button("Travel", elem_id="make-travel")
+            ui["make_travel"] = gr.Button(words("Travel"), elem_id="make-travel")
             ui["travel_animation"] = gr.DownloadButton("Download animation (WebP)", interactive=False,
                                                        elem_id="travel-animation")
         # The animation plays here once made: the download's file, copied in the browser (no round trip).
-        ui["travel_preview"] = gr.Image(label="Animation", type="filepath", interactive=False, visible=False,
+        ui["travel_preview"] = gr.Image(label=words("Animation"), type="filepath", interactive=False, visible=False,
                                         height=256, elem_id="travel-preview", elem_classes="pixelated")
         ui["travel_animation"].change(None, ui["travel_animation"], ui["travel_preview"], js=PREVIEW, queue=False,
                                       show_progress="hidden", api_visibility="private")
-        ui["travel"] = gr.Gallery(label="Frames", columns=5, object_fit="contain", format="png", type="filepath",
+        ui["travel"] = gr.Gallery(label=words("Frames"), columns=5, object_fit="contain", format="png", type="filepath",
                                   interactive=False, allow_preview=False, height="auto", elem_id="travel",
                                   elem_classes=["pixelated", "cells"])
-        with gr.Accordion("Travel results (JSON)", open=False):
+        with gr.Accordion(words("Travel results (JSON)"), open=False):
             ui["travel_results"] = gr.JSON(label="Travel results")
 
 
 def travel(app, values: dict, request=None, progress=None):
     """Seed travel: every frame made alone and streamed, then the animation (WebP) to download."""
     values = {name: value for name, value in values.items() if name not in ("variation_seed", "variation_strength")}
-    with user_errors():
+    with user_errors(request):
         seeds = parse_seeds(str(values.pop("seeds", None) or ""))
         frames, curve = values.pop("frames", None), values.pop("curve", None) or "linear"
         frames = int(frames) if isinstance(frames, float) and frames.is_integer() else frames
@@ -133,7 +135,7 @@ def axes_of(values: dict):
 def plot(app, values: dict, request=None, progress=None):
     """A plot: every cell made alone, streamed as it finishes, captioned with its axis values."""
     values = dict(values)
-    with user_errors():
+    with user_errors(request):
         x, y, z = axes_of(values)
         made = plot_recipes(app.admission, values, x, y, z, options=("X axis", "Y axis", "Z axis"))
         app.admission.charge(made.recipes, visitor(request))

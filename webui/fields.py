@@ -16,6 +16,7 @@ from typing import Any
 import gradio as gr
 
 from seedlab.engine.recipe import SPECS, SPECS_ORDER, Recipe, RecipeError
+from webui.i18n import field_label, language, message_text, problem_text, words
 
 # The fields every generating endpoint takes as keywords, after its own leading ones (prompt, seeds/seed).
 FIELDS = tuple(name for name in SPECS_ORDER if name not in ("prompt", "seed"))
@@ -44,7 +45,7 @@ ACCORDIONS = (("Prompt syntax, emphasis and clip skip", PROMPT_READING, "prompt-
 def control(name: str, value: Any, choices: list | None = None, **options: Any) -> gr.components.Component:
     """The control for recipe field `name`, starting at `value` (seeds are text: exact past 2**53)."""
     spec = SPECS[name]
-    common = {"label": spec.label, "info": spec.help, "elem_id": name.replace("_", "-"), **options}
+    common = {"label": words(spec.label), "info": words(spec.help), "elem_id": name.replace("_", "-"), **options}
     if spec.kind == "seed":
         return gr.Textbox(value=spec.to_text(value), max_lines=1, **common)
     if spec.kind == "size":
@@ -136,20 +137,25 @@ def documented(doc: str, names: tuple[str, ...], limits: Any = None) -> str:
     return f"{summary}\n\nArgs:\n" + "\n".join(lines)
 
 
-def label_message(error: ValueError) -> str:
-    """A backend error for people: fields named by their visible labels, every bad field at once."""
+def label_message(error: ValueError, lang: str = "en") -> str:
+    """A backend error for people: fields named by their visible labels, every bad field at once, in `lang`
+    (webui/i18n.py: the commonest refusals' fixed parts have Chinese; the rest stays English)."""
+    if isinstance(error, RecipeError) and lang != "en":
+        return "；".join(f"{field_label(bad.field, lang)}：{problem_text(bad.problem, lang)}" for bad in error.errors)
     if isinstance(error, RecipeError):
         return error.named(lambda field: SPECS[field].label if field in SPECS else field)
-    return str(error)
+    return message_text(str(error), lang)
 
 
 @contextmanager
-def user_errors() -> Iterator[None]:
-    """Show a backend ValueError as a gr.Error naming fields by their labels, with no traceback."""
+def user_errors(request: gr.Request | None = None) -> Iterator[None]:
+    """Show a backend ValueError as a gr.Error naming fields by their labels, with no traceback, in the language of
+    the visitor who sent `request` (Gradio translates only what its front end draws, never a server's message)."""
     try:
         yield
     except ValueError as error:  # Gradio renders an error's text as HTML: a visitor's value must stay text
-        raise gr.Error(html.escape(label_message(error), quote=False), print_exception=False) from None
+        message = label_message(error, language(request))
+        raise gr.Error(html.escape(message, quote=False), print_exception=False) from None
 
 
 def page_defaults(admission: Any) -> dict[str, Any]:

@@ -66,7 +66,7 @@ class WebApp:
     def grid(self, values: dict, request: gr.Request | None = None, progress=None):
         """A grid: the prompt once per seed ("42", "0-7", "3, 17, 99"), each image captioned with its seed."""
         values = dict(values)
-        with user_errors():
+        with user_errors(request):
             recipes = self.admission.grid(values, values.pop("seeds", None) or "")
             self.admission.charge(recipes, visitor(request))
         yield from self.run(recipes, [caption(recipe) for recipe in recipes], request, progress, "grid")
@@ -75,7 +75,7 @@ class WebApp:
         """The base prompt, then each variation (one per line) appended to it, all from the anchor seed."""
         values = dict(values)
         lines = [line for line in str(values.pop("variations", None) or "").splitlines() if line.strip()]
-        with user_errors():
+        with user_errors(request):
             if values.get("seed") in (None, ""):
                 raise ValueError("Seed is missing: pick an anchor by clicking a cell of the grid first")
             recipes = self.admission.variations(values, lines)
@@ -87,7 +87,7 @@ class WebApp:
         values = dict(values)
         seeds = values.pop("seeds", None) or ""
         lines = [line for line in str(values.pop("variations", None) or "").splitlines() if line.strip()]
-        with user_errors():
+        with user_errors(request):
             rows = self.admission.grid(values, seeds)  # the seeds, within the image limit
             recipes = [cell for row in rows for cell in self.admission.variations({**values, "seed": row.seed}, lines)]
             limits = self.admission.limits
@@ -101,14 +101,14 @@ class WebApp:
 
     # UI-only handlers (private endpoints).
 
-    def dice(self, count, seeds: str) -> dict:
+    def dice(self, count, seeds: str, request: gr.Request | None = None) -> dict:
         """Draw fresh random seeds into the seeds box (shown before anything is generated)."""
         if count is None:
             try:
                 count = len(parse_seeds(seeds))
             except ValueError:
                 count = 4
-        with user_errors():
+        with user_errors(request):
             count = int(count) if isinstance(count, float) and count.is_integer() else count
             return {"seeds": format_seeds(random_seeds(count))}
 
@@ -122,7 +122,7 @@ class WebApp:
         """Nudges: the anchor's recipe with fresh random variation seeds at a strength; each cell exact and linkable."""
         if not anchor:
             raise gr.Error("Pick an anchor first: click a cell of the grid", print_exception=False)
-        with user_errors():
+        with user_errors(request):
             count = int(count) if isinstance(count, float) and count.is_integer() else count
             most = self.admission.limits.max_images
             if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= most:

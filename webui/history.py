@@ -42,6 +42,7 @@ from webui.entries import (  # noqa: F401 - FORMAT: the history's file format, r
 )
 from webui.fields import restore, user_errors
 from webui.files import CancelRegistry, PngStore, ResultRecord
+from webui.i18n import words
 from webui.requests import base_url, visitor
 
 SECRET = "seedlab-history"  # BrowserState encrypts with it; fixed, so a history outlives a server restart
@@ -66,24 +67,24 @@ def to_store(handler: Callable) -> Callable:
 
 def history_panel(ui: dict) -> None:
     """The "History" accordion's components, added to `ui` by name."""
-    with gr.Accordion("History", open=False, elem_id="history-panel") as ui["history_panel"]:
+    with gr.Accordion(words("History"), open=False, elem_id="history-panel") as ui["history_panel"]:
         gr.Markdown("Every grid (previews and their finishing too), variation set, matrix, nudge set, plot and "
                     "seed travel made in this browser, newest first, each with where it came from. Click one to see "
                     "it again without regenerating. Kept in this "
                     f"browser (the last {MAX_ENTRIES} entries, {MAX_CELLS} images at most).")
-        ui["timeline"] = gr.Radio(choices=[], label="History", show_label=False, elem_id="timeline")  # its name
+        ui["timeline"] = gr.Radio(choices=[], label=words("History"), show_label=False, elem_id="timeline")  # its name
         ui["history_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="history-note")
-        ui["history_view"] = gr.Gallery(label="History entry", columns=4, object_fit="contain", format="png",
+        ui["history_view"] = gr.Gallery(label=words("History entry"), columns=4, object_fit="contain", format="png",
                                         type="filepath", interactive=False, allow_preview=False, height="auto",
                                         elem_id="history-view", elem_classes=["pixelated", "cells"])
         with gr.Row():
-            ui["history_regenerate"] = gr.Button("Regenerate this entry", interactive=False,
+            ui["history_regenerate"] = gr.Button(words("Regenerate this entry"), interactive=False,
                                                  elem_id="history-regenerate")
-            ui["history_export"] = gr.DownloadButton("Export history (JSON)", interactive=False,
+            ui["history_export"] = gr.DownloadButton(words("Export history (JSON)"), interactive=False,
                                                      elem_id="history-export")
-            ui["history_import"] = gr.UploadButton("Import history (JSON)", file_types=[".json"], type="filepath",
-                                                   elem_id="history-import")
-        with gr.Accordion("History entry results (JSON)", open=False):
+            ui["history_import"] = gr.UploadButton(words("Import history (JSON)"), file_types=[".json"],
+                                                   type="filepath", elem_id="history-import")
+        with gr.Accordion(words("History entry results (JSON)"), open=False):
             ui["history_view_results"] = gr.JSON(label="History entry results")
     ui["history"] = history_state()
     ui["restored_entry"] = gr.State(None)  # the entry last restored, for "Regenerate this entry"
@@ -221,7 +222,7 @@ class History:
             entry = Entry.from_json(restored)
         except (ValueError, TypeError):
             raise gr.Error("Click an entry of the history first", print_exception=False) from None
-        with user_errors():
+        with user_errors(request):
             recipes = [self.admission.recipe(cell.recipe.to_dict()) for cell in entry.cells]
             self.admission.limits.check_count(len(recipes), "seeds")
             self.admission.charge(recipes, visitor(request))

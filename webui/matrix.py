@@ -9,20 +9,22 @@ import gradio as gr
 
 from seedlab import Recipe
 from seedlab.files.sheets import save_matrix_sheet
+from webui.i18n import words
 
 
 def matrix_panel(ui: dict) -> None:
     """The matrix accordion's components, added to `ui` by name."""
-    with gr.Accordion("Seeds x variations (matrix)", open=False, elem_id="matrix-panel"):
+    with gr.Accordion(words("Seeds x variations (matrix)"), open=False, elem_id="matrix-panel"):
         gr.Markdown("Rows are the seeds in the seeds box; columns are the base prompt and each line of the "
                     "variations box, with the current settings. Every cell is its own exact, linkable image.")
         with gr.Row():
-            ui["make_matrix"] = gr.Button("Make the matrix", elem_id="make-matrix")
-            ui["matrix_sheet"] = gr.DownloadButton("Download sheet (PNG)", interactive=False, elem_id="matrix-sheet")
-        ui["matrix"] = gr.Gallery(label="Matrix", columns=2, object_fit="contain", format="png", type="filepath",
+            ui["make_matrix"] = gr.Button(words("Make the matrix"), elem_id="make-matrix")
+            ui["matrix_sheet"] = gr.DownloadButton(words("Download sheet (PNG)"), interactive=False,
+                                                   elem_id="matrix-sheet")
+        ui["matrix"] = gr.Gallery(label=words("Matrix"), columns=2, object_fit="contain", format="png", type="filepath",
                                   interactive=False, allow_preview=False, height="auto", elem_id="matrix",
                                   elem_classes=["pixelated", "cells"])
-        with gr.Accordion("Matrix results (JSON)", open=False):
+        with gr.Accordion(words("Matrix results (JSON)"), open=False):
             ui["matrix_results"] = gr.JSON(label="Matrix results")
 
 

@@ -24,6 +24,7 @@ from webui.fields import ACCORDIONS, DETERMINISM, FIELDS, MAIN, control, page_de
 from webui.fields import with_fields as with_server_fields
 from webui.handlers import NO_ANCHOR, WebApp, final_only
 from webui.history import history_panel, to_store, wire_history
+from webui.i18n import words
 from webui.matrix import matrix_panel, wire_matrix
 from webui.previews import finish_controls, preview_controls, wire_previews
 from webui.reproduction_panel import reproduction_panel, wire_reproduction
@@ -62,68 +63,70 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
             with gr.Column(scale=2):
                 unconditional = store.info(store.default).unconditional  # DDIM, DDPM: no prompt at all
                 ui["prompt"] = gr.Textbox(
-                    label="Prompt", value="" if unconditional else EXAMPLE_PROMPT, lines=2,
-                    info="this model is unconditional: leave it empty (Ctrl+Enter generates)" if unconditional
-                    else "Ctrl+Enter generates; read with A1111's syntax: (word:1.2), [word], BREAK (Prompt syntax)"
-                    if model.info.a1111_prompts else "Ctrl+Enter generates", elem_id="prompt")
+                    label=words("Prompt"), value="" if unconditional else EXAMPLE_PROMPT, lines=2,
+                    info=words("this model is unconditional: leave it empty (Ctrl+Enter generates)" if unconditional
+                               else "Ctrl+Enter generates; read with A1111's syntax: (word:1.2), [word], BREAK "
+                               "(Prompt syntax)" if model.info.a1111_prompts else "Ctrl+Enter generates"),
+                    elem_id="prompt")
                 with gr.Row(equal_height=True):
-                    ui["seeds"] = gr.Textbox(label="Seeds", value="0-3", scale=4, elem_id="seeds",
-                                             info='"42", "0-7" or "3, 17, 99" (-1: a random seed)')
+                    ui["seeds"] = gr.Textbox(label=words("Seeds"), value="0-3", scale=4, elem_id="seeds",
+                                             info=words('"42", "0-7" or "3, 17, 99" (-1: a random seed)'))
                     # No min/max on the widget: the handler refuses a bad count with a message naming the field.
-                    ui["dice_count"] = gr.Number(label="Random seeds to draw", value=4, precision=0, min_width=80,
-                                                 scale=1, elem_id="dice-count")
-                    ui["dice"] = gr.Button("Random", min_width=90, scale=0, elem_id="dice")  # text: needs no emoji font
+                    ui["dice_count"] = gr.Number(label=words("Random seeds to draw"), value=4, precision=0,
+                                                 min_width=80, scale=1, elem_id="dice-count")
+                    ui["dice"] = gr.Button(words("Random"), min_width=90, scale=0, elem_id="dice")  # text, no emoji
                 with gr.Row():  # right under the seeds: in view with the grid on a laptop screen
-                    ui["generate"] = gr.Button(GENERATE, variant="primary", elem_id="generate")
+                    ui["generate"] = gr.Button(words(GENERATE), variant="primary", elem_id="generate")
                     preview_controls(ui, add)
-                    ui["stop"] = gr.Button("Stop", variant="stop", interactive=False, elem_id="stop")
+                    ui["stop"] = gr.Button(words("Stop"), variant="stop", interactive=False, elem_id="stop")
                 ui["busy_note"] = gr.HTML("", elem_id="busy-note")  # written and cleared by webui/page.js
                 for name in MAIN:  # a menu of models only where there is more than one
                     add(name, **({"interactive": len(store.allowed) > 1} if name == "model" else {}))
                 for title, names, elem_id in ACCORDIONS:  # the fields by what they are for, closed
-                    with gr.Accordion(title, open=False, elem_id=elem_id):
+                    with gr.Accordion(words(title), open=False, elem_id=elem_id):
                         for name in names:
                             add(name, **({"info": lora_help()} if name == "loras" else {}))
-                with gr.Accordion("Determinism", open=False):
+                with gr.Accordion(words("Determinism"), open=False):
                     for name in DETERMINISM:
                         add(name)
-                    ui["environment"] = gr.JSON(app.environment(None)["environment"], label="Environment",
+                    ui["environment"] = gr.JSON(app.environment(None)["environment"], label=words("Environment"),
                                                 elem_id="environment")
             with gr.Column(scale=3):
                 # No preview on click: the grid stays in view while the clicked cell becomes the anchor.
-                ui["grid"] = gr.Gallery(label="Grid", columns=4, object_fit="contain", format="png", type="filepath",
-                                        interactive=False, allow_preview=False, height="auto", elem_id="grid",
-                                        elem_classes=["pixelated", "cells"])
+                ui["grid"] = gr.Gallery(label=words("Grid"), columns=4, object_fit="contain", format="png",
+                                        type="filepath", interactive=False, allow_preview=False, height="auto",
+                                        elem_id="grid", elem_classes=["pixelated", "cells"])
                 finish_controls(ui)
                 cell_panel(ui)  # under the grid: a clicked cell shows where the eye is
-                with gr.Accordion("Anchor", open=True):
-                    ui["anchor_text"] = gr.Textbox(value=NO_ANCHOR, label="Anchor", show_label=False, interactive=False,
-                                                   elem_id="anchor")
+                with gr.Accordion(words("Anchor"), open=True):
+                    ui["anchor_text"] = gr.Textbox(value=NO_ANCHOR, label=words("Anchor"), show_label=False,
+                                                   interactive=False, elem_id="anchor")
                     ui["anchor_seed"] = gr.Textbox(value="", visible=False)  # text: a seed may pass 2**53
-                    ui["anchor_fingerprint"] = gr.Textbox(label="Pixel fingerprint",
+                    ui["anchor_fingerprint"] = gr.Textbox(label=words("Pixel fingerprint"),
                                                           interactive=False, elem_id="anchor-fingerprint")
-                    ui["anchor_recipe"] = gr.JSON(label="Recipe", elem_id="anchor-recipe")
-                    ui["grid_link"] = gr.Textbox(label="Link to this image", buttons=["copy"], interactive=False,
+                    ui["anchor_recipe"] = gr.JSON(label=words("Recipe"), elem_id="anchor-recipe")
+                    ui["grid_link"] = gr.Textbox(label=words("Link to this image"), buttons=["copy"], interactive=False,
                                                  elem_id="grid-link")
-                ui["variations"] = gr.Textbox(label="Variations (one per line)", lines=3,
+                ui["variations"] = gr.Textbox(label=words("Variations (one per line)"), lines=3,
                                               placeholder=EXAMPLE_VARIATIONS, elem_id="variations-box")
-                ui["vary_button"] = gr.Button("Regenerate variations from anchor", variant="primary", elem_id="vary")
+                ui["vary_button"] = gr.Button(words("Regenerate variations from anchor"), variant="primary",
+                                              elem_id="vary")
                 ui["vary_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="vary-note")
                 # The public /vary (a seed and the controls, no anchor), /grid (the page's Generate streams its
                 # cells), /matrix, /plot and /travel (their images at the end).
                 for name in ("vary_api", "grid_api", "matrix_api", "plot_api", "travel_api"):
                     ui[name] = gr.Button(visible=False)
-                ui["vary"] = gr.Gallery(label="Variations", columns=4, object_fit="contain", format="png",
+                ui["vary"] = gr.Gallery(label=words("Variations"), columns=4, object_fit="contain", format="png",
                                         type="filepath", interactive=False, height="auto", elem_id="variations",
                                         elem_classes=["pixelated", "cells"])
-                ui["variation_link"] = gr.Textbox(label="Link to the selected variation", buttons=["copy"],
+                ui["variation_link"] = gr.Textbox(label=words("Link to the selected variation"), buttons=["copy"],
                                                   interactive=False, elem_id="variation-link")
                 nudge_panel(ui, strength=0.1)
                 for panel in (matrix_panel, compare_panel, travel_panel, history_panel):
                     panel(ui)
-                with gr.Accordion("Results (JSON)", open=False):
-                    ui["grid_results"] = gr.JSON(label="Grid results")
-                    ui["vary_results"] = gr.JSON(label="Variation results")
+                with gr.Accordion(words("Results (JSON)"), open=False):
+                    ui["grid_results"] = gr.JSON(label=words("Grid results"))
+                    ui["vary_results"] = gr.JSON(label=words("Variation results"))
         ui["anchor"] = gr.State(None)  # the anchor's recipe (JSON), as the user clicked it
         ui["pending"] = gr.State(None)  # the original a link or a dropped PNG names, until it is regenerated
         wire(demo, app, ui)

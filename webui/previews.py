@@ -16,6 +16,7 @@ from seedlab.files.links import decode_link
 from seedlab.serving.admission import Admission
 from webui.cells import checked, show_cell
 from webui.fields import user_errors
+from webui.i18n import words
 from webui.requests import visitor
 from webui.streaming import Cells, final_only
 
@@ -26,9 +27,9 @@ MAX_IMAGES_SEEN = 256  # records read to decide whether Finish all shows: far mo
 
 def preview_controls(ui: dict, add) -> None:
     """Preview and its steps, in the row of Generate (`add` makes a recipe field's control)."""
-    ui["preview"] = gr.Button(PREVIEW, elem_id="preview", min_width=90)
-    add("preview_steps", info=f"Preview: each seed in this many steps, to finish later (0 picks {PREVIEW_STEPS})",
-        min_width=120)
+    ui["preview"] = gr.Button(words(PREVIEW), elem_id="preview", min_width=90)
+    hint = f"Preview: each seed in this many steps, to finish later (0 picks {PREVIEW_STEPS})"
+    add("preview_steps", info=words(hint), min_width=120)
 
 
 def preview_places(results: list | None) -> list[int]:
@@ -45,7 +46,7 @@ def finish_all_shown(results: list | None) -> dict:
 
 def finish_controls(ui: dict) -> None:
     """Finish all, under the grid (shown while the grid holds previews); the public /finish's hidden parts."""
-    ui["finish_all"] = gr.Button("Finish all previews", elem_id="finish-all", size="sm", visible=False)
+    ui["finish_all"] = gr.Button(words("Finish all previews"), elem_id="finish-all", size="sm", visible=False)
     ui["preview_api"] = gr.Button(visible=False)  # the public /preview (its images at the end)
     ui["finish_api"] = gr.Button(visible=False)  # the public /finish: preview links in, full images out
     ui["finish_links"] = gr.Textbox(visible=False)
@@ -112,7 +113,7 @@ class Previews:
         if not isinstance(links, str) or len(links) > MAX_LINKS_CHARS:
             raise gr.Error(f"links must be text of at most {MAX_LINKS_CHARS} characters, one link per line",
                            print_exception=False)
-        with user_errors():
+        with user_errors(request):
             lines = [line.strip() for line in links.splitlines() if line.strip()]
             if not lines:
                 raise ValueError("links: give at least one preview link (one per line)")
@@ -138,7 +139,7 @@ class Previews:
 
     def _finish(self, places: list[int], results: list, request, progress):
         """The previews at `places` of the grid made in full, each replacing its preview."""
-        with user_errors():
+        with user_errors(request):
             records = [checked(record) for record in results]
             gallery = []
             for record in records:

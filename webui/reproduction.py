@@ -119,7 +119,7 @@ class Reproduction:
         yield from self.reproduce_text(link_or_recipe, request, progress, from_record=False)
 
     def reproduce_text(self, link_or_recipe: str, request, progress, from_record: bool):
-        with user_errors():
+        with user_errors(request):
             original = self.admission.original(original_from_text(link_or_recipe))
             if not (from_record and self.record.find(original.recipe)):
                 self.admission.charge_reproduction(original, visitor(request))
@@ -309,7 +309,7 @@ class Reproduction:
         cancel = self.cancels.new(getattr(request, "session_hash", None))
         if original.pixels is None and original.fingerprint is not None:
             original = original.with_pixels(self.pngs.pixels(original.fingerprint))
-        with user_errors():
+        with user_errors(request):
             model = self.admission.store.get(original.recipe.model)
             result = None
             try:
@@ -325,7 +325,7 @@ class Reproduction:
                 yield {"reproduced": None, "verdict": None, "verdict_text": "Stopped before the image was regenerated."}
                 return
         verdict = compare(result, original)
-        with user_errors():  # an original made before SeedLab recorded CPU baselines may need native kernels
+        with user_errors(request):  # an original made before SeedLab recorded CPU baselines may need native kernels
             result, verdict = retry_conventions(result, verdict, original, model)  # another ComfyUI's, A1111's noise
             if self.admission.native_retry:  # priced with its process start (Admission.charge_reproduction)
                 result, verdict = retry_natively(result, verdict, original, device=model.device.type,

@@ -10,6 +10,7 @@ import gradio as gr
 
 from webui.cells import ANCHOR, CELL
 from webui.fields import RESTORED
+from webui.i18n import words
 from webui.wiring import PRIVATE, SHOW_VERDICT, Wiring, busy, by_name, only_if_pending, ready
 
 # The image beside the original: regenerated now, or read back from this server's record of what it made (the
@@ -24,30 +25,30 @@ def reproduction_panel(ui: dict) -> None:
     At the top of the page, so that the verdict and the image a link opens are the first thing a visitor
     sees; closed (one line) otherwise.
     """
-    with gr.Accordion("Reproduce a link, a recipe or an image", open=False,
+    with gr.Accordion(words("Reproduce a link, a recipe or an image"), open=False,
                       elem_id="reproduction") as ui["reproduction"], gr.Row():
         with gr.Column(scale=2):
-            ui["link_box"] = gr.Textbox(label="Link or recipe (JSON)", lines=2, elem_id="link-or-recipe",
+            ui["link_box"] = gr.Textbox(label=words("Link or recipe (JSON)"), lines=2, elem_id="link-or-recipe",
                                         placeholder="http://…/?v=1&prompt=…  or  {\"prompt\": …}")
             with gr.Row():
-                ui["reproduce"] = gr.Button("Regenerate the link and compare", elem_id="reproduce")
+                ui["reproduce"] = gr.Button(words("Regenerate the link and compare"), elem_id="reproduce")
                 # A link this server made opens from its record; this regenerates it to check.
-                ui["reverify"] = gr.Button("Re-verify by regenerating", interactive=False, elem_id="reverify")
-            ui["png_file"] = gr.File(label="Drop an image made by SeedLab or another tool (PNG, JPEG, WebP)",
+                ui["reverify"] = gr.Button(words("Re-verify by regenerating"), interactive=False, elem_id="reverify")
+            ui["png_file"] = gr.File(label=words("Drop an image made by SeedLab or another tool (PNG, JPEG, WebP)"),
                                      file_types=[".png", ".jpg", ".jpeg", ".webp"],
                                      type="filepath", elem_id="png-drop", height=120)
-            ui["png_notes"] = gr.Textbox(label="What the image restored", interactive=False, lines=3,
+            ui["png_notes"] = gr.Textbox(label=words("What the image restored"), interactive=False, lines=3,
                                          elem_id="png-notes")
             with gr.Row():
-                ui["regenerate_png"] = gr.Button("Regenerate the dropped image and compare", interactive=False,
+                ui["regenerate_png"] = gr.Button(words("Regenerate the dropped image and compare"), interactive=False,
                                                  elem_id="regenerate-png")
                 # For an image too large for this server: the same seed smaller, its noise kept.
-                ui["use_nearest"] = gr.Button("Use the nearest runnable recipe", interactive=False,
+                ui["use_nearest"] = gr.Button(words("Use the nearest runnable recipe"), interactive=False,
                                               elem_id="use-nearest")
             ui["png_nearest"] = gr.State(None)  # that recipe (JSON), until the next drop
             ui["png_now"] = gr.State(None)  # a dropped SeedLab PNG's original, regenerated as soon as it is read
         with gr.Column(scale=3):
-            ui["verdict_text"] = gr.Textbox(label="Verdict", interactive=False, lines=3, elem_id="verdict")
+            ui["verdict_text"] = gr.Textbox(label=words("Verdict"), interactive=False, lines=3, elem_id="verdict")
             with gr.Row(equal_height=False):  # the dropped image beside what it regenerated
                 ui["original"] = gr.Image(label="Original (the dropped image)", type="filepath", interactive=False,
                                           height=280, elem_id="original", elem_classes="pixelated")
@@ -57,7 +58,7 @@ def reproduction_panel(ui: dict) -> None:
             ui["verdict_anchor"] = gr.Button("Make this image the anchor", interactive=False,
                                              elem_id="verdict-anchor")
             with gr.Accordion("Verdict (JSON)", open=False):
-                ui["verdict"] = gr.JSON(label="Verdict", elem_id="verdict-json")
+                ui["verdict"] = gr.JSON(label=words("Verdict"), elem_id="verdict-json")
 
 
 def regenerated_at_once(wiring: Wiring, opened, state: str, handler) -> dict:

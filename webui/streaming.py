@@ -53,7 +53,7 @@ def stream_cells(app, recipes: list[Recipe], captions: list[str], request, progr
     results: list[dict] = list(into.results) if into else []
     done = 0
     yield {target: list(gallery), f"{target}_results": list(results)}  # a new run clears the previous images at once
-    with user_errors():
+    with user_errors(request):
         model = app.store.get(recipes[0].model)
         finished_at, unsent = 0.0, False  # when the oldest cell not yet sent finished
         try:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import gradio as gr
 
+from webui.i18n import sent
+
 HERE = Path(__file__).resolve().parent
 
 CSS = (HERE / "page.css").read_text()  # the stylesheet, loaded with the page
@@ -27,13 +29,13 @@ SHOW_VERDICT = "(text) => window.seedlab.showVerdict(text)"
 # and a page update): Generate and the vary button refuse clicks and say why, Stop works, the Stop note is cleared.
 BUSY_LABEL = "Generating…"
 BUSY = """() => [{__type__: 'update', value: %s, interactive: false}, {__type__: 'update', interactive: false},
-                {__type__: 'update', interactive: true}, '']""" % json.dumps(BUSY_LABEL)  # noqa: UP031 - JavaScript, as above
+                {__type__: 'update', interactive: true}, '']""" % json.dumps(sent(BUSY_LABEL))  # noqa: UP031 - JavaScript, as above
 # The busy state, and where the run's cells will be, brought into view when they are out of it: `%s` the element's
 # id, then BUSY.
 SHOWING = "() => { window.seedlab.showPlace(%s); return (%s)(); }"
 # Ready again after a run, set in the browser as well (see ready()).
 READY = """() => [{__type__: 'update', value: %s, interactive: true}, {__type__: 'update', interactive: true},
-                 {__type__: 'update', interactive: false}]""" % json.dumps(GENERATE)  # noqa: UP031 - JavaScript, as above
+                 {__type__: 'update', interactive: false}]""" % json.dumps(sent(GENERATE))  # noqa: UP031 - JavaScript, as above
 
 
 def spellings(choices: list) -> dict[str, str]:
@@ -104,12 +106,12 @@ def by_name(function, components: dict, outputs: list):
 
 def busy() -> tuple:
     """Generate and the vary button refuse clicks and say why; Stop becomes available."""
-    return gr.Button(BUSY_LABEL, interactive=False), gr.Button(interactive=False), gr.Button(interactive=True)
+    return gr.Button(sent(BUSY_LABEL), interactive=False), gr.Button(interactive=False), gr.Button(interactive=True)
 
 
 def ready() -> tuple:
     """Nothing runs: Generate and the vary button work again; Stop has nothing to stop."""
-    return gr.Button(GENERATE, interactive=True), gr.Button(interactive=True), gr.Button(interactive=False)
+    return gr.Button(sent(GENERATE), interactive=True), gr.Button(interactive=True), gr.Button(interactive=False)
 
 
 def refused(count: int):

@@ -1,0 +1,53 @@
+"""The page speaks the browser's language (issue 54, item 7): a zh-CN browser reads Chinese labels, buttons and
+refusals; an en-US one reads the page exactly as it is written (the other browser tests read its English)."""
+
+from tests.browser.settle import TIMEOUT_MS, TRACKER, settle
+
+
+def page_in(browser, url: str, locale: str):
+    """A settled page in a fresh context whose browser language is `locale` (navigator.language and the
+    Accept-Language header both follow it, as a visitor's browser sends them)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, locale=locale)
+    context.add_init_script(TRACKER)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(url)
+    page.wait_for_function("document.body.dataset.seedlab === 'ready'")
+    settle(page)
+    return page
+
+
+def refusal(page, seeds: str, steps: str) -> str:
+    """The message Generate shows for these seeds and steps, once the page has settled (and the toast closed)."""
+    page.locator("#seeds textarea").fill(seeds)
+    page.locator("#num-inference-steps input").fill(steps)
+    page.locator("#generate").click()
+    toast = page.locator(".toast-body").last
+    toast.wait_for()
+    text = toast.inner_text()
+    settle(page)
+    page.locator(".toast-body .toast-close").click()
+    return text
+
+
+def test_a_chinese_browser_reads_chinese_labels_buttons_and_refusals(browser, app_url):
+    page = page_in(browser, app_url, "zh-CN")
+    assert "提示词" in page.locator("#prompt").inner_text()
+    assert "种子" in page.locator("#seeds").inner_text()
+    assert "步数" in page.locator("#num-inference-steps").inner_text()
+    assert page.locator("#generate").inner_text().strip() == "生成网格"
+    assert page.locator("#stop").inner_text().strip() == "停止"
+    assert page.get_by_text("高清修复（A1111 与 ComfyUI 采样器）").is_visible()  # an accordion's title
+    assert "不是有效的种子" in refusal(page, "abc", "2")
+    assert "步数：在此服务器上最多为 " in refusal(page, "1", "180")  # a limit, its field by its Chinese label
+    assert page.locator("#generate").inner_text().strip() == "生成网格"  # ready again, in Chinese
+    page.context.close()
+
+
+def test_an_english_browser_reads_the_page_as_written(browser, app_url):
+    page = page_in(browser, app_url, "en-US")
+    assert "Prompt" in page.locator("#prompt").inner_text()
+    assert "Seeds" in page.locator("#seeds").inner_text()
+    assert page.locator("#generate").inner_text().strip() == "Generate grid"
+    assert "is not a seed" in refusal(page, "abc", "2")
+    page.context.close()

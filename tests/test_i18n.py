@@ -1,0 +1,43 @@
+"""The page's words in Chinese (webui/i18n.py): refusals by the request's language, English untouched, and a table
+Gradio's front end can show as it is."""
+
+import re
+from types import SimpleNamespace
+
+from seedlab.engine.recipe import SPECS, RecipeError
+from seedlab.engine.spec import FieldError
+from webui.fields import label_message
+from webui.i18n import ZH_CN, language
+
+
+def visitor(accept_language: str) -> SimpleNamespace:
+    return SimpleNamespace(headers={"accept-language": accept_language})
+
+
+def test_the_language_is_the_browsers_first_choice():
+    assert language(visitor("zh-CN,zh;q=0.9,en;q=0.8")) == "zh-CN"
+    assert language(visitor("zh")) == "zh-CN"
+    assert language(visitor("en-US,en;q=0.9,zh-CN;q=0.8")) == "en"
+    assert language(visitor("zh-TW")) == "en"  # traditional Chinese: no table yet, English rather than the wrong one
+    assert language(None) == "en"
+
+
+def test_a_refusal_names_the_field_by_its_chinese_label_and_keeps_the_numbers():
+    error = RecipeError([FieldError("num_inference_steps", "must be at most 150 on this server, got 180"),
+                         FieldError("prompt", "is missing")])
+    assert label_message(error, "zh-CN") == "步数：在此服务器上最多为 150，当前为 180；提示词：不能为空"
+    assert label_message(error) == "Steps must be at most 150 on this server, got 180; Prompt is missing"
+
+
+def test_a_bad_seeds_box_is_refused_in_chinese_and_an_unknown_message_stays_english():
+    bad = ValueError('seeds: \'abc\' is not a seed; use whole numbers from 0 to 18446744073709551615, ranges like '
+                     '"0-7" and commas, such as "3, 17, 99"')
+    assert label_message(bad, "zh-CN").startswith("种子：'abc' 不是有效的种子")
+    assert label_message(bad, "en") == str(bad)
+    assert label_message(ValueError("something new"), "zh-CN") == "something new"
+
+
+def test_every_field_has_a_chinese_label_and_no_text_needs_a_message_formats_escape():
+    assert all(spec.label in ZH_CN for spec in SPECS.values())
+    # The front end formats each text as an ICU message: braces, tags and apostrophes would change what it shows.
+    assert [text for text in ZH_CN.values() if re.search(r"[{}<>']", text)] == []

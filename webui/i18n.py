@@ -1,0 +1,223 @@
+"""The page's words in each language: English as the page writes it, Simplified Chinese for a zh-CN browser.
+
+The keys are the English texts themselves, as gettext's msgids are: Gradio's front end shows a key it has no
+translation for as it is, so an English (or any other) browser reads the page exactly as it was written, and a text
+with no Chinese yet stays English instead of showing a key's name. Gradio picks the language from the browser
+(`navigator.language`) for what it draws; refusals are made on the server, so `refusal` translates them by the
+request's Accept-Language (the same setting, sent with every request).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import gradio as gr
+
+from seedlab.engine.previews import PREVIEW_STEPS
+from seedlab.engine.recipe import SPECS
+
+# The recipe's fields (seedlab/engine/recipe.py SPECS): label, then help where it has Chinese.
+FIELD_WORDS = {
+    "prompt": ("提示词", "图像要表现的内容"),
+    "seed": ("种子", "起始噪声：0 到 18446744073709551615"),
+    "negative_prompt": ("反向提示词", "图像中不应出现的内容"),
+    "model": ("模型", None),
+    "scheduler": ("调度器", "A1111 的采样器之一（DPM++ 2M、Euler a 等：按 A1111 的方式运行），"
+                              "或与模型兼容的 diffusers 调度器"),
+    "num_inference_steps": ("步数", "去噪步数"),
+    "guidance_scale": ("引导系数", "遵循提示词的程度"),
+    "width": ("宽度", "图像宽度（像素）"),
+    "height": ("高度", "图像高度（像素）"),
+    "rng": ("随机数来源", None),
+    "variation_seed": ("变体种子", "混入其噪声的第二个种子（A1111 的变体种子）"),
+    "variation_strength": ("变体强度", "0 完全保留该种子自身的噪声，1 则为变体种子的噪声"),
+    "seed_resize_from": ("种子尺寸来源", "绘制噪声时的 宽x高，使种子在其他尺寸下保持构图（留空：关闭）"),
+    "deterministic": ("完全确定性", "本次生成使用确定性算子（在 GPU 上更慢）"),
+    "dtype": ("数据类型", "权重的精度"),
+    "prompt_syntax": ("提示词语法", None),
+    "emphasis": ("强调模式", None),
+    "clip_skip": ("CLIP 跳过层", None),
+    "schedule": ("调度类型", None),
+    "eta": ("Eta", "祖先采样器和 SDE 采样器每步加回的噪声量（A1111 默认 1）"),
+    "eta_noise_seed_delta": ("ENSD", None),
+    "s_churn": ("Sigma churn", "Euler、Heun、DPM2 每步额外加入的噪声"),
+    "s_tmin": ("Sigma tmin", "仅在不低于此值的 sigma 处加入 churn"),
+    "s_tmax": ("Sigma tmax", "仅在不高于此值的 sigma 处加入 churn（0：任意）"),
+    "s_noise": ("Sigma noise", "churn 噪声的比例"),
+    "schedule_sigma_min": ("调度最小 sigma", "调度的最低 sigma（0：模型自身的）"),
+    "schedule_sigma_max": ("调度最大 sigma", "调度的最高 sigma（0：模型自身的）"),
+    "schedule_rho": ("调度 rho", None),
+    "hires_scale": ("高清放大倍数", "高清修复：按此倍数放大潜变量并再次去噪（0：关闭）"),
+    "hires_upscaler": ("高清放大器", "潜变量的放大方式（A1111 的潜变量放大器）"),
+    "hires_steps": ("高清步数", "第二遍的步数（0：同步数）"),
+    "denoising_strength": ("重绘幅度", "第二遍对放大后图像的改变程度"),
+    "hires_sampler": ("高清采样器", "第二遍使用的 A1111 采样器（留空：相同）"),
+    "hires_schedule": ("高清调度类型", "第二遍的调度（留空：相同）"),
+    "hires_cfg": ("高清 CFG 系数", None),
+    "hires_seed": ("高清种子", None),
+    "loras": ("LoRA", None),
+    "lora_hashes": ("LoRA 哈希", None),
+    "ti_hashes": ("嵌入哈希", None),
+    "start_step": ("起始步", None),
+    "end_step": ("结束步", None),
+    "model_hash": ("模型哈希", None),
+    "vae": ("VAE", None),
+    "vae_hash": ("VAE 哈希", None),
+    "to_8bit": ("8 位转换", None),
+    "comfyui_noise": ("ComfyUI 噪声", None),
+    "preview_steps": ("预览步数", "预览：以相同噪声走这么多步，之后可补完为与完整图像完全相同的像素（0：完整图像）"),
+    "eta_ddim": ("Eta DDIM", None),
+}
+
+# The page's own words: labels, hints, buttons, accordion titles and notes, by their English text.
+PAGE_WORDS = {
+    "Ctrl+Enter generates": "Ctrl+Enter 生成",
+    "Ctrl+Enter generates; read with A1111's syntax: (word:1.2), [word], BREAK (Prompt syntax)":
+        "Ctrl+Enter 生成；按 A1111 的语法读取：(word:1.2)、[word]、BREAK（提示词语法）",
+    "this model is unconditional: leave it empty (Ctrl+Enter generates)":
+        "此模型为无条件模型：请留空（Ctrl+Enter 生成）",
+    "Seeds": "种子",
+    '"42", "0-7" or "3, 17, 99" (-1: a random seed)': '"42"、"0-7" 或 "3, 17, 99"（-1：随机种子）',
+    "Random seeds to draw": "随机种子个数",
+    "Random": "随机",
+    "Generate grid": "生成网格",
+    "Generating…": "生成中…",
+    "Preview": "预览",
+    f"Preview: each seed in this many steps, to finish later (0 picks {PREVIEW_STEPS})":
+        f"预览：每个种子走这么多步，之后再补完（0 表示 {PREVIEW_STEPS} 步）",
+    "Stop": "停止",
+    "Prompt syntax, emphasis and clip skip": "提示词语法、强调与 CLIP 跳过层",
+    "Hires fix (A1111 and ComfyUI samplers)": "高清修复（A1111 与 ComfyUI 采样器）",
+    "Sampler settings (A1111 and ComfyUI samplers)": "采样器设置（A1111 与 ComfyUI 采样器）",
+    "LoRA, embeddings and VAE": "LoRA、嵌入与 VAE",
+    "Seed variation, resize and more": "种子变体、尺寸调整及更多",
+    "Determinism": "确定性",
+    "Environment": "运行环境",
+    "Grid": "网格",
+    "Anchor": "锚点",
+    "Pixel fingerprint": "像素指纹",
+    "Recipe": "配方",
+    "Link to this image": "此图像的链接",
+    "Variations (one per line)": "变体（每行一个）",
+    "Regenerate variations from anchor": "从锚点重新生成变体",
+    "Variations": "变体",
+    "Link to the selected variation": "所选变体的链接",
+    "Results (JSON)": "结果（JSON）",
+    "Grid results": "网格结果",
+    "Variation results": "变体结果",
+    "Selected image": "所选图像",
+    "Download PNG": "下载 PNG",
+    "Make anchor": "设为锚点",
+    "Reuse seed": "复用种子",
+    "Finish": "补完",
+    "Finish all previews": "补完全部预览",
+    "Parameters (AUTOMATIC1111 format)": "参数（AUTOMATIC1111 格式）",
+    "Nudge the anchor (variation seeds)": "微调锚点（变体种子）",
+    "Nudges": "微调",
+    "Variation strength (0 to 1)": "变体强度（0 到 1）",
+    "Nudge": "微调",
+    "Nudge results (JSON)": "微调结果（JSON）",
+    "Compare (X/Y/Z plot over any recipe field)": "对比（任意配方字段的 X/Y/Z 图）",
+    "Make the plot": "生成对比图",
+    "Plot": "对比图",
+    "Plot results (JSON)": "对比图结果（JSON）",
+    "Seed travel": "种子漫游",
+    "Seeds to travel through": "途经的种子",
+    "Frames per segment": "每段帧数",
+    "Curve": "曲线",
+    "Travel": "漫游",
+    "Animation": "动画",
+    "Frames": "帧",
+    "Travel results (JSON)": "漫游结果（JSON）",
+    "Seeds x variations (matrix)": "种子 x 变体（矩阵）",
+    "Make the matrix": "生成矩阵",
+    "Download sheet (PNG)": "下载拼图（PNG）",
+    "Matrix": "矩阵",
+    "Matrix results (JSON)": "矩阵结果（JSON）",
+    "History": "历史",
+    "History entry": "历史条目",
+    "Regenerate this entry": "重新生成此条目",
+    "Export history (JSON)": "导出历史（JSON）",
+    "Import history (JSON)": "导入历史（JSON）",
+    "History entry results (JSON)": "历史条目结果（JSON）",
+    "Reproduce a link, a recipe or an image": "复现链接、配方或图像",
+    "Link or recipe (JSON)": "链接或配方（JSON）",
+    "Regenerate the link and compare": "重新生成链接并比较",
+    "Re-verify by regenerating": "重新生成以再次验证",
+    "Drop an image made by SeedLab or another tool (PNG, JPEG, WebP)":
+        "拖入由 SeedLab 或其他工具生成的图像（PNG、JPEG、WebP）",
+    "What the image restored": "图像恢复了什么",
+    "Regenerate the dropped image and compare": "重新生成拖入的图像并比较",
+    "Use the nearest runnable recipe": "使用最接近的可运行配方",
+    "Verdict": "结论",
+}
+
+ZH_CN = {**PAGE_WORDS,
+         **{SPECS[name].label: label for name, (label, _) in FIELD_WORDS.items()},
+         **{SPECS[name].help: help for name, (_, help) in FIELD_WORDS.items() if help and SPECS[name].help}}
+I18N = gr.I18n(**{"zh-CN": ZH_CN})  # launch(i18n=I18N): Gradio sends the table to the browser with the page
+
+
+def words(text: str) -> str | gr.i18n.I18nData:
+    """`text` as a key the browser translates where it has Chinese; the plain text where it has none."""
+    return I18N(text) if text in ZH_CN else text
+
+
+def sent(text: str) -> str:
+    """`text` as an update or a page script sets a button's text: the key in the marked form Gradio's front end
+    translates (an I18n object is not JSON), so Generate says "生成网格" again after a run in a Chinese browser."""
+    return str(words(text))
+
+
+def language(request: gr.Request | None) -> str:
+    """The visitor's language as the page speaks it: "zh-CN" where the browser prefers Chinese, else "en"."""
+    headers: Mapping = getattr(request, "headers", None) or {}
+    preferred = str(headers.get("accept-language", "")).split(",")[0].strip().lower()
+    return "zh-CN" if preferred.startswith("zh") and "tw" not in preferred and "hk" not in preferred else "en"
+
+
+# The fixed parts of the commonest refusals, English pattern -> Chinese (a field's label is translated apart).
+PROBLEMS = (
+    (r"must be at most (\d+) on this server, got (.+)", r"在此服务器上最多为 \1，当前为 \2"),
+    (r"must be at most (\d+) pixels a side on this server, got (.+)", r"在此服务器上每边最多 \1 像素，当前为 \2"),
+    (r"must be at most (\d+) characters, got (\d+)", r"最多 \1 个字符，当前为 \2 个"),
+    (r"must be a whole number from (\S+) to (\S+), got (.+)", r"必须是 \1 到 \2 之间的整数，当前为 \3"),
+    (r"must be a whole number from (\S+) to (\S+) and a multiple of (\d+), got (.+)",
+     r"必须是 \1 到 \2 之间且为 \3 的倍数的整数，当前为 \4"),
+    (r"must be a number from (\S+) to (\S+), got (.+)", r"必须是 \1 到 \2 之间的数，当前为 \3"),
+    (r"is missing", "不能为空"),
+)
+MESSAGES = (
+    (r"seeds: (.+) is not a seed; use whole numbers from 0 to (\d+), ranges like \"0-7\" and commas, such as "
+     r"\"3, 17, 99\"",
+     r"种子：\1 不是有效的种子；请使用 0 到 \2 的整数、\"0-7\" 这样的范围或逗号分隔的列表，如 \"3, 17, 99\""),
+    (r"seeds must be a number, a range or a list, such as \"42\", \"0-7\" or \"3, 17, 99\"",
+     "种子必须是一个数、一个范围或一个列表，如 \"42\"、\"0-7\" 或 \"3, 17, 99\""),
+)
+
+
+def problem_text(problem: str, lang: str) -> str:
+    """One field's problem ("must be at most 50 on this server, got 80") in `lang`; as it is where no pattern fits."""
+    if lang == "zh-CN" and (ours := re.fullmatch(r"(.+) \(this server: at most (\d+)\)", problem)):
+        return f"{problem_text(ours[1], lang)}（此服务器最多为 {ours[2]}）"  # the spec's range, then this server's
+    if lang == "zh-CN":
+        for pattern, chinese in PROBLEMS:
+            if re.fullmatch(pattern, problem):
+                return re.sub(pattern, chinese, problem)
+    return problem
+
+
+def field_label(field: str, lang: str) -> str:
+    """A recipe field as the page labels it in `lang`."""
+    label = SPECS[field].label if field in SPECS else field
+    return ZH_CN.get(label, label) if lang == "zh-CN" else label
+
+
+def message_text(message: str, lang: str) -> str:
+    """A whole refusal that names no recipe field (a bad seeds box) in `lang`; as it is where no pattern fits."""
+    if lang == "zh-CN":
+        for pattern, chinese in MESSAGES:
+            if re.fullmatch(pattern, message):
+                return re.sub(pattern, chinese, message)
+    return message
