@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 from seedlab.engine.recipe import SPECS, RecipeError
 from seedlab.engine.spec import FieldError
+from tests.test_page_words import visible_texts
 from webui.fields import label_message
 from webui.i18n import ZH_CN, language
 
@@ -41,3 +42,17 @@ def test_every_field_has_a_chinese_label_and_no_text_needs_a_message_formats_esc
     assert all(spec.label in ZH_CN for spec in SPECS.values())
     # The front end formats each text as an ICU message: braces, tags and apostrophes would change what it shows.
     assert [text for text in ZH_CN.values() if re.search(r"[{}<>']", text)] == []
+
+
+# Keys the tiny page does not show: the prompt's hints for other models, and what the page's scripts set.
+ELSEWHERE = {"Ctrl+Enter generates",
+             "Ctrl+Enter generates; read with A1111's syntax: (word:1.2), [word], BREAK (Prompt syntax)",
+             "this model is unconditional: leave it empty (Ctrl+Enter generates)", "Generating…"}
+
+
+def test_every_chinese_text_translates_a_text_the_page_shows(tiny_page):
+    """An English text edited on the page and not here would lose its Chinese without a word: the key must match
+    (a field's label may be only in refusals: the page has a seeds box, not a seed field)."""
+    shown = set(visible_texts(tiny_page[0]))
+    labels = {spec.label for spec in SPECS.values()}
+    assert [key for key in ZH_CN if key not in shown | labels | ELSEWHERE] == []

@@ -1,6 +1,7 @@
 """The page speaks a user's words (issue 54): no environment variable, command-line flag or class name in what a
 visitor reads (labels, hints, menus), and one progress display per run."""
 
+import json
 import re
 
 import gradio as gr
@@ -13,7 +14,10 @@ OPERATOR_WORDS = re.compile(r"SEEDLAB_[A-Z_]+|--[a-z][a-z-]+|\b[A-Z][a-z]+(?:[A-
 
 
 def english(value):
-    """A text as an English browser shows it: a translation key is its English text."""
+    """A text as an English browser shows it: a translation key (an I18n object, or the marked text a button or a
+    Markdown keeps) is its English text."""
+    if isinstance(value, str) and value.startswith("__i18n__"):
+        return json.loads(value.removeprefix("__i18n__"))["key"]
     return value.key if isinstance(value, I18nData) else value
 
 

@@ -51,8 +51,8 @@ def cell_panel(ui: dict) -> None:
 def nudge_panel(ui: dict, strength: float) -> None:
     """The "Nudge the anchor" accordion: variation seeds at a strength around the anchor's recipe."""
     with gr.Accordion(words("Nudge the anchor (variation seeds)"), open=False, elem_id="strip-panel"):
-        gr.Markdown("Keeps the anchor's recipe and blends in fresh random variation seeds: at a low strength "
-                    "the composition stays and details move. Click a cell, then *Make anchor* to go on from it.")
+        gr.Markdown(words("Keeps the anchor's recipe and blends in fresh random variation seeds: at a low strength "
+                          "the composition stays and details move. Click a cell, then *Make anchor* to go on from it."))
         with gr.Row():
             ui["nudge_count"] = gr.Number(label=words("Nudges"), value=4, precision=0, elem_id="strip-count")
             ui["nudge_strength"] = gr.Number(label=words("Variation strength (0 to 1)"), value=strength, step=0.05,

@@ -53,9 +53,9 @@ def compare_panel(ui: dict) -> None:
 def travel_panel(ui: dict) -> None:
     """The seed travel accordion: frames from one seed to the next through the variation strength."""
     with gr.Accordion(words("Seed travel"), open=False, elem_id="travel-panel"):
-        gr.Markdown("Frames from each seed to the next: frame k is the first seed with the next one as its "
-                    "variation seed at a rising strength, so the first frame is the seed's own image and the last "
-                    "the next seed's. Every frame is exact and linkable; the animation is a lossless WebP.")
+        gr.Markdown(words("Frames from each seed to the next: frame k is the first seed with the next one as its "
+                          "variation seed at a rising strength, so the first frame is the seed's own image and the "
+                          "last the next seed's. Every frame is exact and linkable; the animation is a lossless WebP."))
         with gr.Row():
             ui["travel_seeds"] = gr.Textbox(label=words("Seeds to travel through"), value="3, 7", max_lines=1,
                                             elem_id="travel-seeds")

@@ -42,7 +42,7 @@ from webui.entries import (  # noqa: F401 - FORMAT: the history's file format, r
 )
 from webui.fields import restore, user_errors
 from webui.files import CancelRegistry, PngStore, ResultRecord
-from webui.i18n import words
+from webui.i18n import HISTORY_NOTE, words
 from webui.requests import base_url, visitor
 
 SECRET = "seedlab-history"  # BrowserState encrypts with it; fixed, so a history outlives a server restart
@@ -68,10 +68,7 @@ def to_store(handler: Callable) -> Callable:
 def history_panel(ui: dict) -> None:
     """The "History" accordion's components, added to `ui` by name."""
     with gr.Accordion(words("History"), open=False, elem_id="history-panel") as ui["history_panel"]:
-        gr.Markdown("Every grid (previews and their finishing too), variation set, matrix, nudge set, plot and "
-                    "seed travel made in this browser, newest first, each with where it came from. Click one to see "
-                    "it again without regenerating. Kept in this "
-                    f"browser (the last {MAX_ENTRIES} entries, {MAX_CELLS} images at most).")
+        gr.Markdown(words(HISTORY_NOTE))
         ui["timeline"] = gr.Radio(choices=[], label=words("History"), show_label=False, elem_id="timeline")  # its name
         ui["history_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="history-note")
         ui["history_view"] = gr.Gallery(label=words("History entry"), columns=4, object_fit="contain", format="png",

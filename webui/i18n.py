@@ -16,11 +16,12 @@ import gradio as gr
 
 from seedlab.engine.previews import PREVIEW_STEPS
 from seedlab.engine.recipe import SPECS
+from webui.entries import MAX_CELLS, MAX_ENTRIES
 
 # The recipe's fields (seedlab/engine/recipe.py SPECS): label, then help where it has Chinese.
 FIELD_WORDS = {
-    "prompt": ("提示词", "图像要表现的内容"),
-    "seed": ("种子", "起始噪声：0 到 18446744073709551615"),
+    "prompt": ("提示词", None),  # the page's prompt box has its own hint
+    "seed": ("种子", None),  # the page has a seeds box instead (its label names the field in refusals)
     "negative_prompt": ("反向提示词", "图像中不应出现的内容"),
     "model": ("模型", None),
     "scheduler": ("调度器", "A1111 的采样器之一（DPM++ 2M、Euler a 等：按 A1111 的方式运行），"
@@ -66,9 +67,14 @@ FIELD_WORDS = {
     "vae_hash": ("VAE 哈希", None),
     "to_8bit": ("8 位转换", None),
     "comfyui_noise": ("ComfyUI 噪声", None),
-    "preview_steps": ("预览步数", "预览：以相同噪声走这么多步，之后可补完为与完整图像完全相同的像素（0：完整图像）"),
+    "preview_steps": ("预览步数", None),  # the page gives it its own hint
     "eta_ddim": ("Eta DDIM", None),
 }
+
+# The History panel's note, written here so that its English key and its Chinese give the same limits.
+HISTORY_NOTE = ("Every grid (previews and their finishing too), variation set, matrix, nudge set, plot and seed travel "
+                "made in this browser, newest first, each with where it came from. Click one to see it again without "
+                f"regenerating. Kept in this browser (the last {MAX_ENTRIES} entries, {MAX_CELLS} images at most).")
 
 # The page's own words: labels, hints, buttons, accordion titles and notes, by their English text.
 PAGE_WORDS = {
@@ -151,6 +157,24 @@ PAGE_WORDS = {
     "Regenerate the dropped image and compare": "重新生成拖入的图像并比较",
     "Use the nearest runnable recipe": "使用最接近的可运行配方",
     "Verdict": "结论",
+    # The notes at the top of the page and its panels (Markdown: the Chinese keeps the English's marks).
+    "# SeedLab\nPick seeds, make a grid, click the cell you like, then vary its prompt.":
+        "# SeedLab\n选择种子，生成网格，点击你喜欢的格子，然后改写它的提示词。",
+    "Keeps the anchor's recipe and blends in fresh random variation seeds: at a low strength the composition stays "
+    "and details move. Click a cell, then *Make anchor* to go on from it.":
+        "保留锚点的配方，并混入新的随机变体种子：强度较低时构图不变、细节变化。"
+        "点击一个格子，再点 *设为锚点* 即可从它继续。",
+    "Frames from each seed to the next: frame k is the first seed with the next one as its variation seed at a "
+    "rising strength, so the first frame is the seed's own image and the last the next seed's. Every frame is exact "
+    "and linkable; the animation is a lossless WebP.":
+        "从每个种子到下一个种子的帧：第 k 帧以第一个种子为种子、下一个种子为变体种子，强度逐渐升高，因此第一帧是该种子"
+        "自身的图像，最后一帧是下一个种子的图像。每一帧都精确且可链接；动画为无损 WebP。",
+    "Rows are the seeds in the seeds box; columns are the base prompt and each line of the variations box, with the "
+    "current settings. Every cell is its own exact, linkable image.":
+        "行是种子框中的种子；列是基础提示词和变体框中的每一行，使用当前设置。每个格子都是一张精确、可链接的图像。",
+    HISTORY_NOTE: "在此浏览器中生成的每个网格（包括预览及其补完）、变体组、矩阵、微调组、对比图和种子漫游，最新的在前，"
+                  "并注明来源。点击其中一项即可再次查看而无需重新生成。保存在此浏览器中"
+                  f"（最近 {MAX_ENTRIES} 条，最多 {MAX_CELLS} 张图像）。",
 }
 
 ZH_CN = {**PAGE_WORDS,

@@ -15,8 +15,8 @@ from webui.i18n import words
 def matrix_panel(ui: dict) -> None:
     """The matrix accordion's components, added to `ui` by name."""
     with gr.Accordion(words("Seeds x variations (matrix)"), open=False, elem_id="matrix-panel"):
-        gr.Markdown("Rows are the seeds in the seeds box; columns are the base prompt and each line of the "
-                    "variations box, with the current settings. Every cell is its own exact, linkable image.")
+        gr.Markdown(words("Rows are the seeds in the seeds box; columns are the base prompt and each line of the "
+                          "variations box, with the current settings. Every cell is its own exact, linkable image."))
         with gr.Row():
             ui["make_matrix"] = gr.Button(words("Make the matrix"), elem_id="make-matrix")
             ui["matrix_sheet"] = gr.DownloadButton(words("Download sheet (PNG)"), interactive=False,

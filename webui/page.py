@@ -57,7 +57,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
         return ui[name]
 
     with gr.Blocks(title="SeedLab", delete_cache=(3600, 3600)) as demo:
-        gr.Markdown("# SeedLab\nPick seeds, make a grid, click the cell you like, then vary its prompt.")
+        gr.Markdown(words("# SeedLab\nPick seeds, make a grid, click the cell you like, then vary its prompt."))
         reproduction_panel(ui)  # at the top: what a link opens is the first thing a visitor sees
         with gr.Row():
             with gr.Column(scale=2):

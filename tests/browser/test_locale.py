@@ -38,6 +38,7 @@ def test_a_chinese_browser_reads_chinese_labels_buttons_and_refusals(browser, ap
     assert page.locator("#generate").inner_text().strip() == "生成网格"
     assert page.locator("#stop").inner_text().strip() == "停止"
     assert page.get_by_text("高清修复（A1111 与 ComfyUI 采样器）").is_visible()  # an accordion's title
+    assert page.get_by_text("选择种子，生成网格").is_visible()  # the note at the top (Markdown)
     assert "不是有效的种子" in refusal(page, "abc", "2")
     assert "步数：在此服务器上最多为 " in refusal(page, "1", "180")  # a limit, its field by its Chinese label
     assert page.locator("#generate").inner_text().strip() == "生成网格"  # ready again, in Chinese
