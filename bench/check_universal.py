@@ -10,6 +10,8 @@ whose fingerprint or float output differs from the first setting's, then whether
 
     python bench/check_universal.py            # every setting
     python bench/check_universal.py --quick    # the first setting, MKL COMPATIBLE and 2 threads
+    ARMLAB=/tmp/armlab ../shared/arm-lab/run.sh python bench/check_universal.py --only 0 --no-tiny --hashes
+        # on aarch64 (the kernel caps mean nothing there): compare the hashes with an x86 run's
 """
 
 from __future__ import annotations
@@ -136,6 +138,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="three settings instead of all")
     parser.add_argument("--no-tiny", action="store_true", help="the embedded model only")
     parser.add_argument("--every-family", action="store_true", help="tiny Flux, PixArt, SD 2.x and DDIM too")
+    parser.add_argument("--hashes", action="store_true",
+                        help="print the first setting's fingerprints and float hashes, to compare with another machine")
     parser.add_argument("--only", default=None, help='the settings to run by number ("0,2"), the first the reference')
     args = parser.parse_args()
     seeds = [int(seed) for seed in args.seeds.split(",")]
@@ -162,6 +166,8 @@ def main() -> None:
         print(f"{label:30s} {len(found)} images, {len(prints)} fingerprints and {len(values)} float outputs differ "
               f"({time.perf_counter() - started:.0f} s){': ' + '; '.join(values) if values else ''}", flush=True)
     print(f"every fingerprint equal: {'yes' if every_equal else 'no'}")
+    if args.hashes:
+        print(json.dumps(first, indent=1))
 
 
 if __name__ == "__main__":
