@@ -4,8 +4,12 @@ Gradio's front end can show as it is."""
 import re
 from types import SimpleNamespace
 
+import pytest
+
 from seedlab.engine.recipe import SPECS, RecipeError
+from seedlab.engine.seeds import parse_seeds, random_seeds
 from seedlab.engine.spec import FieldError
+from seedlab.serving.limits import Limits
 from tests.test_page_words import visible_texts
 from webui.fields import label_message
 from webui.i18n import ZH_CN, language
@@ -36,6 +40,16 @@ def test_a_bad_seeds_box_is_refused_in_chinese_and_an_unknown_message_stays_engl
     assert label_message(bad, "zh-CN").startswith("种子：'abc' 不是有效的种子")
     assert label_message(bad, "en") == str(bad)
     assert label_message(ValueError("something new"), "zh-CN") == "something new"
+
+
+@pytest.mark.parametrize("refuse", [lambda: parse_seeds("abc"), lambda: parse_seeds("7-3"),
+                                    lambda: parse_seeds("0-9999"), lambda: random_seeds(0),
+                                    lambda: Limits().check_count(10_000, "seeds")])
+def test_the_seeds_refusals_made_by_the_backend_have_chinese(refuse):
+    with pytest.raises(ValueError) as refused:
+        refuse()
+    chinese = label_message(refused.value, "zh-CN")
+    assert chinese != str(refused.value) and not re.search(r"[a-z]{4,}", chinese), chinese  # no English word left
 
 
 def test_every_field_has_a_chinese_label_and_no_text_needs_a_message_formats_escape():

@@ -25,6 +25,7 @@ from webui.compare import travel as compare_travel
 from webui.fields import FIELDS, user_errors
 from webui.files import MAX_EXPORT_BYTES, MAX_EXPORTS, CancelRegistry, PngStore, ResultRecord
 from webui.history import History
+from webui.i18n import translated
 from webui.matrix import matrix_page
 from webui.previews import Previews, caption
 from webui.reproduction import Reproduction
@@ -121,7 +122,8 @@ class WebApp:
               progress=gr.Progress()):  # noqa: B008 - Gradio's way to report progress
         """Nudges: the anchor's recipe with fresh random variation seeds at a strength; each cell exact and linkable."""
         if not anchor:
-            raise gr.Error("Pick an anchor first: click a cell of the grid", print_exception=False)
+            raise gr.Error(translated("Pick an anchor first: click a cell of the grid", request),
+                           print_exception=False)
         with user_errors(request):
             count = int(count) if isinstance(count, float) and count.is_integer() else count
             most = self.admission.limits.max_images
@@ -200,7 +202,8 @@ class WebApp:
         """The vary button: variations of the anchor's own recipe, saying so when the controls now differ."""
         anchor = values.pop("anchor")
         if not anchor:
-            raise gr.Error("Pick an anchor first: click a cell of the grid", print_exception=False)
+            raise gr.Error(translated("Pick an anchor first: click a cell of the grid", request),
+                           print_exception=False)
         note = self.anchor_note(Recipe.from_dict(anchor), values)
         first = {"variation_link": "", "vary": gr.Gallery(value=[], selected_index=None),
                  "vary_note": gr.Textbox(value=note, visible=bool(note))}

@@ -218,6 +218,17 @@ MESSAGES = (
      r"种子：\1 不是有效的种子；请使用 0 到 \2 的整数、\"0-7\" 这样的范围或逗号分隔的列表，如 \"3, 17, 99\""),
     (r"seeds must be a number, a range or a list, such as \"42\", \"0-7\" or \"3, 17, 99\"",
      "种子必须是一个数、一个范围或一个列表，如 \"42\"、\"0-7\" 或 \"3, 17, 99\""),
+    (r"seeds: the range (\S+) goes backwards; write (\S+)", r"种子：范围 \1 是倒序的；请写成 \2"),
+    (r"seeds: at most (\d+) seeds at once, (.+) asks for more", r"种子：一次最多 \1 个种子，\2 超出了"),
+    (r"seeds: (\S+) is out of range; seeds are whole numbers from 0 to (\d+)",
+     r"种子：\1 超出范围；种子是 0 到 \2 的整数"),
+    (r"Random seeds to draw must be a whole number from 1 to (\d+), got (.+)",
+     r"随机种子个数必须是 1 到 \1 之间的整数，当前为 \2"),
+    (r"seeds: this server makes at most (\d+) images per grid, got (\d+)",
+     r"种子：此服务器每个网格最多生成 \1 张图像，当前为 \2"),
+    (r"variations: this server makes at most (\d+) variations per request, got (\d+)",
+     r"变体：此服务器每次请求最多生成 \1 个变体，当前为 \2"),
+    (r"Pick an anchor first: click a cell of the grid", "请先选择锚点：点击网格中的一个格子"),
 )
 
 
@@ -245,3 +256,9 @@ def message_text(message: str, lang: str) -> str:
             if re.fullmatch(pattern, message):
                 return re.sub(pattern, chinese, message)
     return message
+
+
+def translated(message: str, request: gr.Request | None) -> str:
+    """A refusal the page raises itself ("Pick an anchor first: ...") in the language of the visitor who sent
+    `request`."""
+    return message_text(message, language(request))

@@ -17,11 +17,11 @@ def page_in(browser, url: str, locale: str):
     return page
 
 
-def refusal(page, seeds: str, steps: str) -> str:
-    """The message Generate shows for these seeds and steps, once the page has settled (and the toast closed)."""
+def refusal(page, seeds: str, steps: str, button: str = "#generate") -> str:
+    """The message `button` shows for these seeds and steps, once the page has settled (and the toast closed)."""
     page.locator("#seeds textarea").fill(seeds)
     page.locator("#num-inference-steps input").fill(steps)
-    page.locator("#generate").click()
+    page.locator(button).click()
     toast = page.locator(".toast-body").last
     toast.wait_for()
     text = toast.inner_text()
@@ -41,6 +41,7 @@ def test_a_chinese_browser_reads_chinese_labels_buttons_and_refusals(browser, ap
     assert page.get_by_text("选择种子，生成网格").is_visible()  # the note at the top (Markdown)
     assert "不是有效的种子" in refusal(page, "abc", "2")
     assert "步数：在此服务器上最多为 " in refusal(page, "1", "180")  # a limit, its field by its Chinese label
+    assert "请先选择锚点" in refusal(page, "1", "2", "#vary")  # one the page raises itself
     assert page.locator("#generate").inner_text().strip() == "生成网格"  # ready again, in Chinese
     page.context.close()
 
