@@ -18,15 +18,17 @@ def page_in(browser, url: str, locale: str):
 
 
 def refusal(page, seeds: str, steps: str, button: str = "#generate") -> str:
-    """The message `button` shows for these seeds and steps, once the page has settled (and the toast closed)."""
+    """The message `button` shows for these seeds and steps, once the page has settled; the toast is closed and
+    gone before this returns, so the next refusal's toast is the only one."""
     page.locator("#seeds textarea").fill(seeds)
     page.locator("#num-inference-steps input").fill(steps)
     page.locator(button).click()
-    toast = page.locator(".toast-body").last
-    toast.wait_for()
-    text = toast.inner_text()
+    toast = page.locator(".toast-body")
+    toast.first.wait_for()
+    text = toast.first.inner_text()
     settle(page)
-    page.locator(".toast-body .toast-close").click()
+    toast.locator(".toast-close").first.click()
+    page.wait_for_function("() => document.querySelectorAll('.toast-body').length === 0")
     return text
 
 
