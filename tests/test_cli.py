@@ -164,7 +164,7 @@ def test_reproduce_a_png_with_altered_pixels_exits_1_with_the_max_difference(gri
         (lambda link: link.replace("steps=3", "steps=0"), "link: steps (num_inference_steps) must be"),
         (lambda link: link + "&colour=red", "link: unknown key 'colour'"),
         (lambda link: link.replace("v=1", "v=9"), "link: v=9"),
-        (lambda link: link.split("&fp=")[0], "link: fp is missing"),
+        (lambda link: link.replace("&fp=", "&fp=z"), "link: fp"),
         (lambda link: "no/such/file.png", "no/such/file.png is neither a link"),
     ],
 )
@@ -173,6 +173,12 @@ def test_reproduce_a_bad_link_or_file_exits_2_with_one_line(grid_run, tiny_dir, 
     assert main(["reproduce", change(lines[0]["link"]), "--model", str(tiny_dir)]) == 2
     message = capsys.readouterr().err.strip().splitlines()
     assert len(message) == 1 and named in message[0], message
+
+
+def test_reproduce_a_link_without_a_fingerprint_makes_it_and_says_there_is_nothing_to_compare(grid_run, tiny_dir):
+    lines, _ = grid_run
+    run = run_here("reproduce", lines[0]["link"].split("&fp=")[0], "--model", tiny_dir)  # a link written by hand
+    assert run.returncode == 1 and "no original fingerprint or image to compare it with" in run.stdout, run.stderr
 
 
 def test_reproduce_loads_a_model_a_link_names_only_with_permission(grid_run, capsys):

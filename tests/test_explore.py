@@ -90,7 +90,7 @@ def test_matrix_rows_are_seeds_columns_are_variations_and_every_cell_is_solo(cli
 def test_matrix_limits_apply_to_the_cell_count(client):
     from gradio_client.exceptions import AppError
 
-    with pytest.raises(AppError, match=r"matrix: this server makes at most \d+ images per request .*= 27"):
+    with pytest.raises(AppError, match=r"matrix: this server makes at most \d+ images per request, got .*= 27"):
         client.predict(prompt=PROMPT, seeds="0-8", variations="a\nb", num_inference_steps=1, api_name="/matrix")
     with pytest.raises(AppError, match="variations: write at least one"):
         client.predict(prompt=PROMPT, seeds="1", variations="", num_inference_steps=1, api_name="/matrix")
