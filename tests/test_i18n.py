@@ -61,7 +61,8 @@ def test_every_field_has_a_chinese_label_and_no_text_needs_a_message_formats_esc
 # Keys the tiny page does not show: the prompt's hints for other models, and what the page's scripts set.
 ELSEWHERE = {"Ctrl+Enter generates",
              "Ctrl+Enter generates; read with A1111's syntax: (word:1.2), [word], BREAK (Prompt syntax)",
-             "this model is unconditional: leave it empty (Ctrl+Enter generates)", "Generating…"}
+             "this model is unconditional: leave it empty (Ctrl+Enter generates)", "Generating…",
+             "the models this server offers"}  # the Model menu's hint on a server of several models
 
 
 def test_every_chinese_text_translates_a_text_the_page_shows(tiny_page):

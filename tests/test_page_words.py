@@ -58,3 +58,14 @@ def test_a_run_shows_its_progress_on_its_gallery_only(tiny_page):
     for name, api in (("grid", "page_grid"),):
         (dependency,) = [dep for dep in demo.config["dependencies"] if dep.get("api_name") == api]
         assert [by_id[target].elem_id for target in dependency["show_progress_on"]] == [name]
+
+
+def test_the_model_menu_says_what_this_server_runs_and_invites_no_hub_id():
+    from webui.page import model_options
+
+    one, several = model_options(1), model_options(3)
+    assert one["interactive"] is False and several["interactive"] is True
+    texts = [str(options["info"]) for options in (one, several)]
+    assert all("hub" not in text and "folder" not in text for text in texts)
+    assert "the model this server runs" in texts[0] and "the models this server offers" in texts[1]
+

@@ -106,6 +106,8 @@ PAGE_WORDS = {
     "this model is unconditional: leave it empty (Ctrl+Enter generates)":
         "此模型为无条件模型：请留空（Ctrl+Enter 生成）",
     "Seeds": "种子",
+    "the models this server offers": "此服务器提供的模型",
+    "the model this server runs": "此服务器运行的模型",
     '"42", "0-7" or "3, 17, 99" (-1: a random seed)': '"42"、"0-7" 或 "3, 17, 99"（-1：随机种子）',
     "Random seeds to draw": "随机种子个数",
     "Random": "随机",

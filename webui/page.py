@@ -81,7 +81,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     ui["stop"] = gr.Button(words("Stop"), variant="stop", interactive=False, elem_id="stop")
                 ui["busy_note"] = gr.HTML("", elem_id="busy-note")  # written and cleared by webui/page.js
                 for name in MAIN:  # a menu of models only where there is more than one
-                    add(name, **({"interactive": len(store.allowed) > 1} if name == "model" else {}))
+                    add(name, **(model_options(len(store.allowed)) if name == "model" else {}))
                 for title, names, elem_id in ACCORDIONS:  # the fields by what they are for, closed
                     with gr.Accordion(words(title), open=False, elem_id=elem_id):
                         for name in names:
@@ -190,6 +190,13 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")  # where a class name's words meet
+
+
+def model_options(count: int) -> dict:
+    """The Model menu: a choice where the server offers several, else the one it runs, shown as such (a visitor
+    cannot name another model here, so the hint does not invite one)."""
+    hint = "the models this server offers" if count > 1 else "the model this server runs"
+    return {"interactive": count > 1, "info": words(hint)}
 
 
 def scheduler_label(name: str) -> str:
