@@ -30,8 +30,7 @@ START_TIMEOUT_S = 180  # importing torch, diffusers and gradio on a busy 2-core 
 SLOW_FIXTURES = {"app_server", "app_url", "browser", "own_server", "strict_server", "seedlab_app", "lora_server",
                  "sdxl_server", "ddim_server", "client", "app", "reference_model"}
 SLOW_FILES = {"test_sweep.py", "test_workers.py", "test_pool.py", "test_cpu.py", "test_training.py", "test_cli.py",
-              "test_plot.py", "test_travel.py", "test_viewer.py", "test_families.py", "test_embedded_model.py",
-              "test_universal.py", "test_old_links.py", "test_readme_examples.py", "test_cpu_noise.py"}
+              "test_plot.py", "test_travel.py", "test_viewer.py", "test_families.py", "test_embedded_model.py"}
 
 
 def pytest_collection_modifyitems(config, items):
