@@ -71,9 +71,11 @@ TRACKER = """
 """  # noqa: E501 - the script's text as the browser runs it (one long line; reflowing would change the text)
 
 
-def open_settled(browser, url: str, width: int = 1400, height: int = 900):
-    """A fresh browser context on `url`, its requests counted from the start; returns the page, settled."""
-    context = browser.new_context(viewport={"width": width, "height": height})
+def open_settled(browser, url: str, width: int = 1400, height: int = 900, locale: str | None = None):
+    """A fresh browser context on `url`, its requests counted from the start; returns the page, settled.
+    `locale`: the browser's language (navigator.language and the Accept-Language header follow it)."""
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  **({"locale": locale} if locale else {}))
     context.add_init_script(TRACKER)
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)

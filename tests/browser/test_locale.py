@@ -1,20 +1,12 @@
 """The page speaks the browser's language (issue 54, item 7): a zh-CN browser reads Chinese labels, buttons and
 refusals; an en-US one reads the page exactly as it is written (the other browser tests read its English)."""
 
-from tests.browser.settle import TIMEOUT_MS, TRACKER, settle
+from tests.browser.settle import open_settled, settle
 
 
 def page_in(browser, url: str, locale: str):
-    """A settled page in a fresh context whose browser language is `locale` (navigator.language and the
-    Accept-Language header both follow it, as a visitor's browser sends them)."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900}, locale=locale)
-    context.add_init_script(TRACKER)
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(url)
-    page.wait_for_function("document.body.dataset.seedlab === 'ready'")
-    settle(page)
-    return page
+    """A settled page in a fresh context whose browser language is `locale`, as a visitor's browser sends it."""
+    return open_settled(browser, url, locale=locale)
 
 
 def refusal(page, seeds: str, steps: str, button: str = "#generate") -> str:
