@@ -13,6 +13,9 @@ class TrainConfig:
     """Everything a run depends on; saved next to its outputs. Frozen: derive variants with dataclasses.replace."""
 
     seed: int = 0
+    # What the model learns: "shapes", the embedded model's world (training/shapes.py, training/latent.py), or
+    # "scenes", embedded-v2's (training/scene.py, training/scene_latent.py: styles, size words, last word wins).
+    world: str = "shapes"
     model: ModelConfig = field(default_factory=ModelConfig)
     # VAE stage
     vae_steps: int = 1500
@@ -63,7 +66,9 @@ class TrainConfig:
     threads: int = 1
 
     def __post_init__(self):
-        """Refuse resume points outside the run: each must fall inside the step range after it."""
+        """Refuse resume points outside the run (each must fall inside the step range after it), and unknown worlds."""
+        if self.world not in ("shapes", "scenes"):
+            raise ValueError(f"world must be 'shapes' or 'scenes', got {self.world!r}")
         ends = (*self.unet_resumed_at, self.unet_steps)
         if any(a <= 0 or a >= b for a, b in zip(ends, ends[1:])):
             raise ValueError(
@@ -72,11 +77,20 @@ class TrainConfig:
             )
 
 
+SCENES_MODEL = ModelConfig(latent_channels=32, vae_channels=(32, 64, 96), unet_channels=(64, 96), text_hidden=96,
+                           text_layers=3, text_heads=4, text_intermediate=192, max_length=48)
+
 CONFIGS = {
     "default": TrainConfig(),
     # The weights in seedlab/embedded_model: TrainConfig() to 1,200 UNet steps, then that run
     # resumed with --unet-steps 2000 (the cosine restarts from its 2,000-step value at 1,200).
     "shipped": TrainConfig(unet_steps=2000, unet_resumed_at=(1200,)),
+    # embedded-v2 (seedlab/embedded_model_v2): the scenes world, a 32-channel code, a text encoder deep enough
+    # to tell which of several words on one attribute came last.
+    "v2": TrainConfig(world="scenes", model=SCENES_MODEL, vae_steps=1500, decoder_steps=2500, unet_steps=2800,
+                      lr=8e-4, decoder_constant_noise=0.6),
+    "v2-pilot": TrainConfig(world="scenes", model=SCENES_MODEL, vae_steps=20, decoder_steps=10, unet_steps=30,
+                            warmup_steps=5, log_every=5, checkpoint_every=10),
     "pilot": TrainConfig(vae_steps=20, decoder_steps=10, unet_steps=30, warmup_steps=5, log_every=5,
                          checkpoint_every=10),
 }

@@ -33,14 +33,19 @@ def layout_disk(shape: Shape) -> np.ndarray:
     return kind_mask("circle", shape.x0, top, shape.width, shape.width)
 
 
-def latent_code(shape: Shape) -> np.ndarray:
-    """The (14, 16, 16) float32 code of a shape."""
+def fold_layout(disk: np.ndarray) -> np.ndarray:
+    """The (4, 16, 16) layout channels of a (64, 64) bool disk: its 2x2 coverage in [-1, 1], pixel-unshuffled."""
     half = IMAGE_SIZE // 2
-    coverage = layout_disk(shape).reshape(half, 2, half, 2).mean(axis=(1, 3))  # (32, 32) in {0, .25, .5, .75, 1}
+    coverage = disk.reshape(half, 2, half, 2).mean(axis=(1, 3))  # (32, 32) in {0, .25, .5, .75, 1}
     signed = 2.0 * coverage - 1.0
     # (y, dy, x, dx) -> (dy, dx, y, x): torch.nn.functional.pixel_unshuffle's channel order
-    folded = (signed.reshape(LATENT_SIZE, 2, LATENT_SIZE, 2).transpose(1, 3, 0, 2)
-              .reshape(LAYOUT_CHANNELS, LATENT_SIZE, LATENT_SIZE))
+    return (signed.reshape(LATENT_SIZE, 2, LATENT_SIZE, 2).transpose(1, 3, 0, 2)
+            .reshape(LAYOUT_CHANNELS, LATENT_SIZE, LATENT_SIZE))
+
+
+def latent_code(shape: Shape) -> np.ndarray:
+    """The (14, 16, 16) float32 code of a shape."""
+    folded = fold_layout(layout_disk(shape))
     kind = np.where(np.array(KINDS) == shape.kind, 1.0, -1.0)  # (4,)
     colours = np.array([*PALETTE[shape.colour], *PALETTE[shape.background]]) / 127.5 - 1.0  # (6,)
     constants = np.concatenate([kind, colours])[:, None, None]

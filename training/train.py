@@ -32,11 +32,13 @@ import torch.nn.functional as F
 from diffusers import AutoencoderKL, DDPMScheduler, DPMSolverMultistepScheduler, StableDiffusionPipeline
 from transformers import CLIPTokenizer
 
+from training import scene
 from training.checkpoints import load_checkpoint, load_ema, save_checkpoint
 from training.config import CONFIGS, TrainConfig, cosine_lr, unet_lr_scale  # tests use them here
 from training.latent import LAYOUT_CHANNELS, shape_code
 from training.models import build_text_encoder, build_unet, build_vae
-from training.shapes import VOCABULARY, Shape, caption, sample_shape, training_triples
+from training.scene_latent import image_code
+from training.shapes import VOCABULARY, caption, sample_shape, training_triples
 from training.tokenizer import write_clip_tokenizer
 
 
@@ -71,8 +73,13 @@ def to_tensor(images: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(images).permute(0, 3, 1, 2).float() / 127.5 - 1.0
 
 
-def render_batch(rng: np.random.Generator, n: int) -> tuple[np.ndarray, torch.Tensor, list[Shape]]:
-    """n random training shapes: (n, 64, 64, 3) uint8 images, (n, 14, 16, 16) codes, the Shapes."""
+def render_batch(rng: np.random.Generator, n: int, world: str = "shapes") -> tuple[np.ndarray, torch.Tensor, list]:
+    """n random training images of `world`: (n, 64, 64, 3) uint8 images, (n, c, 16, 16) codes, and the Shapes
+    ("shapes") or the (Scene, prompt) pairs ("scenes")."""
+    if world == "scenes":
+        drawn = [scene.sample_scene(rng) for _ in range(n)]
+        images, codes = zip(*(image_code(s) for s, _ in drawn))
+        return np.stack(images), torch.from_numpy(np.stack(codes)), drawn
     triples = training_triples()
     shapes = [sample_shape(rng, triples) for _ in range(n)]
     images, codes = zip(*(shape_code(s) for s in shapes))
@@ -88,8 +95,9 @@ def fast_cpu_precision():
 
 
 def stage_tokenizer(out: Path, config: TrainConfig) -> CLIPTokenizer:
-    """Write the shipped tokenizer (every vocabulary word is a single token)."""
-    return write_clip_tokenizer(out / "tokenizer", VOCABULARY, max_length=config.model.max_length)
+    """Write the shipped tokenizer (every vocabulary word of the config's world is a single token)."""
+    words = scene.VOCABULARY if config.world == "scenes" else VOCABULARY
+    return write_clip_tokenizer(out / "tokenizer", words, max_length=config.model.max_length)
 
 
 # ---------------------------------------------------------------- stage 2: VAE
@@ -121,7 +129,7 @@ def stage_vae(out: Path, config: TrainConfig) -> AutoencoderKL:
     for step in range(config.vae_steps):
         for group in optimizer.param_groups:
             group["lr"] = config.vae_lr * cosine_lr(step, config.vae_steps, 50, 0.05)
-        images, codes, _ = render_batch(np.random.default_rng([config.seed, 1, step]), config.vae_batch)
+        images, codes, _ = render_batch(np.random.default_rng([config.seed, 1, step]), config.vae_batch, config.world)
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
         with fast_cpu_precision():
             images = to_tensor(images).contiguous(memory_format=torch.channels_last)
@@ -133,17 +141,17 @@ def stage_vae(out: Path, config: TrainConfig) -> AutoencoderKL:
             log(out, f"vae step {step} loss {loss.item():.4f} l1 {l1.item():.4f} ({time.time() - start:.0f}s)")
     vae.eval().to(memory_format=torch.contiguous_format)  # safetensors wants contiguous weights
     vae.register_to_config(scaling_factor=1.0)  # the code is already at unit scale
-    save_reconstructions(vae, out / "vae_reconstructions.png", config.seed)
+    save_reconstructions(vae, out / "vae_reconstructions.png", config)
     vae.save_pretrained(out / "vae")
     return vae
 
 
 @torch.no_grad()
-def save_reconstructions(vae: AutoencoderKL, path: Path, seed: int) -> None:
+def save_reconstructions(vae: AutoencoderKL, path: Path, config: TrainConfig) -> None:
     """Save 16 originals (top rows) above the decodings of their codes (bottom rows) for a visual check."""
     from PIL import Image
 
-    images, codes, _ = render_batch(np.random.default_rng([seed, 99]), 16)
+    images, codes, _ = render_batch(np.random.default_rng([config.seed, 99]), 16, config.world)
     decoded = vae.decode(codes).sample
     decoded = ((decoded.clamp(-1, 1) + 1) * 127.5).round().byte().permute(0, 2, 3, 1).numpy()
     rows = [np.concatenate(list(batch[i : i + 8]), axis=1) for batch in (images, decoded) for i in (0, 8)]
@@ -173,7 +181,7 @@ def stage_decoder(out: Path, config: TrainConfig, vae: AutoencoderKL) -> Autoenc
     for step in range(config.decoder_steps):
         for group in optimizer.param_groups:
             group["lr"] = config.decoder_lr * cosine_lr(step, config.decoder_steps, 20, 0.05)
-        images, codes, _ = render_batch(np.random.default_rng([config.seed, 5, step]), config.vae_batch)
+        images, codes, _ = render_batch(np.random.default_rng([config.seed, 5, step]), config.vae_batch, config.world)
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
         scale = torch.full((1, codes.shape[1], 1, 1), config.decoder_constant_noise)
         scale[:, :LAYOUT_CHANNELS] = config.decoder_code_noise
@@ -191,7 +199,7 @@ def stage_decoder(out: Path, config: TrainConfig, vae: AutoencoderKL) -> Autoenc
         if step % 100 == 0 or step == config.decoder_steps - 1:
             log(out, f"decoder step {step} loss {loss.item():.4f} l1 {l1.item():.4f} ({time.time() - start:.0f}s)")
     vae.eval().to(memory_format=torch.contiguous_format)
-    save_reconstructions(vae, out / "vae_tuned_reconstructions.png", config.seed)
+    save_reconstructions(vae, out / "vae_tuned_reconstructions.png", config)
     vae.save_pretrained(out / "vae_tuned")
     return vae
 
@@ -236,8 +244,11 @@ def diffusion_loss(unet, text_encoder, scheduler, latents, token_ids, generator,
 def training_batch(config: TrainConfig, step: int, tokens: CaptionTokens) -> tuple[torch.Tensor, torch.Tensor]:
     """The step's (codes, token ids), freshly rendered: a pure function of (seed, step) so resuming replays it."""
     rng = np.random.default_rng([config.seed, 3, step])
-    _, codes, shapes = render_batch(rng, config.batch)
-    captions = ["" if rng.random() < config.caption_dropout else caption(shape, rng) for shape in shapes]
+    _, codes, drawn = render_batch(rng, config.batch, config.world)
+    if config.world == "scenes":  # each scene was drawn from its prompt
+        captions = ["" if rng.random() < config.caption_dropout else prompt for _, prompt in drawn]
+    else:
+        captions = ["" if rng.random() < config.caption_dropout else caption(shape, rng) for shape in drawn]
     return codes, tokens(captions)
 
 
