@@ -92,6 +92,14 @@ def checked_record(raw) -> dict:
             "recipe": recipe.to_json(), **({"axes": " ".join(axes.split())} if axes.strip() else {})}
 
 
+def no_cell() -> dict:
+    """The panel with nothing selected (a new grid's cells are not the previous grid's); left open or closed."""
+    return {"cell": None, "cell_panel": gr.Accordion(), "cell_image": None, "cell_title": NO_CELL, "cell_link": "",
+            "cell_params": "", "cell_recipe": None, "cell_download": gr.DownloadButton(value=None, interactive=False),
+            "make_anchor": gr.Button(interactive=False), "reuse_seed": gr.Button(interactive=False),
+            "finish_cell": gr.Button(interactive=False)}
+
+
 def show_cell(record: dict, record_store: ResultRecord) -> dict:
     """The panel's values for one result record (its PNG from this server's record, if still kept)."""
     recipe = Recipe.from_dict(record["recipe"])

@@ -19,7 +19,7 @@ from seedlab.engine.recipe import DEFAULT_SCHEDULER, SPECS
 from seedlab.engine.seeds import format_seeds, parse_seeds, random_seeds
 from seedlab.scale.workers import Workers
 from seedlab.serving.admission import Admission
-from webui.cells import ANCHOR, anchor_updates, checked, picked, show_cell
+from webui.cells import ANCHOR, CELL, anchor_updates, checked, no_cell, picked, show_cell
 from webui.compare import plot as compare_plot
 from webui.compare import travel as compare_travel
 from webui.fields import FIELDS, user_errors
@@ -191,11 +191,12 @@ class WebApp:
             first = None
 
     def clear_anchor(self) -> dict:
-        """A new grid: no cell is selected and no anchor is shown until the user picks one of the new cells."""
+        """A new grid: no cell is selected (the Selected image is emptied) and no anchor is shown until the user picks
+        one of the new cells."""
         cleared = {"anchor_text": NO_ANCHOR, "anchor_seed": "", "anchor": None, "anchor_recipe": None,
                    "anchor_fingerprint": "", "grid_link": ""}
-        assert set(cleared) == set(ANCHOR)
-        return {**cleared, "grid": gr.Gallery(value=[], selected_index=None),
+        assert set(cleared) == set(ANCHOR) and set(no_cell()) == set(CELL)
+        return {**cleared, **no_cell(), "grid": gr.Gallery(value=[], selected_index=None),
                 "vary_note": gr.Textbox(value="", visible=False)}
 
     def vary_anchor(self, values: dict, request: gr.Request | None = None, progress=None):

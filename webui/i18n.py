@@ -126,6 +126,7 @@ PAGE_WORDS = {
     "Environment": "运行环境",
     "Grid": "网格",
     "Anchor": "锚点",
+    "Anchor's recipe and link": "锚点的配方和链接",
     "Pixel fingerprint": "像素指纹",
     "Recipe": "配方",
     "Link to this image": "此图像的链接",

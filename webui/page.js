@@ -41,13 +41,17 @@
 
     // After a click on a grid or variation cell: the Selected image panel docked under the grid and scrolled into
     // view, its top first where it does not fit, so a panel taller than the window shows its title, not its bottom.
+    // Where its image is already on the screen (a laptop: under the grid, beside the variations box) the page stays,
+    // so the grid, the picked image and the variations stay in view together.
     const showCell = () => {
         const panel = document.querySelector("#cell-panel");
         if (!panel) return;
         panel.classList.remove("floating");
         document.body.classList.remove("cell-floating");
         const box = panel.getBoundingClientRect();
-        if (box.top < 0 || box.bottom > innerHeight) {
+        const image = document.querySelector("#cell-image")?.getBoundingClientRect();
+        const seen = box.top >= 0 && image && image.height > 0 && image.bottom <= innerHeight;
+        if (!seen && (box.top < 0 || box.bottom > innerHeight)) {
             panel.scrollIntoView({block: box.top < 0 || box.height > innerHeight ? "start" : "nearest"});
         }
     };
@@ -93,6 +97,21 @@
         };
         look();
     };
+    // A cell is named by what it shows: a screen reader said "Thumbnail 3 of 4" for every gallery, the same for a
+    // grid cell and a variation; its caption ("seed 3", a variation's prompt) names it instead, with its place.
+    const nameCells = () => {
+        for (const item of document.querySelectorAll(".cells .thumbnail-item")) {
+            const caption = item.querySelector(".caption-label")?.textContent?.trim();
+            const gallery = item.closest(".cells")?.querySelector("label, .label-wrap, [data-testid=block-label]");
+            const where = gallery?.textContent?.trim();
+            const name = caption ? `${caption}${where ? ` (${where})` : ""}` : null;
+            if (name && item.getAttribute("aria-label") !== name) item.setAttribute("aria-label", name);
+        }
+    };
+    let naming = null;
+    new MutationObserver(() => {
+        if (naming === null) naming = requestAnimationFrame(() => { naming = null; nameCells(); });
+    }).observe(document.body, {childList: true, subtree: true, characterData: true});
     window.seedlab = {showCell, showCellHere, showAnchor, showSeeds, showPlace, showVerdict};
     document.body.dataset.seedlab = "ready";  // the shortcuts work from here on (tests wait for it)
 }

@@ -30,8 +30,10 @@ from webui.previews import finish_controls, preview_controls, wire_previews
 from webui.reproduction_panel import reproduction_panel, wire_reproduction
 from webui.wiring import GENERATE, PRIVATE, Wiring, by_name, ready, spellings
 
-# What the variations box offers as an example: words the embedded model knows, so the example keeps the seed's shape.
-EXAMPLE_PROMPT, EXAMPLE_VARIATIONS = "a red circle on a blue background", ", large\n, on a yellow background"
+# The page's example prompt and variations: words embedded-v2 (the default model) shows at a glance, the diffusers
+# guide's own among them; each keeps the seed's shape where it is (tests/test_readme_examples.py).
+EXAMPLE_PROMPT = "a red star on a blue background"
+EXAMPLE_VARIATIONS = ", highly realistic\n, artsy\n, on a yellow background\n, small"
 # Long: the page's layout, read top to bottom as the page shows it.
 def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.Blocks, WebApp]:
     """The UI for the models `admission` allows (the default one is loaded here if it is not yet)."""
@@ -73,13 +75,25 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                                              info=words('"42", "0-7" or "3, 17, 99" (-1: a random seed)'))
                     # No min/max on the widget: the handler refuses a bad count with a message naming the field.
                     ui["dice_count"] = gr.Number(label=words("Random seeds to draw"), value=4, precision=0,
-                                                 min_width=80, scale=1, elem_id="dice-count")
+                                                 min_width=150, scale=1, elem_id="dice-count")
                     ui["dice"] = gr.Button(words("Random"), min_width=90, scale=0, elem_id="dice")  # text, no emoji
                 with gr.Row():  # right under the seeds: in view with the grid on a laptop screen
-                    ui["generate"] = gr.Button(words(GENERATE), variant="primary", elem_id="generate")
+                    ui["generate"] = gr.Button(words(GENERATE), variant="primary", elem_id="generate", min_width=100)
                     preview_controls(ui, add)
-                    ui["stop"] = gr.Button(words("Stop"), variant="stop", interactive=False, elem_id="stop")
+                    ui["stop"] = gr.Button(words("Stop"), variant="stop", interactive=False, elem_id="stop",
+                                           min_width=80)  # narrow buttons: the four share one row
                 ui["busy_note"] = gr.HTML("", elem_id="busy-note")  # written and cleared by webui/page.js
+                # The loop's third step beside its first: the anchor and its variations under the prompt they extend,
+                # in view with the grid and the Selected image on a laptop screen (issue 54).
+                with gr.Group(elem_id="vary-group"):
+                    ui["anchor_text"] = gr.Textbox(value=NO_ANCHOR, label=words("Anchor"), show_label=False,
+                                                   interactive=False, elem_id="anchor")
+                    ui["variations"] = gr.Textbox(label=words("Variations (one per line)"), lines=2, max_lines=8,
+                                                  placeholder=EXAMPLE_VARIATIONS, elem_id="variations-box")
+                    ui["vary_button"] = gr.Button(words("Regenerate variations from anchor"), variant="primary",
+                                                  elem_id="vary")
+                    ui["vary_note"] = gr.Textbox(show_label=False, interactive=False, visible=False,
+                                                 elem_id="vary-note")
                 for name in MAIN:  # a menu of models only where there is more than one
                     add(name, **(model_options(len(store.allowed)) if name == "model" else {}))
                 for title, names, elem_id in ACCORDIONS:  # the fields by what they are for, closed
@@ -98,20 +112,6 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                                         elem_id="grid", elem_classes=["pixelated", "cells"])
                 finish_controls(ui)
                 cell_panel(ui)  # under the grid: a clicked cell shows where the eye is
-                with gr.Accordion(words("Anchor"), open=True):
-                    ui["anchor_text"] = gr.Textbox(value=NO_ANCHOR, label=words("Anchor"), show_label=False,
-                                                   interactive=False, elem_id="anchor")
-                    ui["anchor_seed"] = gr.Textbox(value="", visible=False)  # text: a seed may pass 2**53
-                    ui["anchor_fingerprint"] = gr.Textbox(label=words("Pixel fingerprint"),
-                                                          interactive=False, elem_id="anchor-fingerprint")
-                    ui["anchor_recipe"] = gr.JSON(label=words("Recipe"), elem_id="anchor-recipe")
-                    ui["grid_link"] = gr.Textbox(label=words("Link to this image"), buttons=["copy"], interactive=False,
-                                                 elem_id="grid-link")
-                ui["variations"] = gr.Textbox(label=words("Variations (one per line)"), lines=3,
-                                              placeholder=EXAMPLE_VARIATIONS, elem_id="variations-box")
-                ui["vary_button"] = gr.Button(words("Regenerate variations from anchor"), variant="primary",
-                                              elem_id="vary")
-                ui["vary_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="vary-note")
                 # The public /vary (a seed and the controls, no anchor), /grid (the page's Generate streams its
                 # cells), /matrix, /plot and /travel (their images at the end).
                 for name in ("vary_api", "grid_api", "matrix_api", "plot_api", "travel_api"):
@@ -121,6 +121,14 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                                         elem_classes=["pixelated", "cells"])
                 ui["variation_link"] = gr.Textbox(label=words("Link to the selected variation"), buttons=["copy"],
                                                   interactive=False, elem_id="variation-link")
+                # The anchor's own record, under what is made from it (the Selected image shows a clicked cell's).
+                with gr.Accordion(words("Anchor's recipe and link"), open=True):
+                    ui["anchor_seed"] = gr.Textbox(value="", visible=False)  # text: a seed may pass 2**53
+                    ui["anchor_fingerprint"] = gr.Textbox(label=words("Pixel fingerprint"),
+                                                          interactive=False, elem_id="anchor-fingerprint")
+                    ui["anchor_recipe"] = gr.JSON(label=words("Recipe"), elem_id="anchor-recipe")
+                    ui["grid_link"] = gr.Textbox(label=words("Link to this image"), buttons=["copy"], interactive=False,
+                                                 elem_id="grid-link")
                 nudge_panel(ui, strength=0.1)
                 for panel in (matrix_panel, compare_panel, travel_panel, history_panel):
                     panel(ui)
@@ -145,7 +153,7 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     event(ui["dice"].click, app.dice, [ui["dice_count"], ui["seeds"]], ["seeds"], show_progress="hidden", **PRIVATE)
     starts_grid = [ui["generate"].click, ui["seeds"].submit]
     grid = event(guarded(starts_grid, "grid"), with_fields(app.page_grid, ("prompt", "seeds")),
-                 [ui["prompt"], ui["seeds"], *fields], ["grid", "grid_results", *ANCHOR, "vary_note"],
+                 [ui["prompt"], ui["seeds"], *fields], ["grid", "grid_results", *ANCHOR, *CELL, "vary_note"],
                  api_name="page_grid", concurrency_id="generation", show_progress="minimal",
                  show_progress_on=ui["grid"], **PRIVATE)  # one progress display: on the grid, not on every output
     # The public /grid, /vary and /matrix send their images once, at the end (see final_only).

@@ -29,7 +29,7 @@ def preview_controls(ui: dict, add) -> None:
     """Preview and its steps, in the row of Generate (`add` makes a recipe field's control)."""
     ui["preview"] = gr.Button(words(PREVIEW), elem_id="preview", min_width=90)
     hint = f"Preview: each seed in this many steps, to finish later (0 picks {PREVIEW_STEPS})"
-    add("preview_steps", info=words(hint), min_width=120)
+    add("preview_steps", info=words(hint), min_width=150)
 
 
 def preview_places(results: list | None) -> list[int]:
@@ -165,8 +165,8 @@ def wire_previews(wiring, app, ui: dict, with_fields, fields: list, kept: list[s
     event, guarded, previews = wiring.event, wiring.guarded, app.previews
     grid_inputs = [ui["prompt"], ui["seeds"], *fields]
     page = event(guarded([ui["preview"].click], "grid"), with_fields(previews.page_preview, ("prompt", "seeds")),
-                 grid_inputs, ["grid", "grid_results", *ANCHOR, "vary_note"], concurrency_id="generation",
-                 show_progress="minimal", **PRIVATE)
+                 grid_inputs, ["grid", "grid_results", *ANCHOR, *CELL, "vary_note"], concurrency_id="generation",
+                 show_progress="minimal", show_progress_on=ui["grid"], **PRIVATE)  # one progress display, as Generate
     public = event(ui["preview_api"].click, with_fields(final_only(previews.preview), ("prompt", "seeds")),
                    grid_inputs, ["grid", "grid_results"], api_name="preview", concurrency_id="generation")
     finish = event(ui["finish_api"].click, final_only(previews.finish), [ui["finish_links"]], ["grid", "grid_results"],
