@@ -20,7 +20,7 @@ from starlette.middleware import Middleware
 from seedlab import ModelStore, configure_process, resolve_device
 from seedlab.engine import cpu
 from seedlab.engine.models import default_lanes
-from seedlab.engine.recipe import DEFAULT_MODEL, DTYPES
+from seedlab.engine.recipe import DEFAULT_MODEL, DTYPES, NEW_IMAGE_MODEL, embedded_here, new_image_model
 from seedlab.engine.weights import checkpoint_files, library
 from seedlab.scale.workers import Workers
 from seedlab.serving.admission import Admission, measure_speed
@@ -38,8 +38,10 @@ MAX_UPLOAD = "4mb"  # a dropped PNG: SeedLab's own are a few kB to a few MB at t
 def build_parser() -> argparse.ArgumentParser:
     """The app's options, each with its environment variable (a Space sets those)."""
     parser = argparse.ArgumentParser(description="SeedLab web UI")
-    parser.add_argument("--model", default=os.environ.get("SEEDLAB_MODEL", DEFAULT_MODEL),
-                        help='"embedded", a local diffusers folder or a hub id (env SEEDLAB_MODEL)')
+    parser.add_argument("--model", default=os.environ.get("SEEDLAB_MODEL", new_image_model()),
+                        help=f'"{DEFAULT_MODEL}" (the embedded model: the default, and what links naming no model were '
+                             f'made with), "{NEW_IMAGE_MODEL}" (the default where its weights are in the checkout), '
+                             'a local diffusers folder or a hub id (env SEEDLAB_MODEL)')
     parser.add_argument("--device", default=os.environ.get("SEEDLAB_DEVICE", "auto"),
                         help="auto, cpu, cuda, cuda:N or mps (env SEEDLAB_DEVICE)")
     parser.add_argument("--dtype", default=os.environ.get("SEEDLAB_DTYPE", "float32"), choices=DTYPES,
@@ -92,7 +94,8 @@ def main(argv: list[str] | None = None) -> None:
                              f"got {lanes} and {workers}")
         extra = [name.strip() for name in os.environ.get("SEEDLAB_MODELS", "").split(",") if name.strip()]
         extra += checkpoint_files.checkpoint_names() if library.models_dir() is not None else []
-        store = ModelStore([args.model, *extra], device=device, dtype=args.dtype, lanes=lanes)
+        # The embedded models are always allowed (loaded when first asked for): a link made with either opens.
+        store = ModelStore([args.model, *extra, *embedded_here()], device=device, dtype=args.dtype, lanes=lanes)
         admission = Admission(store, limits, measure_speed(store.get(store.default)), args.native_retry)
     except ValueError as error:
         parser.exit(2, f"seedlab: {error}\n")

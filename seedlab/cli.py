@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from .arguments import RECIPE_OPTIONS, UsageError, build_parser
 from .engine import cpu
 from .engine.previews import as_preview, finished
-from .engine.recipe import DEFAULT_MODEL, SPECS, FieldError, RecipeError
+from .engine.recipe import EMBEDDED_NAMES, SPECS, FieldError, RecipeError, new_image_model
 from .engine.seeds import parse_seeds
 from .engine.weights import library
 from .files import info as info_command
@@ -79,7 +79,7 @@ def _admission(args: argparse.Namespace) -> Admission:
     if dtype not in SPECS["dtype"].choices:
         raise UsageError(f"--dtype must be {SPECS['dtype'].allowed()}, got {dtype!r}")
     device = models.resolve_device(args.device)
-    return Admission(models.ModelStore([args.model or DEFAULT_MODEL], device, dtype=dtype), CLI_LIMITS)
+    return Admission(models.ModelStore([args.model or new_image_model()], device, dtype=dtype), CLI_LIMITS)
 
 
 # Long: the numbered steps of a command read top to bottom; its imports are here so that --help needs no torch.
@@ -178,7 +178,7 @@ def reproduce(args: argparse.Namespace) -> int:
     if args.model is not None and args.model != recipe.model:
         notes.append(f"the original names model {recipe.model!r}; --model {args.model!r} is used instead")
         recipe = recipe.replace(model=args.model, model_hash="")  # the hash named the original's file
-    elif args.model is None and recipe.model != DEFAULT_MODEL:
+    elif args.model is None and recipe.model not in EMBEDDED_NAMES:
         raise UsageError(f"the original names model {recipe.model!r}, which is only loaded with your permission: "
                          f"pass --model {recipe.model!r} (or another model) to use it")
     if recipe.model_hash and checkpoint_files.find_checkpoint(recipe.model) is None:
@@ -248,7 +248,7 @@ def finish(args: argparse.Namespace) -> int:
         raise UsageError("--out: two previews have the same file name; finish them into separate folders")
     recipes = [finished(original.recipe) for original in originals]
     for recipe in recipes:
-        if args.model is None and recipe.model != DEFAULT_MODEL:
+        if args.model is None and recipe.model not in EMBEDDED_NAMES:
             raise UsageError(f"a preview names model {recipe.model!r}, which is only loaded with your permission: "
                              f"pass --model {recipe.model!r}")
     recipes = [recipe.replace(model=args.model) if args.model else recipe for recipe in recipes]

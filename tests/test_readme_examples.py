@@ -9,6 +9,7 @@ import pytest
 
 import seedlab
 from seedlab.engine.models import EMBEDDED_MODEL_DIR
+from seedlab.engine.recipe import new_image_model
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -25,7 +26,7 @@ def test_the_readme_shows_the_pages_example_variations():
 
     step = next(line for line in README.read_text().splitlines() if "**Vary.**" in line)
     written = re.findall(r"`([^`]+)`", step.split("with the embedded model")[0])
-    assert written == page.EXAMPLE_VARIATIONS.splitlines()
+    assert written == page.examples(new_image_model())[1].splitlines()  # the page's, for the model it starts on
 
 
 @pytest.mark.skipif(not (EMBEDDED_MODEL_DIR / "model_index.json").exists(), reason="the embedded model is not here")
@@ -33,8 +34,9 @@ def test_the_example_variations_keep_the_seeds_shape_on_the_embedded_model():
     from webui import page
 
     model = seedlab.load_model("embedded")
-    base = seedlab.Recipe(prompt=page.EXAMPLE_PROMPT, guidance_scale=model.default_guidance, num_inference_steps=20)
-    overlaps = {line: [] for line in page.EXAMPLE_VARIATIONS.splitlines()}
+    prompt, variations = page.examples("embedded")
+    base = seedlab.Recipe(prompt=prompt, guidance_scale=model.default_guidance, num_inference_steps=20)
+    overlaps = {line: [] for line in variations.splitlines()}
     for seed in range(8):
         base_image, *varied = seedlab.generate_variations(model, base.replace(seed=seed), list(overlaps))
         shape = foreground(base_image.image)

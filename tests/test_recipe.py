@@ -67,3 +67,17 @@ def test_dict_round_trip_and_untrusted_dicts():
 )
 def test_join_prompt(variation, expected):
     assert join_prompt("a cat", variation) == expected
+
+
+def test_new_images_are_made_with_embedded_v2_where_its_weights_are_here_else_the_first(monkeypatch, tmp_path):
+    from seedlab.engine import recipe as recipes
+
+    present, absent = tmp_path / "present", tmp_path / "absent"
+    present.mkdir()
+    (present / "model_index.json").write_text("{}")
+    monkeypatch.setitem(recipes.EMBEDDED_FOLDERS, "embedded", present)
+    monkeypatch.setitem(recipes.EMBEDDED_FOLDERS, "embedded-v2", present)
+    assert recipes.new_image_model() == "embedded-v2" and recipes.embedded_here() == ["embedded-v2", "embedded"]
+    monkeypatch.setitem(recipes.EMBEDDED_FOLDERS, "embedded-v2", absent)
+    assert recipes.new_image_model() == "embedded" and recipes.embedded_here() == ["embedded"]
+    assert recipes.Recipe(prompt="a star").model == "embedded"  # a link naming no model: the first

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from seedlab.engine.recipe import DEFAULT_SCHEDULER, SPECS
+from seedlab.engine.recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, SPECS
 from seedlab.engine.samplers.names import A1111_OWN_SAMPLERS, A1111_SAMPLERS, COMFY_SAMPLERS
 from seedlab.engine.weights import library
 from seedlab.files.tool_samplers import SAMPLERS as TOOL_SAMPLERS
@@ -30,10 +30,16 @@ from webui.previews import finish_controls, preview_controls, wire_previews
 from webui.reproduction_panel import reproduction_panel, wire_reproduction
 from webui.wiring import GENERATE, PRIVATE, Wiring, by_name, ready, spellings
 
-# The page's example prompt and variations: words embedded-v2 (the default model) shows at a glance, the diffusers
-# guide's own among them; each keeps the seed's shape where it is (tests/test_readme_examples.py).
+# The page's example prompt and variations: words embedded-v2 shows at a glance, the diffusers guide's own among them
+# (tests/test_readme_examples.py); the first embedded model knows only kinds, colours, sizes and backgrounds.
 EXAMPLE_PROMPT = "a red star on a blue background"
 EXAMPLE_VARIATIONS = ", highly realistic\n, artsy\n, on a yellow background\n, small"
+FIRST_MODEL_EXAMPLE = ("a red circle on a blue background", ", large\n, on a yellow background")
+
+
+def examples(model: str) -> tuple[str, str]:
+    """The example prompt and variations the page offers for the model it serves."""
+    return FIRST_MODEL_EXAMPLE if model == DEFAULT_MODEL else (EXAMPLE_PROMPT, EXAMPLE_VARIATIONS)
 # Long: the page's layout, read top to bottom as the page shows it.
 def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.Blocks, WebApp]:
     """The UI for the models `admission` allows (the default one is loaded here if it is not yet)."""
@@ -65,7 +71,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
             with gr.Column(scale=2):
                 unconditional = store.info(store.default).unconditional  # DDIM, DDPM: no prompt at all
                 ui["prompt"] = gr.Textbox(
-                    label=words("Prompt"), value="" if unconditional else EXAMPLE_PROMPT, lines=2,
+                    label=words("Prompt"), value="" if unconditional else examples(store.default)[0], lines=2,
                     info=words("this model is unconditional: leave it empty (Ctrl+Enter generates)" if unconditional
                                else "Ctrl+Enter generates; read with A1111's syntax: (word:1.2), [word], BREAK "
                                "(Prompt syntax)" if model.info.a1111_prompts else "Ctrl+Enter generates"),
@@ -89,7 +95,7 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                     ui["anchor_text"] = gr.Textbox(value=NO_ANCHOR, label=words("Anchor"), show_label=False,
                                                    interactive=False, elem_id="anchor")
                     ui["variations"] = gr.Textbox(label=words("Variations (one per line)"), lines=2, max_lines=8,
-                                                  placeholder=EXAMPLE_VARIATIONS, elem_id="variations-box")
+                                                  placeholder=examples(store.default)[1], elem_id="variations-box")
                     ui["vary_button"] = gr.Button(words("Regenerate variations from anchor"), variant="primary",
                                                   elem_id="vary")
                     ui["vary_note"] = gr.Textbox(show_label=False, interactive=False, visible=False,

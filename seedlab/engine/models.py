@@ -30,8 +30,10 @@ from .recipe import DEFAULT_MODEL, DTYPES, FieldError
 from .tracing import TracedUNet
 from .weights.checkpoint_files import find_checkpoint
 from .weights.checkpoints import load_single_file
-from .weights.model_info import (
-    EMBEDDED_MODEL_DIR,
+from .weights.model_info import (  # the embedded folders are this module's API too (callers find them here)
+    EMBEDDED_MODEL_DIR,  # noqa: F401
+    EMBEDDED_MODELS,
+    EMBEDDED_V2_DIR,  # noqa: F401
     ModelInfo,
     compatible_schedulers,
     looks_local,
@@ -159,8 +161,8 @@ def load_model(name: str = DEFAULT_MODEL, device: torch.device | None = None, dt
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if cpu.is_universal():
         wide.check_dtype(dtype, device or resolve_device())
-    if name == DEFAULT_MODEL and not (EMBEDDED_MODEL_DIR / "model_index.json").exists():
-        raise ValueError(f"the embedded model is missing from {EMBEDDED_MODEL_DIR}; "
+    if name in EMBEDDED_MODELS and not (EMBEDDED_MODELS[name][0] / "model_index.json").exists():
+        raise ValueError(f"the embedded model {name} is missing from {EMBEDDED_MODELS[name][0]}; "
                          "train it (docs/models.md, The embedded model)")
     source = model_source(name)
     checkpoint = find_checkpoint(name) if source == name and not looks_local(name) else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .samplers.names import COMFY_SCHEDULES
@@ -25,7 +26,23 @@ from .validation import MAX_HIRES_SCALE, check_hires, check_loras, check_preview
 from .weights import vae_names
 
 MAX_SEED = 2**64 - 1  # what torch's manual_seed accepts; ComfyUI and Fooocus seeds reach 2**63
-DEFAULT_MODEL = "embedded"  # the checkpoint that ships in seedlab/embedded_model (see models.py)
+DEFAULT_MODEL = "embedded"  # the checkpoint in seedlab/embedded_model, and the model of a recipe that names none
+NEW_IMAGE_MODEL = "embedded-v2"  # seedlab/embedded_model_v2: what the page, the CLI and the API make new images with
+EMBEDDED_NAMES = (DEFAULT_MODEL, NEW_IMAGE_MODEL)  # the models that ship in the repository: any host may load them
+EMBEDDED_FOLDERS = {DEFAULT_MODEL: Path(__file__).resolve().parents[1] / "embedded_model",
+                    NEW_IMAGE_MODEL: Path(__file__).resolve().parents[1] / "embedded_model_v2"}
+
+
+def embedded_here() -> list[str]:
+    """The embedded models whose weights this checkout holds, newest first (a checkout may lack a folder)."""
+    return [name for name in reversed(EMBEDDED_NAMES) if (EMBEDDED_FOLDERS[name] / "model_index.json").exists()]
+
+
+def new_image_model() -> str:
+    """What new images are made with when no model is named: embedded-v2, or the first embedded model where this
+    checkout lacks embedded-v2's weights."""
+    here = embedded_here()
+    return here[0] if here else NEW_IMAGE_MODEL
 DEFAULT_SCHEDULER = "default"  # the model's own scheduler; resolved to a class name at generation
 # Appended only: a value keeps its meaning. The last four are other tools' noise (random_sources.py).
 RNG_SOURCES = ("cpu", "device", "numpy-pcg64", "cuda-philox", "numpy-mt19937", "std-libstdc++", "std-libc++",
@@ -67,7 +84,8 @@ class Recipe:
     negative_prompt: str = _spec("", kind="text", high=MAX_PROMPT_CHARS, label="Negative prompt", link="neg",
                                  cli="--negative", help="what the image should not show")
     model: str = _spec(DEFAULT_MODEL, kind="name", high=300, label="Model", link="model", cli="--model",
-                       a1111="Model", help='"embedded", a local diffusers folder or a hub id')
+                       a1111="Model",
+                       help='"embedded", "embedded-v2" (where its weights are here), a diffusers folder or a hub id')
     scheduler: str = _spec(DEFAULT_SCHEDULER, kind="name", high=300, label="Scheduler", link="sampler",
                            cli="--scheduler", a1111="Sampler",
                            help="one of A1111's samplers (DPM++ 2M, Euler a, ...: run as A1111 runs them) or a "

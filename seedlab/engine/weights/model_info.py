@@ -17,12 +17,18 @@ import diffusers
 from diffusers import DiffusionPipeline
 
 from ..latents import class_packs
-from ..recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, FieldError
+from ..recipe import DEFAULT_MODEL, DEFAULT_SCHEDULER, EMBEDDED_FOLDERS, NEW_IMAGE_MODEL, FieldError
 from ..samplers.names import A1111_OWN_SAMPLERS, A1111_SAMPLERS, is_ksampler, nearest
 from .checkpoint_files import CheckpointError, find_checkpoint, plan
 
-EMBEDDED_MODEL_DIR = Path(__file__).resolve().parents[2] / "embedded_model"  # seedlab/embedded_model
+EMBEDDED_MODEL_DIR = EMBEDDED_FOLDERS[DEFAULT_MODEL]  # seedlab/embedded_model
 EMBEDDED_GUIDANCE = 2.5  # where the embedded model meets its quality targets (training/evaluate.py, docs/models.md)
+EMBEDDED_V2_DIR = EMBEDDED_FOLDERS[NEW_IMAGE_MODEL]  # seedlab/embedded_model_v2
+EMBEDDED_V2_GUIDANCE = 2.5  # embedded-v2's default (training/variations.py, docs/models.md)
+# The models that ship in the repository, by name: their folders and default guidance. Each keeps its weights
+# for good (a link names its model, and one that names none was made with DEFAULT_MODEL).
+EMBEDDED_MODELS = {DEFAULT_MODEL: (EMBEDDED_MODEL_DIR, EMBEDDED_GUIDANCE),
+                   NEW_IMAGE_MODEL: (EMBEDDED_V2_DIR, EMBEDDED_V2_GUIDANCE)}
 STANDARD_GUIDANCE = 7.5  # StableDiffusionPipeline's own default, a fair start for real checkpoints
 EXPLORING_STEPS = 20  # the recipe's default: enough for a grid to show compositions, fewer than most pipelines' own
 FEW_STEP_WORDS = ("turbo", "lightning", "hyper", "lcm", "schnell")  # model names of step-distilled checkpoints
@@ -30,8 +36,9 @@ FEW_STEP_SCHEDULERS = ("LCMScheduler", "TCDScheduler")
 
 
 def model_source(name: str) -> str:
-    """Where `from_pretrained` finds a model name: the embedded folder, a local folder or a hub id."""
-    return str(EMBEDDED_MODEL_DIR) if name == DEFAULT_MODEL else name
+    """Where `from_pretrained` finds a model name: an embedded model's folder, a local folder or a hub id."""
+    return str(EMBEDDED_MODELS[name][0]) if name in EMBEDDED_MODELS else name
+
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,7 @@ def model_defaults(name: str, pipeline_class: type | None, scheduler_name: str,
                    scheduler_config: dict) -> tuple[int, float]:
     """(steps, guidance) a recipe for this model starts from, read from what the checkpoint says of itself.
 
-    - the embedded model: 20 steps at its measured best guidance (2.5);
+    - an embedded model: 20 steps at its measured best guidance (2.5 for both);
     - any other: its pipeline's own guidance default (SD 1.x/2.x 7.5, SDXL 5, SD3 7, Flux 3.5, PixArt 4.5)
       and the fewer of 20 and its pipeline's own step default (an LCM pipeline's 4);
     - a step-distilled checkpoint (turbo, lightning, LCM, TCD): its scheduler is LCM or TCD, its name
@@ -123,8 +130,8 @@ def model_defaults(name: str, pipeline_class: type | None, scheduler_name: str,
       without zero terminal SNR (how sd-turbo and sdxl-turbo ship): 4 steps (1 for a turbo, as its card
       says) and guidance 0 (no classifier-free guidance; an LCM pipeline keeps its own guidance embedding).
     """
-    if name == DEFAULT_MODEL:
-        return EXPLORING_STEPS, EMBEDDED_GUIDANCE
+    if name in EMBEDDED_MODELS:
+        return EXPLORING_STEPS, EMBEDDED_MODELS[name][1]
     call = inspect.signature(pipeline_class.__call__).parameters if pipeline_class is not None else {}
     guidance, steps = STANDARD_GUIDANCE, EXPLORING_STEPS
     if "guidance_scale" in call and isinstance(call["guidance_scale"].default, (int, float)):
@@ -177,7 +184,7 @@ def read_info(name: str) -> ModelInfo:
 
 def _checkpoint_source(name: str) -> tuple[str, dict] | None:
     """(config folder, scheduler overrides) for a checkpoint of the models folder; None for any other name."""
-    found = find_checkpoint(name) if name != DEFAULT_MODEL and not looks_local(name) else None
+    found = find_checkpoint(name) if name not in EMBEDDED_MODELS and not looks_local(name) else None
     if found is None:
         return None
     try:
