@@ -68,8 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce = commands.add_parser("reproduce", help="regenerate a link or a PNG and compare the pixels")
     reproduce.add_argument("source", metavar="LINK_OR_PNG", help="a SeedLab link, or a PNG that carries its recipe")
     reproduce.add_argument("--model", default=None,
-                           help="the model to use (also permits the one a link names; default: the embedded models "
-                                "only)")
+                           help="the model to use (also permits the one a link names; default: embedded ones only)")
     reproduce.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
     reproduce.add_argument("--threads", type=int, default=None,
                            help="torch's intra-op thread count (default: the original's, when it is recorded)")
@@ -81,8 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     finish.add_argument("sources", nargs="+", metavar="PNG", help="preview PNGs (grid --preview writes them)")
     finish.add_argument("--out", required=True, type=Path, help="folder for the finished PNGs (same file names)")
     finish.add_argument("--model", default=None,
-                        help="the model to use (also permits the one a preview names; default: the embedded models "
-                             "only)")
+                        help="the model to use (also permits the one a preview names; default: embedded ones only)")
     finish.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
     finish.add_argument("--threads", type=int, default=None,
                         help="torch's intra-op thread count (default: the preview's, when it is recorded; else 1)")

@@ -62,7 +62,7 @@ def test_on_a_phone_make_anchor_shows_the_anchor_over_its_variations_and_stop_st
     assert on_screen(page, "#anchor") and on_screen(page, "#variations-box"), "the next step is where the page went"
 
     page.locator("#variations-box textarea").fill(", highly realistic\n, artsy\n, small\n, large")
-    page.locator("#num-inference-steps input").fill("40")
+    page.locator("#num-inference-steps input").fill("100")  # long enough to look at it before it ends
     page.locator("#vary").click()
     page.wait_for_function("!document.querySelector('#stop').disabled")
     page.locator("#variations").scroll_into_view_if_needed()
