@@ -62,11 +62,16 @@ def test_on_a_phone_make_anchor_shows_the_anchor_over_its_variations_and_stop_st
     assert on_screen(page, "#anchor") and on_screen(page, "#variations-box"), "the next step is where the page went"
 
     page.locator("#variations-box textarea").fill(", highly realistic\n, artsy\n, small\n, large")
-    page.locator("#num-inference-steps input").fill("100")  # long enough to look at it before it ends
+    page.locator("#num-inference-steps input").fill("50")  # the server's most: long enough to look at Stop
     page.locator("#vary").click()
     page.wait_for_function("!document.querySelector('#stop').disabled")
-    page.locator("#variations").scroll_into_view_if_needed()
-    assert on_screen(page, "#stop"), "a run's Stop is on screen wherever the page is"
+    page.evaluate("document.querySelector('#variations').scrollIntoView()")
+    # Looked at in one step while the run goes on (it may end at any moment under load).
+    running, seen = page.evaluate("() => { const stop = document.querySelector('#stop');"
+                                  " const box = stop.getBoundingClientRect();"
+                                  " return [!stop.disabled, box.top >= 0 && box.bottom <= innerHeight]; }")
+    assert seen or not running, "a run's Stop is on screen wherever the page is"
+    assert running, "the run ended before Stop could be looked at"
     page.locator("#stop").click()
     settle(page)
     assert page.locator("#stop").is_disabled()
