@@ -27,22 +27,10 @@ from .weights import vae_names
 
 MAX_SEED = 2**64 - 1  # what torch's manual_seed accepts; ComfyUI and Fooocus seeds reach 2**63
 DEFAULT_MODEL = "embedded"  # the checkpoint in seedlab/embedded_model, and the model of a recipe that names none
-NEW_IMAGE_MODEL = "embedded-v2"  # seedlab/embedded_model_v2: what the page, the CLI and the API make new images with
+NEW_IMAGE_MODEL = "embedded-v2"  # seedlab/embedded_model_v2: new images' model where its weights are here
 EMBEDDED_NAMES = (DEFAULT_MODEL, NEW_IMAGE_MODEL)  # the models that ship in the repository: any host may load them
 EMBEDDED_FOLDERS = {DEFAULT_MODEL: Path(__file__).resolve().parents[1] / "embedded_model",
                     NEW_IMAGE_MODEL: Path(__file__).resolve().parents[1] / "embedded_model_v2"}
-
-
-def embedded_here() -> list[str]:
-    """The embedded models whose weights this checkout holds, newest first (a checkout may lack a folder)."""
-    return [name for name in reversed(EMBEDDED_NAMES) if (EMBEDDED_FOLDERS[name] / "model_index.json").exists()]
-
-
-def new_image_model() -> str:
-    """What new images are made with when no model is named: embedded-v2, or the first embedded model where this
-    checkout lacks embedded-v2's weights."""
-    here = embedded_here()
-    return here[0] if here else NEW_IMAGE_MODEL
 DEFAULT_SCHEDULER = "default"  # the model's own scheduler; resolved to a class name at generation
 # Appended only: a value keeps its meaning. The last four are other tools' noise (random_sources.py).
 RNG_SOURCES = ("cpu", "device", "numpy-pcg64", "cuda-philox", "numpy-mt19937", "std-libstdc++", "std-libc++",
@@ -67,6 +55,18 @@ MAX_LORA_CHARS = 1000
 COMFYUI_NOISE = ("seed+1", "seed")
 EIGHT_BIT_STEPS = ("round", "truncate")  # the decoded image to 8 bits: diffusers rounds, A1111 and ComfyUI truncate
 EMPHASES = ("Original", "No norm", "None")  # A1111's emphasis modes (modules/sd_emphasis.py)
+
+
+def embedded_here() -> list[str]:
+    """The embedded models whose weights this checkout holds, newest first (a checkout may lack a folder)."""
+    return [name for name in reversed(EMBEDDED_NAMES) if (EMBEDDED_FOLDERS[name] / "model_index.json").exists()]
+
+
+def new_image_model() -> str:
+    """What new images are made with when no model is named: embedded-v2, or the first embedded model where this
+    checkout lacks embedded-v2's weights."""
+    here = embedded_here()
+    return here[0] if here else NEW_IMAGE_MODEL
 
 
 def _spec(default: Any = dataclasses.MISSING, **spec: Any) -> Any:

@@ -40,7 +40,6 @@ def model_source(name: str) -> str:
     return str(EMBEDDED_MODELS[name][0]) if name in EMBEDDED_MODELS else name
 
 
-
 @dataclass(frozen=True)
 class ModelInfo:
     """What a request is checked against: known without loading the weights."""
