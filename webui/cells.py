@@ -45,7 +45,8 @@ def cell_panel(ui: dict) -> None:
             ui["cell_params"] = gr.Textbox(label=words("Parameters (AUTOMATIC1111 format)"), buttons=["copy"],
                                            interactive=False, lines=3, elem_id="cell-params")
             ui["cell_recipe"] = gr.JSON(label=words("Recipe"), elem_id="cell-recipe")
-    ui["cell"] = gr.State(None)  # the selected cell's result record
+    # The selected cell's result record, kept in the page like the anchor (webui/page.py): checked where it is used.
+    ui["cell"] = gr.JSON(None, visible=False, elem_id="cell-state")
 
 
 def nudge_panel(ui: dict, strength: float) -> None:

@@ -205,7 +205,10 @@ class WebApp:
         if not anchor:
             raise gr.Error(translated("Pick an anchor first: click a cell of the grid", request),
                            print_exception=False)
-        note = self.anchor_note(Recipe.from_dict(anchor), values)
+        with user_errors(request):  # the page's copy of the anchor: the visitor's to change
+            if not isinstance(anchor, dict):
+                raise ValueError(f"anchor must be a recipe (a JSON object), got {type(anchor).__name__}")
+            note = self.anchor_note(Recipe.from_dict(anchor), values)
         first = {"variation_link": "", "vary": gr.Gallery(value=[], selected_index=None),
                  "vary_note": gr.Textbox(value=note, visible=bool(note))}
         for update in self.vary({**anchor, "variations": values.get("variations")}, request, progress):
@@ -215,7 +218,10 @@ class WebApp:
     def anchor_prompt_note(self, prompt: str | None, anchor: dict | None) -> dict:
         """Before a run: the vary button varies the anchor's prompt, said beside it as soon as the prompt box
         differs (the note came only after the run)."""
-        recipe = Recipe.from_dict(anchor) if anchor else None
+        try:
+            recipe = Recipe.from_dict(anchor) if isinstance(anchor, dict) and anchor else None
+        except ValueError:  # a page that sends a broken anchor hears of it when it varies
+            recipe = None
         if recipe is None or (prompt or "") == recipe.prompt:
             return {"vary_note": gr.Textbox(value="", visible=False)}
         note = (f"Variations start from the anchor's prompt {shown(recipe.prompt)}, not the prompt box's: generate "

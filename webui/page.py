@@ -141,7 +141,10 @@ def build_app(admission: Admission, image_dir: Path | None = None) -> tuple[gr.B
                 with gr.Accordion(words("Results (JSON)"), open=False):
                     ui["grid_results"] = gr.JSON(label=words("Grid results"))
                     ui["vary_results"] = gr.JSON(label=words("Variation results"))
-        ui["anchor"] = gr.State(None)  # the anchor's recipe (JSON), as the user clicked it
+        # The anchor's recipe, as the user clicked it: kept in the page (a hidden JSON, not a gr.State, which lives on
+        # the server and was gone after a restart while the page still showed the anchor). The page's values are the
+        # visitor's to change, so every handler checks it as it checks the API's fields.
+        ui["anchor"] = gr.JSON(None, visible=False, elem_id="anchor-state")
         ui["pending"] = gr.State(None)  # the original a link or a dropped PNG names, until it is regenerated
         wire(demo, app, ui)
     app.ui = ui  # the page's components by name (the wiring's names; tests walk them)
