@@ -94,6 +94,6 @@ def test_only_grid_vary_matrix_reproduce_and_reverify_are_public(client):
     reverify = [p["parameter_name"] for p in info["named_endpoints"]["/reverify"]["parameters"]]
     assert reverify == ["link_or_recipe"]
     for name in ("/dice", "/select", "/stop", "/environment", "/open_link", "/open_png", "/reproduce_pending",
-                 "/reproduce_linked"):
+                 "/reproduce_linked", "/reproduce_dropped"):
         with pytest.raises(ValueError):
             client.predict(api_name=name)

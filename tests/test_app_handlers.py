@@ -159,8 +159,8 @@ def test_stop_ends_runs_through_the_sessions_cancel_event_never_through_gradios_
     generating = [fn for fn in demo.fns.values()
                   if named[fn._id] in ("grid", "page_grid", "vary", "vary_anchor", "matrix", "matrix_page", "plot",
                                        "travel", "nudge", "reproduce", "reverify", "reproduce_pending",
-                                       "reproduce_linked", "regenerate", "page_preview", "preview", "finish",
-                                       "finish_cell", "finish_all")]
+                                       "reproduce_dropped", "reproduce_linked", "regenerate", "page_preview",
+                                       "preview", "finish", "finish_cell", "finish_all")]
     assert len(generating) == 22 and all(fn.concurrency_id == "generation" for fn in generating)
 
 
@@ -190,3 +190,10 @@ def test_the_vary_note_says_before_the_run_that_the_anchors_prompt_varies(seedla
     assert note.visible and note.value.startswith("Variations start from the anchor's prompt 'a red circle'")
     assert not seedlab_app.anchor_prompt_note("a red circle", anchor)["vary_note"].visible
     assert not seedlab_app.anchor_prompt_note("a blue square", None)["vary_note"].visible
+
+
+def test_the_dropped_image_button_says_to_drop_it_again_when_the_server_lost_it(seedlab_app):
+    """The button is on only after a drop; a restart since then empties the session's state: said, not silent."""
+    with pytest.raises(gr.Error, match="Drop the image again: the server was restarted"):
+        list(seedlab_app.reproduction.reproduce_dropped(None, None))
+    assert list(seedlab_app.reproduction.reproduce_pending(None, None)) == [{}]  # a drop with nothing to make at once

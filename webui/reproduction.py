@@ -236,7 +236,15 @@ class Reproduction:
                                                 "image. Press Generate to make it."}
 
     def reproduce_pending(self, original: Original | None, request: gr.Request | None = None, progress=None):
-        """Regenerate the dropped PNG that open_png left in the session state, and compare."""
+        """Regenerate the dropped PNG that open_png left in the session state, and compare (nothing where none is)."""
+        yield from self.pending(original, request, progress, from_record=False)
+
+    def reproduce_dropped(self, original: Original | None, request: gr.Request | None = None, progress=None):
+        """The "Regenerate the dropped image" button: as reproduce_pending, and said where the server no longer holds
+        the file (the button is on only after a drop, so a restart since then lost it) instead of doing nothing."""
+        if original is None:
+            raise gr.Error("Drop the image again: the server was restarted since it read the file, and keeps no copy",
+                           print_exception=False)
         yield from self.pending(original, request, progress, from_record=False)
 
     def reproduce_linked(self, original: Original | None, request: gr.Request | None = None, progress=None):

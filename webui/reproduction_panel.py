@@ -99,7 +99,7 @@ def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction) -> None:  #
     event(ui["png_file"].clear, reproduction.clear_png, None, dropped, queue=False, **PRIVATE)
     event(ui["use_nearest"].click, reproduction.use_nearest, [ui["png_nearest"]], [*RESTORED, "png_notes"],
           queue=False, **PRIVATE)
-    png = event(guarded([ui["regenerate_png"].click]), reproduction.reproduce_pending, [ui["pending"]], verdict,
+    png = event(guarded([ui["regenerate_png"].click]), reproduction.reproduce_dropped, [ui["pending"]], verdict,
                 concurrency_id="generation", **PRIVATE)
     # The regenerated image can be the anchor (the cell outputs show it as the selection).
     event(ui["verdict_anchor"].click, reproduction.verdict_anchor, [ui["verdict"]], [*ANCHOR, *CELL], queue=False,
