@@ -71,3 +71,41 @@ def test_every_chinese_text_translates_a_text_the_page_shows(tiny_page):
     shown = set(visible_texts(tiny_page[0]))
     labels = {spec.label for spec in SPECS.values()}
     assert [key for key in ZH_CN if key not in shown | labels | ELSEWHERE] == []
+
+
+def verdicts() -> dict:
+    """Verdicts of each kind, as seedlab.serving.reproduction writes them."""
+    from seedlab.serving.reproduction import Verdict
+
+    base = {"fingerprint": "a" * 64, "original_fingerprint": "b" * 64, "environment_differences": ()}
+    return {
+        "exact": Verdict(exact=True, max_difference=0, pixels_differing=0, anywhere=True, **base),
+        "exact elsewhere": Verdict(exact=True, max_difference=None, pixels_differing=None,
+                                   **{**base, "environment_differences": ("threads: 2 here, 1 there",)}),
+        "lossy": Verdict(exact=False, max_difference=3, pixels_differing=41, lossy_original=True, **base),
+        "nothing to compare": Verdict(exact=False, max_difference=None, pixels_differing=None,
+                                      **{**base, "original_fingerprint": None}),
+        "close": Verdict(exact=False, max_difference=2, pixels_differing=17, pixels_far=0, pixels_total=4096,
+                         environment_unknown=("its CPU kernels",), **base),
+        "different": Verdict(exact=False, max_difference=200, pixels_differing=4000, pixels_far=3000,
+                             pixels_total=4096, notes=("sampler 'Foo' is not supported",), **base),
+        "unmeasured": Verdict(exact=False, max_difference=None, pixels_differing=None, **base),
+    }
+
+
+@pytest.mark.parametrize("kind", list(verdicts()))
+def test_a_verdict_reads_in_chinese_with_its_numbers_and_causes_kept(kind):
+    from webui.verdict_words import said
+
+    english = verdicts()[kind].summary
+    chinese = said(english, "zh-CN")
+    assert said(english, "en") == english
+    assert re.search(r"[\u4e00-\u9fff]", chinese), chinese
+    # Every number the English gives is still there, and a cause no pattern knows stays as written.
+    assert sorted(re.findall(r"\d+", chinese)) == sorted(re.findall(r"\d+", english)), (english, chinese)
+    for kept in ("threads: 2 here, 1 there", "sampler 'Foo' is not supported", "its CPU kernels"):
+        assert (kept in chinese) == (kept in english)
+    # No fixed English sentence is left: what remains in Latin letters is a named setting or value.
+    left = re.sub(r"threads: 2 here, 1 there|sampler 'Foo' is not supported|its CPU kernels|x86-64|ARM|torch|"
+                  r"diffusers|CPU|JPEG|WebP", "", chinese)
+    assert not re.search(r"[A-Za-z]{3,}", left), chinese

@@ -34,8 +34,10 @@ from webui.cells import anchor_updates, show_cell, verdict_record
 from webui.fields import label_message, page_defaults, restore, user_errors
 from webui.files import CancelRegistry, PngStore, ResultRecord
 from webui.gpu import stream_on_gpu
+from webui.i18n import language
 from webui.reproduction_panel import MADE_HERE, reproduction_panel, wire_reproduction
 from webui.requests import base_url, link_query, visitor
+from webui.verdict_words import said, spoken
 
 __all__ = ["MADE_HERE", "Reproduction", "reproduction_panel", "wire_reproduction"]
 # The button that regenerates what the record served: the link box's, or the dropped file's.
@@ -128,6 +130,10 @@ class Reproduction:
 
     def open_link(self, request: gr.Request) -> dict:
         """On page load: a link in the query string restores every control; its regeneration follows."""
+        return spoken(self.linked(request), language(request))
+
+    def linked(self, request: gr.Request) -> dict:
+        """open_link's updates, in English."""
         query = link_query(request)
         if query is None:
             return {"pending": None}
@@ -136,7 +142,8 @@ class Reproduction:
         try:
             original = self.admission.original(original_from_link(query))
         except ValueError as error:  # every bad key at once, and the link in the box where it can be fixed
-            return {"verdict_text": f"This link cannot be opened. {label_message(error)} (It is in the box above: "
+            why = label_message(error, language(request))
+            return {"verdict_text": f"This link cannot be opened. {why} (It is in the box above: "
                                     "fix it there and press \"Regenerate the link and compare\".)",
                     "link_box": f"{base_url(request)}?{query}", "pending": None,
                     "reproduction": gr.Accordion(open=True)}
@@ -156,14 +163,21 @@ class Reproduction:
             recipe = self.admission.recipe({field: getattr(written, field) for key, field in LINK_FIELDS.items()
                                             if key in parse_query(query)})
         except ValueError as error:  # every bad key at once, the link in the box where it can be fixed
-            return {**shown, "verdict_text": f"This link cannot be opened. {label_message(error)} (It is in the box "
+            why = label_message(error, language(request))
+            return {**shown, "verdict_text": f"This link cannot be opened. {why} (It is in the box "
                                              "above: fix it there and press \"Regenerate the link and compare\".)"}
         return {**shown, **restore(recipe), "original": None,
                 "verdict_text": f"The link holds a recipe (seed {recipe.seed}) but no pixel fingerprint, so there is "
                                 "no image to compare with: it is in the controls, and Generate makes it."}
 
     def open_png(self, path: str | None, request: gr.Request | None = None) -> dict:
-        """A dropped image restores every field its recipe holds; notes say what could not be mapped.
+        """A dropped image restores every field its recipe holds; notes say what could not be mapped (read_png)."""
+        return spoken(self.read_png(path, request), language(request))
+
+    def read_png(self, path: str | None, request: gr.Request | None = None) -> dict:
+        """open_png's updates, in English.
+
+        A dropped image restores every field its recipe holds; notes say what could not be mapped.
 
         Every field is replaced (nothing stays from the previous file): a file that restores nothing puts the page's
         defaults back and says so. A recipe this server cannot run as it is (too large, too many steps, too long) is
@@ -180,7 +194,8 @@ class Reproduction:
         except UnreadableImage as error:
             return self.restored_nothing(f"This {kind} cannot be read: {error}")
         except ValueError as error:  # no recipe in it, or one that no server could run: the message names the field
-            return self.restored_nothing(f"Nothing was restored from this {kind}: {label_message(error)}")
+            why = label_message(error, language(request))
+            return self.restored_nothing(f"Nothing was restored from this {kind}: {why}")
         original = admitted.original
         causes = [note for note in original.notes if any(word in note for word in CONSEQUENCES)]  # what changes pixels
         ordered = causes + [note for note in original.notes if note not in causes]
@@ -188,7 +203,8 @@ class Reproduction:
         restored = f"Restored from the {kind} (seed {original.recipe.seed})."
         if admitted.refused is not None:  # its recipe breaks a limit of this server: every field is restored anyway
             return {**restore(original.recipe), **nothing, "original": path,
-                    "png_notes": f"{restored} This server cannot run it as it is: {label_message(admitted.refused)}."
+                    "png_notes": f"{restored} This server cannot run it as it is: "
+                                 f"{label_message(admitted.refused, language(request))}."
                                  f"{refused_offer(admitted)}\n{notes}",
                     "png_nearest": None if admitted.nearest is None else admitted.nearest.to_json(),
                     "use_nearest": gr.Button(interactive=admitted.nearest is not None)}
@@ -227,13 +243,13 @@ class Reproduction:
                 "png_nearest": None, "use_nearest": gr.Button(interactive=False), "reproduced": None, "verdict": None,
                 "verdict_text": "", "reverify": gr.Button(interactive=False), "original": None}
 
-    def use_nearest(self, nearest: dict | None) -> dict:
+    def use_nearest(self, nearest: dict | None, request: gr.Request | None = None) -> dict:
         """The nearest runnable recipe of a dropped image into the controls (Generate makes it)."""
         if not nearest:
             raise gr.Error("Drop an image whose recipe this server cannot run first", print_exception=False)
         recipe = Recipe.from_dict(nearest)
-        return {**restore(recipe), "png_notes": f"In the controls: {describe_size(recipe)}, not the original "
-                                                "image. Press Generate to make it."}
+        return spoken({**restore(recipe), "png_notes": f"In the controls: {describe_size(recipe)}, not the original "
+                                                       "image. Press Generate to make it."}, language(request))
 
     def reproduce_pending(self, original: Original | None, request: gr.Request | None = None, progress=None):
         """Regenerate the dropped PNG that open_png left in the session state, and compare (nothing where none is)."""
@@ -259,18 +275,21 @@ class Reproduction:
             if not (from_record and self.record.find(original.recipe)):
                 self.admission.charge_reproduction(original, visitor(request))
         except ValueError as error:  # over this visitor's share: said where "Regenerating…" stood, not left there
-            yield {"verdict_text": f"Not regenerated: {label_message(error)}"}
+            yield spoken({"verdict_text": f"Not regenerated: {label_message(error, language(request))}"},
+                         language(request))
             return
         for update in self.regenerate(original, request, progress, from_record):
             if "verdict" in update and update["verdict"]:
                 update = {**update, "verdict_text": update["verdict"]["summary"]}
-            yield update
+            yield spoken(update, language(request))
 
-    def after_reproduce(self, verdict: dict | None) -> dict:
-        """After /reproduce: the controls show the regenerated recipe, and the verdict its summary."""
+    def after_reproduce(self, verdict: dict | None, request: gr.Request | None = None) -> dict:
+        """After /reproduce: the controls show the regenerated recipe, and the verdict its summary (in the visitor's
+        language; /reproduce's own verdict stays English, data for scripts)."""
         if not verdict:
             return {}
-        return {**restore(Recipe.from_dict(verdict["recipe"])), "verdict_text": verdict["summary"], "original": None,
+        return {**restore(Recipe.from_dict(verdict["recipe"])), "original": None,
+                "verdict_text": said(str(verdict.get("summary", "")), language(request)),
                 "reverify": gr.Button(interactive=bool(verdict.get("served_from_record")))}
 
     def verdict_anchor(self, verdict: dict | None) -> dict:

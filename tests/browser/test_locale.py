@@ -47,3 +47,19 @@ def test_an_english_browser_reads_the_page_as_written(browser, app_url):
     assert page.locator("#generate").inner_text().strip() == "Generate grid"
     assert "is not a seed" in refusal(page, "abc", "2")
     page.context.close()
+
+
+def test_a_chinese_browser_reads_the_verdict_in_chinese(browser, app_url):
+    """A recipe pasted into the reproduction panel is regenerated: with no original to compare, the verdict says so
+    in Chinese (the /reproduce API's own verdict stays English: data for scripts)."""
+    from tests.browser.pages import wait_for_value
+
+    page = page_in(browser, app_url, "zh-CN")
+    page.get_by_text("复现链接、配方或图像").click()
+    page.locator("#link-or-recipe textarea").fill('{"prompt": "a red circle", "seed": 3, "num_inference_steps": 2}')
+    page.locator("#reproduce").click()
+    verdict = wait_for_value(page, "verdict", "已重新生成")
+    settle(page)
+    assert verdict.startswith("已重新生成，但没有原图的指纹或图像可供比较"), verdict
+    assert "Regenerated" not in verdict
+    page.context.close()
