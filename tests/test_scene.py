@@ -20,6 +20,7 @@ from training.scene import (
     Scene,
     Words,
     depth,
+    partner_scene,
     random_caption,
     read_prompt,
     render,
@@ -29,7 +30,7 @@ from training.scene import (
 )
 from training.scene_latent import LATENT_CHANNELS, LAYOUT_CHANNELS, read_code, scene_code
 from training.shapes import PALETTE
-from training.train import CaptionTokens, render_batch, run, stage_tokenizer, training_batch
+from training.train import CaptionTokens, paired, render_batch, run, stage_tokenizer, training_batch
 
 
 @pytest.mark.parametrize(("prompt", "words"), [
@@ -151,3 +152,42 @@ def test_unknown_worlds_are_refused():
     with pytest.raises(ValueError, match="world must be 'shapes' or 'scenes'"):
         TrainConfig(world="scene")
     assert CONFIGS["v2"].world == "scenes" and CONFIGS["v2"].model.latent_channels == LATENT_CHANNELS
+
+
+def test_a_paired_batch_puts_each_scene_beside_a_variation_on_its_layout(tmp_path):
+    config = TrainConfig(world="scenes", model=TINY_SCENES, batch=40, layout_consistency=1.0, consistency_from=5)
+    tokens = CaptionTokens(stage_tokenizer(tmp_path, config))
+    assert not paired(config, 4) and paired(config, 5)
+    codes, token_ids = training_batch(config, 7, tokens)
+    assert torch.equal(codes, training_batch(config, 7, tokens)[0])  # a pure function of (seed, step): resumable
+    first, partner = codes[:20], codes[20:]
+    assert torch.equal(first[:, :LAYOUT_CHANNELS], partner[:, :LAYOUT_CHANNELS])  # the same seed's composition
+    assert not torch.equal(first[:, LAYOUT_CHANNELS:], partner[:, LAYOUT_CHANNELS:])  # other words
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        scene, prompt = sample_scene(rng)
+        other, text = partner_scene(scene, prompt, rng)
+        assert (other.cx, other.cy, other.disk) == (scene.cx, scene.cy, scene.disk)
+        assert other.words == read_prompt(text) and other.words.colour != other.words.background
+
+
+def test_the_consistency_loss_counts_only_what_the_words_change_in_the_layout(tmp_path):
+    """Pairs share their noise and timestep: a denoiser whose layout output ignores the words pays nothing for the
+    pairs, however large the weight; one whose layout output reads the words pays more as the weight grows."""
+    from types import SimpleNamespace
+
+    from training.train import diffusion_loss, noise_schedule
+
+    config = TrainConfig(world="scenes", model=TINY_SCENES, batch=8, layout_consistency=1.0)
+    codes, token_ids = training_batch(config, 0, CaptionTokens(stage_tokenizer(tmp_path, config)))
+    text_encoder = lambda ids: (ids.float()[:, :, None].expand(-1, -1, 4),)
+    blind = lambda noisy, t, encoder_hidden_states: SimpleNamespace(sample=noisy * 0.5)
+    def reading(noisy, t, encoder_hidden_states):
+        return SimpleNamespace(sample=noisy * 0.5 + encoder_hidden_states.mean(dim=(1, 2))[:, None, None, None])
+
+    def loss(unet, weight):
+        return diffusion_loss(unet, text_encoder, noise_schedule(config), codes, token_ids,
+                              torch.Generator().manual_seed(0), 5.0, 0.25, weight).item()
+
+    assert loss(blind, 1.0) == loss(blind, 1000.0)
+    assert loss(reading, 1000.0) > loss(reading, 1.0) * 1.5

@@ -174,6 +174,24 @@ def sample_scene(rng: np.random.Generator) -> tuple[Scene, str]:
             return Scene(words, *sample_layout(rng)), prompt
 
 
+def partner_scene(scene: Scene, prompt: str, rng: np.random.Generator) -> tuple[Scene, str]:
+    """Another scene on `scene`'s layout, and its prompt: what a user's variation of `prompt` shows from the same seed.
+
+    Mostly `prompt` with one appended variation (a colour alone most often: the one a causal text encoder learns
+    last); sometimes a caption of its own. Training pairs the two (same noise, same timestep) so that the words
+    cannot move the layout (TrainConfig.layout_consistency).
+    """
+    while True:
+        if rng.random() < 0.8:
+            kind_of = str(rng.choice(["background", "colour", "kind", "size", "style"], p=[0.2, 0.3, 0.15, 0.15, 0.2]))
+            text = f"{prompt}, {_variation(kind_of, rng)}" if prompt else _variation(kind_of, rng)
+        else:
+            text = random_caption(rng)
+        words = read_prompt(text)
+        if words.colour != words.background:
+            return Scene(words, scene.cx, scene.cy, scene.disk), text
+
+
 # ---------------------------------------------------------------- rendering
 
 

@@ -37,7 +37,7 @@ from training.checkpoints import load_checkpoint, load_ema, save_checkpoint
 from training.config import CONFIGS, TrainConfig, cosine_lr, unet_lr_scale  # tests use them here
 from training.latent import LAYOUT_CHANNELS, shape_code
 from training.models import build_text_encoder, build_unet, build_vae
-from training.scene_latent import image_code
+from training.scene_latent import image_code, scene_code
 from training.shapes import VOCABULARY, caption, sample_shape, training_triples
 from training.tokenizer import write_clip_tokenizer
 
@@ -225,12 +225,21 @@ class CaptionTokens:
 
 
 def diffusion_loss(unet, text_encoder, scheduler, latents, token_ids, generator, min_snr_gamma,
-                   offset_noise=0.0) -> torch.Tensor:
-    """Epsilon-prediction loss with min-SNR weighting and offset noise; latents (b, c, 16, 16)."""
+                   offset_noise=0.0, consistency=0.0) -> torch.Tensor:
+    """Epsilon-prediction loss with min-SNR weighting and offset noise; latents (b, c, 16, 16).
+
+    With consistency > 0 the batch is pairs (latents[i] beside latents[i + b / 2], see paired_batch): each pair
+    shares its noise and timestep, and the squared difference of its two predictions of the clean layout channels
+    (the noise predictions' difference over the SNR: what DPM-Solver++ steps on, largest at the first, noisiest
+    steps, where the composition is decided) is added times `consistency`.
+    """
     batch, channels = latents.shape[:2]
-    noise = torch.randn(latents.shape, generator=generator)
-    noise = noise + offset_noise * torch.randn((batch, channels, 1, 1), generator=generator)  # per-channel constant
-    timesteps = torch.randint(0, scheduler.config.num_train_timesteps, (batch,), generator=generator)
+    draws = batch // 2 if consistency > 0 else batch
+    noise = torch.randn((draws, *latents.shape[1:]), generator=generator)
+    noise = noise + offset_noise * torch.randn((draws, channels, 1, 1), generator=generator)  # per-channel constant
+    timesteps = torch.randint(0, scheduler.config.num_train_timesteps, (draws,), generator=generator)
+    if consistency > 0:
+        noise, timesteps = noise.repeat(2, 1, 1, 1), timesteps.repeat(2)
     noisy = scheduler.add_noise(latents, noise, timesteps)
     context = text_encoder(token_ids)[0]  # (b, 32, hidden)
     prediction = unet(noisy, timesteps, encoder_hidden_states=context).sample
@@ -238,11 +247,23 @@ def diffusion_loss(unet, text_encoder, scheduler, latents, token_ids, generator,
     snr = alphas / (1 - alphas)
     weight = snr.clamp(max=min_snr_gamma) / snr  # min-SNR-gamma: the steps that shape the image count most
     per_sample = F.mse_loss(prediction, noise, reduction="none").mean(dim=(1, 2, 3))
-    return (weight * per_sample).mean()
+    loss = (weight * per_sample).mean()
+    if consistency > 0:
+        layout = prediction[:, :LAYOUT_CHANNELS]
+        apart = (layout[:draws] - layout[draws:]).square().mean(dim=(1, 2, 3))
+        loss = loss + consistency * (apart / snr[:draws]).mean()
+    return loss
+
+
+def paired(config: TrainConfig, step: int) -> bool:
+    """Whether the step trains on pairs (TrainConfig.layout_consistency)."""
+    return config.layout_consistency > 0 and step >= config.consistency_from
 
 
 def training_batch(config: TrainConfig, step: int, tokens: CaptionTokens) -> tuple[torch.Tensor, torch.Tensor]:
     """The step's (codes, token ids), freshly rendered: a pure function of (seed, step) so resuming replays it."""
+    if paired(config, step):
+        return paired_batch(config, step, tokens)
     rng = np.random.default_rng([config.seed, 3, step])
     _, codes, drawn = render_batch(rng, config.batch, config.world)
     if config.world == "scenes":  # each scene was drawn from its prompt
@@ -250,6 +271,23 @@ def training_batch(config: TrainConfig, step: int, tokens: CaptionTokens) -> tup
     else:
         captions = ["" if rng.random() < config.caption_dropout else caption(shape, rng) for shape in drawn]
     return codes, tokens(captions)
+
+
+def paired_batch(config: TrainConfig, step: int, tokens: CaptionTokens) -> tuple[torch.Tensor, torch.Tensor]:
+    """batch / 2 scenes, then a partner of each on its layout (scene.partner_scene); as often as caption dropout,
+    a partner keeps its scene with no caption, the guidance's unconditional branch at the same noisy code."""
+    if config.world != "scenes":
+        raise ValueError("layout_consistency needs world='scenes'")
+    rng = np.random.default_rng([config.seed, 4, step])
+    firsts = [scene.sample_scene(rng) for _ in range(config.batch // 2)]
+    partners = []
+    for first, prompt in firsts:
+        partners.append((first, "") if rng.random() < 2 * config.caption_dropout
+                        else scene.partner_scene(first, prompt, rng))
+    captions = ["" if rng.random() < config.caption_dropout else prompt for _, prompt in firsts]
+    captions += [prompt for _, prompt in partners]
+    codes = np.stack([scene_code(s) for s, _ in firsts + partners])
+    return torch.from_numpy(codes), tokens(captions)
 
 
 def stage_unet(out: Path, config: TrainConfig, tokenizer: CLIPTokenizer):
@@ -275,7 +313,7 @@ def stage_unet(out: Path, config: TrainConfig, tokenizer: CLIPTokenizer):
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
         latents, token_ids = training_batch(config, step, tokens)
         loss = diffusion_loss(unet, text_encoder, scheduler, latents, token_ids, generator, config.min_snr_gamma,
-                              config.offset_noise)
+                              config.offset_noise, config.layout_consistency if paired(config, step) else 0.0)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
