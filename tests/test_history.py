@@ -368,3 +368,94 @@ def test_previews_a_finished_cell_and_a_finished_grid_read_apart_in_the_timeline
     assert lines[1].split(" · ")[2].startswith("grid of 3, 1 finished, 2 still previews: seeds 0, 1, 2")
     assert lines[2].split(" · ")[2].startswith("grid of 3: seeds 0, 1, 2")
 
+
+
+def pixels_of(url: str) -> np.ndarray:
+    import base64
+    import io
+
+    assert url.startswith("data:image/png;base64,")
+    with Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))) as image:
+        assert image.format == "PNG"
+        return np.asarray(image.convert("RGB"))
+
+
+def test_an_entry_keeps_a_small_thumbnail_of_its_first_image_through_the_store_and_an_export(app, reference_model,
+                                                                                              tmp_path):
+    history, grid, vary = explored(app)
+    for entry, first in zip(history, (grid[0], vary[0])):
+        shown = pixels_of(entry["thumbnail"])
+        assert max(shown.shape[:2]) <= 64
+        with Image.open(app.record.kept(Cell.from_json(first).recipe, first["fingerprint"])) as image:
+            expected = image.convert("RGB")
+        expected.thumbnail((64, 64))
+        assert np.array_equal(shown, np.asarray(expected))  # the first cell's image, made small
+    assert history[0]["thumbnail"] != history[1]["thumbnail"]
+    # Kept in the browser's store and in an export, as they were.
+    assert [entry.thumbnail for entry in read_history(stored_text(history))[0]] == [e["thumbnail"] for e in history]
+    exported = app.history.show(history, None)["history_export"].value["path"]
+    other = new_app(reference_model, tmp_path / "elsewhere")
+    imported = other.history.import_(exported, [], None)["history"]
+    assert [entry["thumbnail"] for entry in imported] == [entry["thumbnail"] for entry in history]
+
+
+def test_the_thumbnails_are_shown_newest_first_with_a_grey_square_where_none_was_kept(app, reference_model, tmp_path):
+    history, _, _ = explored(app)
+    other = new_app(reference_model, tmp_path / "elsewhere")  # it keeps none of these images
+    history = other.history.remember("grid")(history[0]["cells"], history, None, "", None)["history"]
+    assert history[-1]["thumbnail"] is None and all(entry["thumbnail"] for entry in history[:-1])
+    pictures = other.history.show(history, None)["history_thumbs"]
+    assert captions(pictures) == ["#3 · grid of 2", "#2 · variations (4)", "#1 · grid of 2"]
+    shown = [np.asarray(Image.open(item["image"]["path"]).convert("RGB")) for item in pictures.value]
+    assert np.array_equal(shown[0], np.full((64, 64, 3), 150, np.uint8))  # the grey square
+    assert [np.array_equal(picture, pixels_of(entry["thumbnail"])) for picture, entry in
+            zip(shown[1:], history[1::-1])] == [True, True]
+
+
+def test_a_click_on_a_thumbnail_restores_its_entry_as_its_timeline_line_does(app):
+    history, _, _ = explored(app)
+    update = app.history.restore_picture(history, SimpleNamespace(index=1), None)  # the second: the older grid
+    line = app.history.restore(history, "1", None)
+    assert update["timeline"].value == "1" and update["seeds"] == line["seeds"] == "3, 4"
+    assert shown_pixels(update["history_view"]) == shown_pixels(line["history_view"])
+    assert update["history_note"].value == line["history_note"].value
+    gone = app.history.restore_picture(history, SimpleNamespace(index=5), None)
+    assert gone["history_note"].value == "That entry is no longer in the history."
+
+
+def test_a_tampered_thumbnail_is_dropped_and_its_entry_kept(app, tmp_path):
+    import base64
+    import io
+
+    history, _, _ = explored(app)
+
+    def png(size: tuple[int, int]) -> str:
+        buffer = io.BytesIO()
+        Image.new("RGB", size, (9, 9, 9)).save(buffer, format="PNG")
+        return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+    jpeg = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(jpeg, format="JPEG")
+    good = history[0]["thumbnail"]
+    hostile = {
+        "another prefix": good.replace("data:image/png", "data:image/svg+xml"),
+        "too long": good + "A" * 12_000,
+        "not base64": "data:image/png;base64,<script>alert(1)</script>",
+        "not a PNG": "data:image/png;base64," + base64.b64encode(jpeg.getvalue()).decode(),
+        "a PNG cut short": good[:len(good) // 2 // 4 * 4],
+        "500 x 500": png((500, 500)),
+        "65 x 1": png((65, 1)),
+        "a number": 5,
+        "a list": [good],
+    }
+    assert len(png((500, 500))) <= 12_000  # its size is what gives it away
+    for name, thumbnail in hostile.items():
+        tampered = [{**history[0], "thumbnail": thumbnail}, history[1]]
+        entries, dropped = read_history(stored_text(tampered))
+        assert dropped == 0 and [entry.id for entry in entries] == [1, 2], name
+        assert entries[0].thumbnail is None and entries[1].thumbnail == history[1]["thumbnail"], name
+        path = tmp_path / "tampered.json"
+        path.write_text(json.dumps({"format": FORMAT, "version": 1, "entries": tampered}))
+        imported = app.history.import_(str(path), [], None)["history"]
+        assert [entry["thumbnail"] for entry in imported] == [None, history[1]["thumbnail"]], name
+    assert read_history([{**history[0], "thumbnail": png((64, 48))}])[0][0].thumbnail == png((64, 48))

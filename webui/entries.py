@@ -1,7 +1,8 @@
 """The history's entries: what each grid, variation set, matrix, nudge set, plot and travel keeps, checked and bounded.
 
 An entry keeps its cells' recipes, fingerprints and environments, not their pixels (they regenerate
-exactly), and where it came from (the anchor it started from, and the entry that anchor was picked in).
+exactly), and where it came from (the anchor it started from, and the entry that anchor was picked in); its one
+picture is a small thumbnail of its first image (webui/thumbnails.py), to recognise it by.
 Everything read back (from the browser's storage or an imported file) is untrusted: from_json checks it.
 """
 
@@ -19,12 +20,16 @@ from seedlab import Recipe
 from seedlab.engine.environment import Environment
 from seedlab.engine.recipe import SPECS
 from seedlab.files.links import check_fingerprint, result_record
+from webui import thumbnails
 
 FORMAT = "seedlab-history"  # an exported file's "format", with "version"
 VERSION = 1
 MAX_ENTRIES = 40  # entries kept; the oldest go first
 MAX_CELLS = 400  # images in all entries together (about 1.5 kB each in localStorage)
-MAX_STORED_CHARS = 4 * 2**20  # the browser's stored text (stored_text) read back: a full history is about 0.6 MB
+# The browser's stored text (stored_text) read back: a full history is about 0.6 MB; its 40 thumbnails add at most
+# 40 x thumbnails.MAX_CHARS = 0.48 MB (the embedded model's, about 4,500 characters each, 0.18 MB). Encrypted by
+# gr.BrowserState, a full history with the largest thumbnails takes about 1.2 M of localStorage's 5 M characters.
+MAX_STORED_CHARS = 4 * 2**20
 MAX_ENTRY_CELLS = 256  # images in one entry (a matrix at the largest limits a host would set)
 KINDS = {"grid": "grid", "vary": "variations", "matrix": "matrix", "nudges": "nudges", "plot": "plot",
          "travel": "travel"}  # results target -> kind
@@ -65,11 +70,12 @@ class Entry:
     parent: int | None = None  # the entry the anchor was picked in, when it is in the history
     columns: int = 1  # a matrix's cells per row
     asked: int | None = None  # a stopped generation: the images it was asked for (its cells are those it finished)
+    thumbnail: str | None = None  # its first image, small: a PNG data URL (thumbnails.made), None where none was kept
 
     def to_json(self) -> dict:
         return {"id": self.id, "kind": self.kind, "made_at": self.made_at, "parent": self.parent,
                 "columns": self.columns, "anchor": None if self.anchor is None else self.anchor.to_json(),
-                "cells": [cell.to_json() for cell in self.cells], "asked": self.asked}
+                "cells": [cell.to_json() for cell in self.cells], "asked": self.asked, "thumbnail": self.thumbnail}
 
     @classmethod
     def from_json(cls, data) -> Entry:
@@ -90,8 +96,10 @@ class Entry:
                                                     or not 1 <= value <= 10**9):
                 raise ValueError(f"{name} must be a whole number from 1 to 1000000000")
         anchor = data.get("anchor")
+        # A thumbnail that is not a small PNG is dropped, the entry kept: it is only a picture to recognise it by.
         return cls(number, kind, made_at, tuple(Cell.from_json(cell) for cell in cells),
-                   None if anchor is None else Cell.from_json(anchor), parent, min(columns, MAX_ENTRY_CELLS), asked)
+                   None if anchor is None else Cell.from_json(anchor), parent, min(columns, MAX_ENTRY_CELLS), asked,
+                   thumbnails.checked(data.get("thumbnail")))
 
 
 def read_history(value) -> tuple[list[Entry], int]:
@@ -166,13 +174,14 @@ def parent_of(entries: list[Entry], anchor: Cell | None) -> int | None:
 
 
 def add_entry(entries: list[Entry], kind: str, cells: list[Cell], anchor: Cell | None = None,
-              columns: int = 1, asked: int | None = None) -> list[Entry]:
-    """The history with a new entry at its end (its id one past the largest), within the bounds."""
+              columns: int = 1, asked: int | None = None, thumbnail: str | None = None) -> list[Entry]:
+    """The history with a new entry at its end (its id one past the largest), within the bounds; `thumbnail`: its
+    first image's (thumbnails.made)."""
     number = max((entry.id for entry in entries), default=0) + 1
     made_at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     asked = asked if asked is not None and asked > len(cells) else None  # a stopped run: what it was asked for
     entry = Entry(number, kind, made_at, tuple(cells[:MAX_ENTRY_CELLS]), anchor, parent_of(entries, anchor), columns,
-                  asked)
+                  asked, thumbnail)
     return bounded([*entries, entry])
 
 
@@ -218,6 +227,19 @@ def caption(entry: Entry, index: int) -> str:
     base = entry.cells[row_start].recipe.prompt
     column = "base prompt" if index == row_start else variation_text(base, recipe.prompt).strip()
     return f"seed {recipe.seed} · {column}" if entry.kind == "matrix" else column
+
+
+def summary(entry: Entry) -> str:
+    """What an entry is, in a few words, after its number: its thumbnail's caption ("#9 · previews of 8")."""
+    count = len(entry.cells)
+    if entry.kind == "grid":
+        previews = sum(cell.recipe.preview_steps > 0 for cell in entry.cells)
+        what = f"{'previews' if previews == count else 'grid'} of {count}"
+    elif entry.kind == "matrix":
+        what = f"matrix {count // entry.columns} x {entry.columns}"
+    else:
+        what = f"{entry.kind} ({count})"
+    return f"#{entry.id} · {what}"
 
 
 def variation_text(base: str, prompt: str) -> str:

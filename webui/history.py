@@ -4,7 +4,8 @@ An entry keeps its cells' recipes, fingerprints and environments, not their pixe
 exactly), and where it came from: variations and nudges name the anchor they started from and the
 entry that anchor was picked in (grid -> anchor seed -> variations). The history lives in the
 browser's localStorage (gr.BrowserState), so it survives a reload and a server restart; it is
-bounded, and it is exported and imported as JSON.
+bounded, and it is exported and imported as JSON. Each entry keeps a small thumbnail of its first image, shown
+above the timeline; a click on one restores its entry as a click on its line does.
 
 Whatever comes back from the browser or from an imported file is untrusted: every entry is checked
 again (its shape and sizes, each recipe and fingerprint) before it is used, each recipe passes
@@ -22,6 +23,7 @@ import gradio as gr
 from seedlab import Recipe
 from seedlab.files.links import check_fingerprint, result_record
 from seedlab.serving.admission import Admission
+from webui import thumbnails
 from webui.cells import anchor_updates
 from webui.entries import (  # noqa: F401 - FORMAT: the history's file format, read by its users
     FORMAT,
@@ -38,6 +40,7 @@ from webui.entries import (  # noqa: F401 - FORMAT: the history's file format, r
     read_export,
     read_history,
     stored_text,
+    summary,
     variation_text,
 )
 from webui.fields import restore, user_errors
@@ -69,6 +72,10 @@ def history_panel(ui: dict) -> None:
     """The "History" accordion's components, added to `ui` by name."""
     with gr.Accordion(words("History"), open=False, elem_id="history-panel") as ui["history_panel"]:
         gr.Markdown(words(HISTORY_NOTE))
+        # Newest first, one per entry (a grey square where none was kept), so the n-th picture is the n-th line.
+        ui["history_thumbs"] = gr.Gallery(label=words("Pictures"), show_label=False, columns=10, object_fit="contain",
+                                          type="filepath", interactive=False, allow_preview=False, height="auto",
+                                          elem_id="history-thumbs", elem_classes=["pixelated"])
         ui["timeline"] = gr.Radio(choices=[], label=words("History"), show_label=False, elem_id="timeline")  # its name
         ui["history_note"] = gr.Textbox(show_label=False, interactive=False, visible=False, elem_id="history-note")
         ui["history_view"] = gr.Gallery(label=words("History entry"), columns=4, object_fit="contain", format="png",
@@ -88,10 +95,11 @@ def history_panel(ui: dict) -> None:
 
 
 def with_results(entries: list[Entry], target: str, results, anchor, anchor_fingerprint,
-                 asked: int | None = None) -> list[Entry] | None:
-    """The entries with `target`'s results added as a new entry, or None if there is nothing (valid) to add."""
+                 asked: int | None = None, record: ResultRecord | None = None) -> list[Entry] | None:
+    """The entries with `target`'s results added as a new entry, or None if there is nothing (valid) to add; its
+    thumbnail is made from the first cell's PNG where `record` (this server's) still keeps it."""
     try:
-        cells = [Cell.from_json(record) for record in results or []]
+        cells = [Cell.from_json(result) for result in results or []]
         start = None
         if KINDS[target] in ("variations", "nudges") and anchor:
             start = Cell(Recipe.from_dict(anchor), check_fingerprint("fingerprint", anchor_fingerprint), None)
@@ -102,7 +110,8 @@ def with_results(entries: list[Entry], target: str, results, anchor, anchor_fing
     columns = 1
     if KINDS[target] == "matrix":  # a row starts where the first cell's prompt comes again
         columns = next((i for i, c in enumerate(cells) if i and c.recipe.prompt == cells[0].recipe.prompt), len(cells))
-    return add_entry(entries, KINDS[target], cells, start, columns, asked)
+    picture = thumbnails.made(record.kept(cells[0].recipe, cells[0].fingerprint)) if record is not None else None
+    return add_entry(entries, KINDS[target], cells, start, columns, asked, picture)
 
 
 def timeline(entries: list[Entry]) -> gr.Radio:
@@ -119,16 +128,24 @@ class History:
         # run(recipes, captions, request, progress, target): the app's generation, streaming a gallery's updates
         self.admission, self.record, self.pngs, self.run, self.exports = admission, record, pngs, run, exports
         self.cancels = cancels or CancelRegistry()  # what a stopped run was asked for
+        self.thumbs = thumbnails.thumbnail_store(pngs.folder / "thumbnails")  # the gallery's files, bounded apart
 
     def updates(self, entries: list[Entry], request, note: str = "") -> dict:
-        """The stored history, the timeline, the export file and a note (hidden when empty)."""
+        """The stored history, the timeline and its pictures, the export file and a note (hidden when empty)."""
         export = gr.DownloadButton(interactive=False)
         if entries:
             path = export_file(entries, base_url(request), self.exports.folder)
             self.exports.added(path)
             export = gr.DownloadButton(value=str(path), interactive=True)
         return {"history": [entry.to_json() for entry in entries], "timeline": timeline(entries),
-                "history_export": export, "history_note": gr.Textbox(value=note, visible=bool(note))}
+                "history_thumbs": self.pictures(entries), "history_export": export,
+                "history_note": gr.Textbox(value=note, visible=bool(note))}
+
+    def pictures(self, entries: list[Entry]) -> gr.Gallery:
+        """The timeline's thumbnails, in its order (newest first), captioned with each entry's number and kind."""
+        return gr.Gallery(value=[(thumbnails.thumbnail_file(entry.thumbnail, self.thumbs) if entry.thumbnail else
+                                  str(self.placeholder()), summary(entry)) for entry in reversed(entries)],
+                          selected_index=None)
 
     def show(self, value, request: gr.Request) -> dict:
         """On page load: the stored history, checked, as the timeline."""
@@ -140,7 +157,7 @@ class History:
         """A handler that adds the results a generation just showed in `target` to the history."""
         def remember(results, value, anchor, anchor_fingerprint, request: gr.Request) -> dict:
             entries, _ = read_history(value)
-            added = with_results(entries, target, results, anchor, anchor_fingerprint)
+            added = with_results(entries, target, results, anchor, anchor_fingerprint, record=self.record)
             return {} if added is None else self.updates(added, request)
         remember.__name__ = f"remember_{target}"
         return remember
@@ -157,11 +174,19 @@ class History:
             prints = tuple(record.get("fingerprint") for record in results or [] if isinstance(record, dict))
             if not prints or prints in kept:  # nothing made, or already in the history
                 continue
-            added = with_results(entries, target, results, anchor, anchor_fingerprint, asked)
+            added = with_results(entries, target, results, anchor, anchor_fingerprint, asked, self.record)
             if added is not None:
                 entries, changed = added, True
                 kept.add(prints)
         return self.updates(entries, request) if changed else {}
+
+    def restore_picture(self, value, evt: gr.SelectData, request: gr.Request) -> dict:
+        """A click on a thumbnail: what a click on its line of the timeline does (the n-th picture is the n-th line)."""
+        entries, _ = read_history(value)
+        newest_first = entries[::-1]
+        index = evt.index if isinstance(evt.index, int) else -1
+        choice = str(newest_first[index].id) if 0 <= index < len(newest_first) else None
+        return {**self.restore(value, choice, request), "timeline": gr.Radio(value=choice)}
 
     def restore(self, value, choice, request: gr.Request) -> dict:
         """A timeline click: the entry's images from this server's record (not regenerated) and its controls."""
@@ -282,7 +307,7 @@ def wire_history(wiring, app, demo, made: dict) -> tuple[list[str], object]:
 
     ui, event, guarded, shows_cell = wiring.ui, wiring.event, wiring.guarded, wiring.shows_cell
     # History: kept in this browser; every finished grid, variation set, matrix, nudge set, plot and travel.
-    kept = ["history", "timeline", "history_export", "history_note"]
+    kept = ["history", "timeline", "history_thumbs", "history_export", "history_note"]
     event(demo.load, to_store(app.history.show), [ui["history"]], kept, queue=False, **PRIVATE)
     for target, finished in made.items():
         finished.success(by_name(to_store(app.history.remember(target)), ui, [ui[name] for name in kept]),
@@ -290,9 +315,13 @@ def wire_history(wiring, app, demo, made: dict) -> tuple[list[str], object]:
                      [ui[name] for name in kept], queue=False, **PRIVATE)
     # Queued (one at a time, and within each visitor's cap on waiting requests): a restore checks every cell the
     # browser sends, so unqueued, parallel restores could take every worker thread from the other visitors.
-    event(ui["timeline"].select, app.history.restore, [ui["history"], ui["timeline"]],
-          [*RESTORED, "variations", *ANCHOR, "history_view", "history_view_results", "restored_entry",
-           "history_regenerate", "history_note"], concurrency_id="history", show_progress="hidden", **PRIVATE)
+    restored = [*RESTORED, "variations", *ANCHOR, "history_view", "history_view_results", "restored_entry",
+                "history_regenerate", "history_note"]
+    event(ui["timeline"].select, app.history.restore, [ui["history"], ui["timeline"]], restored,
+          concurrency_id="history", show_progress="hidden", **PRIVATE)
+    # A thumbnail's click restores the same way, and marks its line (a value set by the server fires no .select).
+    event(ui["history_thumbs"].select, app.history.restore_picture, [ui["history"]], [*restored, "timeline"],
+          concurrency_id="history", show_progress="hidden", **PRIVATE)
     shows_cell(ui["history_view"].select, app.select_history, [ui["history_view_results"]], list(CELL), floating=True)
     event(ui["history_import"].upload, to_store(app.history.import_), [ui["history_import"], ui["history"]], kept,
           **PRIVATE)

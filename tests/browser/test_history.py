@@ -181,3 +181,63 @@ def test_a_plot_made_on_the_page_is_kept_in_history_and_restores_its_cells(brows
     captions = page.locator("#history-view .caption-label").all_inner_texts()
     assert captions == ["Seed 41", "Seed 42"], captions
     page.context.close()
+
+
+def pictures(page) -> list[str]:
+    return page.locator("#history-thumbs .caption-label").all_inner_texts()
+
+
+def test_the_history_shows_a_thumbnail_per_entry_newest_first_and_a_click_on_one_restores_it(browser, app_server):
+    """Issue 54: entries are recognised by picture; a thumbnail's click does what its timeline line's click does."""
+    from tests.browser.settle import open_settled, settle
+
+    page = open_settled(browser, app_server.url)
+    page.locator("#prompt textarea").fill("a red circle")
+    page.locator("#num-inference-steps input").fill("2")
+    made = []
+    for seeds in ("3", "8, 9"):
+        page.locator("#seeds textarea").fill(seeds)
+        page.locator("#generate").click()
+        wait_for_images(page, "grid", len(seeds.split(",")))
+        settle(page)
+        made.append(page.locator("#grid .thumbnail-item img").first.evaluate("image => image.src"))
+    open_history(page)
+    wait_for_images(page, "history-thumbs", 2)
+    settle(page)
+    assert pictures(page) == ["#2 · grid of 2", "#1 · grid of 1"]
+    shown = page.locator("#history-thumbs .thumbnail-item img").evaluate_all("images => images.map(i => i.src)")
+    # Each is its entry's first image, made small (at most 64 px a side): the newest first.
+    for src, first in zip(shown, made[::-1]):
+        small, full = image_of(page, src), image_of(page, first)
+        assert max(small.size) <= 64
+        full.thumbnail((64, 64))
+        assert small.tobytes() == full.tobytes()
+
+    # The second (older) thumbnail restores its entry, as its line of the timeline does, and marks that line.
+    page.locator("#seeds textarea").fill("0-7")
+    page.locator("#history-thumbs .thumbnail-item").nth(1).click()
+    wait_for_images(page, "history-view", 1)
+    settle(page)
+    note = wait_for_value(page, "history-note", "none regenerated")
+    assert note.startswith("#1, grid made ") and "1 of 1 images shown from this server's record" in note
+    assert page.locator("#seeds textarea").input_value() == "3"
+    assert page.locator("#timeline input:checked").evaluate("box => box.value") == "1"
+
+    # Kept in the browser: after a reload the thumbnails are there again.
+    page.reload()
+    page.wait_for_function("document.body.dataset.seedlab === 'ready'")
+    open_history(page)
+    wait_for_images(page, "history-thumbs", 2)
+    settle(page)
+    assert pictures(page) == ["#2 · grid of 2", "#1 · grid of 1"]
+    again = page.locator("#history-thumbs .thumbnail-item img").evaluate_all("images => images.map(i => i.src)")
+    assert [image_of(page, src).tobytes() for src in again] == [image_of(page, src).tobytes() for src in shown]
+    page.context.close()
+
+
+def image_of(page, src: str):
+    import io
+
+    from PIL import Image
+
+    return Image.open(io.BytesIO(page.request.get(src).body())).convert("RGB")
