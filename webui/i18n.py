@@ -168,6 +168,7 @@ PAGE_WORDS = {
     "Matrix results (JSON)": "矩阵结果（JSON）",
     "History": "历史",
     "History entry": "历史条目",
+    "Pictures": "图片",
     "Regenerate this entry": "重新生成此条目",
     "Export history (JSON)": "导出历史（JSON）",
     "Import history (JSON)": "导入历史（JSON）",

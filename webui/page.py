@@ -166,7 +166,7 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
                  api_name="page_grid", concurrency_id="generation", show_progress="minimal",
                  show_progress_on=ui["grid"], **PRIVATE)  # one progress display: on the grid, not on every output
     # The public /grid, /vary and /matrix send their images once, at the end (see final_only).
-    event(ui["grid_api"].click, with_fields(final_only(app.grid), ("prompt", "seeds")),
+    grid_api = event(ui["grid_api"].click, with_fields(final_only(app.grid), ("prompt", "seeds")),
                      [ui["prompt"], ui["seeds"], *fields], ["grid", "grid_results"], api_name="grid",
                      concurrency_id="generation")
     grid.then(by_name(app.environment, ui, [ui["environment"]]), ui["grid_results"], ui["environment"], queue=False,
@@ -182,23 +182,21 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
                  show_progress="minimal", show_progress_on=ui["vary"], **PRIVATE)
     vary.then(by_name(app.environment, ui, [ui["environment"]]), ui["vary_results"], ui["environment"], queue=False,
               **PRIVATE)
-    event(ui["vary_api"].click, with_fields(final_only(app.vary), ("prompt", "seed", "variations")),
+    vary_api = event(ui["vary_api"].click, with_fields(final_only(app.vary), ("prompt", "seed", "variations")),
                      [ui["prompt"], ui["anchor_seed"], ui["variations"], *fields], ["vary", "vary_results"],
                      api_name="vary", concurrency_id="generation")
-    _, page_matrix = wire_matrix(wiring, app, with_fields, fields)
-    page_plot, _, page_travel, _ = wire_compare(wiring, app, with_fields, fields)
+    matrix, page_matrix = wire_matrix(wiring, app, with_fields, fields)
+    page_plot, plot_api, page_travel, travel_api = wire_compare(wiring, app, with_fields, fields)
     nudges = wire_cells(wiring, app)  # Make anchor, Reuse seed, nudges
     # History: kept in this browser; every finished grid, variation set, matrix, nudge set, plot and travel.
     made = {"grid": grid, "vary": vary, "matrix": page_matrix, "nudges": nudges, "plot": page_plot,
             "travel": page_travel}
     kept, regenerate = wire_history(wiring, app, demo, made)
-    wire_reproduction(wiring, demo, app.reproduction)  # links, recipes and dropped images (at the top)
-    wire_previews(wiring, app, ui, with_fields, fields, kept)
-    # Stop ends whichever generation this session is running: it sets the session's cancel event, which the worker
-    # checks at every step, and the run then ends as a finished one, its done cells kept (a closed tab ends it
-    # through Gradio). Not Gradio's `cancels=`: Gradio cancels by session and function, not by run, so a cancel that
-    # reached a busy server late ended the *next* run of the same function (a grid stalled at 2 of 4 images).
-    ui["stop"].click(app.stop, None, ui["busy_note"], queue=False, **PRIVATE)
+    reproducing = wire_reproduction(wiring, demo, app.reproduction)  # links, recipes and dropped images (at the top)
+    # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
+    generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, page_plot, plot_api, page_travel, travel_api,
+                  nudges, regenerate, *reproducing, *wire_previews(wiring, app, ui, with_fields, fields, kept)]
+    ui["stop"].click(app.stop, None, ui["busy_note"], cancels=generating, queue=False, **PRIVATE)
     wiring.settles(grid, vary, page_matrix, page_plot, page_travel, nudges, regenerate)
     stopped = ui["stop"].click(ready, None, wiring.buttons, queue=False, show_progress="hidden", **PRIVATE)
     # A stopped generation keeps its finished cells: they go to History too.

@@ -155,9 +155,9 @@ class Previews:
         yield from self.app.run(recipes, [caption(recipe) for recipe in recipes], request, progress, "grid", into)
 
 
-def wire_previews(wiring, app, ui: dict, with_fields, fields: list, kept: list[str]) -> None:
-    """Preview, Finish, Finish all, /preview and /finish; the page's ones settle the buttons and go to History
-    (Stop ends them through the session's cancel event, as every generation)."""
+def wire_previews(wiring, app, ui: dict, with_fields, fields: list, kept: list[str]) -> list:
+    """Preview, Finish, Finish all, /preview and /finish; the page's ones settle the buttons and go to History.
+    Returns the generating events (Stop cancels them)."""
     from webui.cells import ANCHOR, CELL
     from webui.history import to_store
     from webui.wiring import PRIVATE, by_name
@@ -167,9 +167,9 @@ def wire_previews(wiring, app, ui: dict, with_fields, fields: list, kept: list[s
     page = event(guarded([ui["preview"].click], "grid"), with_fields(previews.page_preview, ("prompt", "seeds")),
                  grid_inputs, ["grid", "grid_results", *ANCHOR, *CELL, "vary_note"], concurrency_id="generation",
                  show_progress="minimal", show_progress_on=ui["grid"], **PRIVATE)  # one progress display, as Generate
-    event(ui["preview_api"].click, with_fields(final_only(previews.preview), ("prompt", "seeds")),
+    public = event(ui["preview_api"].click, with_fields(final_only(previews.preview), ("prompt", "seeds")),
                    grid_inputs, ["grid", "grid_results"], api_name="preview", concurrency_id="generation")
-    event(ui["finish_api"].click, final_only(previews.finish), [ui["finish_links"]], ["grid", "grid_results"],
+    finish = event(ui["finish_api"].click, final_only(previews.finish), [ui["finish_links"]], ["grid", "grid_results"],
                    api_name="finish", concurrency_id="generation")
     one = event(guarded([ui["finish_cell"].click]), previews.finish_cell, [ui["cell"], ui["grid_results"]],
                 ["grid", "grid_results", *CELL], concurrency_id="generation", show_progress="minimal", **PRIVATE)
@@ -182,3 +182,4 @@ def wire_previews(wiring, app, ui: dict, with_fields, fields: list, kept: list[s
     for made in (page, one, every):
         made.success(remember, [ui["grid_results"], ui["history"], ui["anchor"], ui["anchor_fingerprint"]],
                      [ui[name] for name in kept], queue=False, **PRIVATE)
+    return [page, public, finish, one, every]

@@ -75,14 +75,14 @@ def regenerated_at_once(wiring: Wiring, opened, state: str, handler) -> dict:
     return regenerating
 
 
-def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction) -> None:  # a webui.reproduction.Reproduction
-    """The panel's events. /reproduce and /reverify are public."""
+def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction) -> list:  # a webui.reproduction.Reproduction
+    """The panel's events; returns its generating ones (for Stop). /reproduce and /reverify are public."""
     ui, event, guarded = wiring.ui, wiring.event, wiring.guarded
     restored, verdict = [ui[name] for name in RESTORED], list(VERDICT)
     # Links: restore the controls at once, then regenerate (or read back from the record) and show the verdict.
     opened = event(demo.load, reproduction.open_link, None, ["link_box", *RESTORED, *verdict, "pending",
                                                              "reproduction", "original"], queue=False, **PRIVATE)
-    regenerated_at_once(wiring, opened, "pending", reproduction.reproduce_linked)
+    link = regenerated_at_once(wiring, opened, "pending", reproduction.reproduce_linked)
     reproduce = event(guarded([ui["reproduce"].click]), reproduction.reproduce, [ui["link_box"]],
                       ["reproduced", "verdict"], api_name="reproduce", concurrency_id="generation")
     reverify = event(guarded([ui["reverify"].click]), reproduction.reverify, [ui["link_box"]],
@@ -95,7 +95,7 @@ def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction) -> None:  #
     # record with the drop, else regenerated at once), another tool's file when its button is pressed.
     dropped = ["png_notes", "pending", "png_now", "regenerate_png", "png_nearest", "use_nearest", "original", *verdict]
     read = event(ui["png_file"].upload, reproduction.open_png, [ui["png_file"]], [*RESTORED, *dropped], **PRIVATE)
-    regenerated_at_once(wiring, read, "png_now", reproduction.reproduce_pending)
+    drop = regenerated_at_once(wiring, read, "png_now", reproduction.reproduce_pending)
     event(ui["png_file"].clear, reproduction.clear_png, None, dropped, queue=False, **PRIVATE)
     event(ui["use_nearest"].click, reproduction.use_nearest, [ui["png_nearest"]], [*RESTORED, "png_notes"],
           queue=False, **PRIVATE)
@@ -109,3 +109,4 @@ def wire_reproduction(wiring: Wiring, demo: gr.Blocks, reproduction) -> None:  #
     ui["verdict"].change(by_name(reproduction.verdict_ready, ui, [ui["verdict_anchor"]]), ui["verdict"],
                          ui["verdict_anchor"], queue=False, **PRIVATE)
     wiring.settles(reproduce, reverify, png)
+    return [link, drop, reproduce, reverify, png]
