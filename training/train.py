@@ -274,8 +274,8 @@ def training_batch(config: TrainConfig, step: int, tokens: CaptionTokens) -> tup
 
 
 def paired_batch(config: TrainConfig, step: int, tokens: CaptionTokens) -> tuple[torch.Tensor, torch.Tensor]:
-    """batch / 2 scenes, then a partner of each on its layout (scene.partner_scene); as often as caption dropout,
-    a partner keeps its scene with no caption, the guidance's unconditional branch at the same noisy code."""
+    """batch / 2 scenes, then a partner of each on its layout (scene.partner_scene); twice as often as caption
+    dropout, a partner keeps its scene with no caption, the guidance's unconditional branch at the same noisy code."""
     if config.world != "scenes":
         raise ValueError("layout_consistency needs world='scenes'")
     rng = np.random.default_rng([config.seed, 4, step])
