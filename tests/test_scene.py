@@ -14,6 +14,7 @@ from training.scene import (
     DISK_RANGE,
     IMAGE_SIZE,
     MARGIN,
+    PALETTE,
     SIZE_SCALE,
     STYLES,
     VOCABULARY,
@@ -29,7 +30,6 @@ from training.scene import (
     shape_mask,
 )
 from training.scene_latent import LATENT_CHANNELS, LAYOUT_CHANNELS, read_code, scene_code
-from training.shapes import PALETTE
 from training.train import CaptionTokens, paired, render_batch, run, stage_tokenizer, training_batch
 
 

@@ -42,10 +42,10 @@ class Reading:
     mask: np.ndarray  # (64, 64) bool
 
 
-def nearest_colour(rgb: np.ndarray) -> str:
-    """Palette name closest (Euclidean RGB) to one (3,) colour."""
-    names = list(PALETTE)
-    distances = [np.linalg.norm(rgb - np.array(PALETTE[name], dtype=float)) for name in names]
+def nearest_colour(rgb: np.ndarray, palette: dict[str, tuple[int, int, int]] = PALETTE) -> str:
+    """Name of the palette colour closest (Euclidean RGB) to one (3,) colour; embedded's palette by default."""
+    names = list(palette)
+    distances = [np.linalg.norm(rgb - np.array(palette[name], dtype=float)) for name in names]
     return names[int(np.argmin(distances))]
 
 

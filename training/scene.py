@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.shapes import COLOURS, IMAGE_SIZE, KINDS, PALETTE, kind_mask
+from training.shapes import COLOURS, IMAGE_SIZE, KINDS, kind_mask
 
 MARGIN = 2
 SIZE_WORDS = ("small", "medium", "large")
@@ -48,6 +48,20 @@ STYLE_PHRASES = {"realistic": ("highly realistic", "realistic", "photorealistic"
 SIZE_SYNONYMS = {"small": "small", "tiny": "small", "medium": "medium", "large": "large", "big": "large"}
 VOCABULARY = ["a", "an", "the", "on", "background", "shape", "highly", "artstation", *COLOURS, *KINDS,
               *SIZE_SYNONYMS, *STYLE_WORDS]
+# embedded-v2's colours, by the same names as embedded's (training/shapes.py) but farther apart: its closest pairs
+# (orange-yellow, red-orange, blue-purple) are 117-122 RGB levels apart where embedded's were 81-112, so that a
+# decoded edge a pixel soft still falls on the same side of a classifier's threshold whichever two colours meet.
+PALETTE: dict[str, tuple[int, int, int]] = {
+    "red": (230, 25, 35),
+    "orange": (255, 135, 0),
+    "yellow": (255, 245, 40),
+    "green": (30, 175, 50),
+    "blue": (35, 75, 235),
+    "purple": (145, 35, 205),
+    "white": (250, 250, 250),
+    "black": (12, 12, 12),
+}
+assert list(PALETTE) == COLOURS
 MIN_CONTRAST = 100.0  # RGB distance styled pixels keep from the background (evaluate.MASK_DISTANCE is 80)
 GREY = (128, 128, 128)
 

@@ -5,9 +5,9 @@
 For each unseen seed, a base prompt "a {colour} {kind} on a {background} background" (drawn per seed) is made
 with the model's own default scheduler at 20 steps, then the same seed with each variation appended, each image
 with its own generator. A pixel classifier reads every image (training/evaluate.py's rules, on embedded-v2's
-world): the background is the nearest palette colour to the border's median, the shape is every pixel farther
-than MASK_DISTANCE from it, its colour the nearest palette colour to its median, its kind the best template IoU
-on its bounding box. Measured, per variation:
+world and palette): the background is the nearest palette colour to the border's median, the shape is every
+pixel farther than MASK_DISTANCE from it, its colour the nearest palette colour to its median, its kind the best
+template IoU on its bounding box. Measured, per variation:
 
 - background, colour, kind: the attribute changed to the one named, and the seed's shape kept (its centroid
   and its bounding box's centre within 3 px, and the IoU of the masks; for a kind the IoU of the bounding
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from training.evaluate import MASK_DISTANCE, iou, nearest_colour
-from training.scene import STYLE_PHRASES, STYLES
+from training.scene import PALETTE, STYLE_PHRASES, STYLES
 from training.shapes import COLOURS, KINDS, kind_mask
 
 FIRST_SEED = 200_000  # training draws no pipeline seeds; v1's evaluation used 100,000 on
@@ -78,10 +78,10 @@ def classify(image: np.ndarray) -> Reading:
     mask = np.linalg.norm(pixels - median, axis=2) > MASK_DISTANCE
     outside = pixels[~mask]
     flat = float((np.abs(outside - np.median(outside, axis=0)) <= 10).all(axis=1).mean()) if len(outside) else 0.0
-    background = nearest_colour(median)
+    background = nearest_colour(median, PALETTE)
     if mask.sum() < 12:
         return Reading(background, None, None, mask, flat)
-    colour = nearest_colour(np.median(pixels[mask], axis=0))
+    colour = nearest_colour(np.median(pixels[mask], axis=0), PALETTE)
     ys, xs = np.nonzero(mask)
     x0, x1, y0, y1 = xs.min(), xs.max() + 1, ys.min(), ys.max() + 1
     scores = {kind: iou(mask, kind_mask(kind, x0, y0, x1 - x0, y1 - y0)) for kind in KINDS}
