@@ -83,6 +83,23 @@ def test_cells_that_finish_together_arrive_in_one_update_and_the_last_at_once(se
     assert sizes() == [1, 2, 3, 4]  # one at a time: nothing finishes beside a cell, so none waits
 
 
+def test_previews_wait_for_each_other_by_their_own_interval_even_one_at_a_time(seedlab_app, monkeypatch):
+    """Previews come many a second, and each update costs more than one of them: they are sent in batches."""
+    def sizes():
+        values = {"prompt": "a red circle", "seeds": "0-3", "num_inference_steps": 4, "preview_steps": 2}
+        updates = [update for update in seedlab_app.previews.page_preview(values, SimpleNamespace(session_hash="s"))
+                   if isinstance(update.get("grid"), list) and update["grid"]]  # not the clearing gr.Gallery
+        assert all(record["recipe"]["preview_steps"] == 2 for record in updates[-1]["grid_results"])
+        return [len(update["grid"]) for update in updates]
+
+    monkeypatch.setattr(seedlab_app.default, "lanes", 1)
+    monkeypatch.setattr(webui.streaming, "IMAGES_INTERVAL_S", 0.0)  # a full grid's rule does not apply to them
+    monkeypatch.setattr(webui.streaming, "PREVIEW_IMAGES_INTERVAL_S", 3600.0)
+    assert sizes() == [4]
+    monkeypatch.setattr(webui.streaming, "PREVIEW_IMAGES_INTERVAL_S", 0.0)
+    assert sizes() == [1, 2, 3, 4]
+
+
 def test_every_step_hands_control_back_so_a_closed_tab_stops_the_work(seedlab_app):
     unet_calls = []
     hook = seedlab_app.default.pipeline.unet.register_forward_hook(lambda *args: unet_calls.append(1))

@@ -2,8 +2,9 @@
 
 What a generation sends the page while it runs costs CPU that the images need (the page renders every update on
 the same cores). Progress only after PROGRESS_INTERVAL_S without any update (new cells say how far it got); where
-images run side by side (lanes, worker processes), or come fast (previews), a finished cell waits up to
-IMAGES_INTERVAL_S for the ones finishing after it, so that they arrive in one update (the last at once).
+images run side by side (lanes, worker processes), a finished cell waits up to IMAGES_INTERVAL_S for the ones
+finishing after it, so that they arrive in one update (the last at once); previews, many a second, wait up to
+PREVIEW_IMAGES_INTERVAL_S.
 An 8-image grid from the page's Generate to its last cell (bench/bench_page.py, least disturbed of 7): 1.08x one
 batched diffusers call with these settings and the busy state set in the page (1.31x with progress every second,
 each cell alone and two round trips before the run).
@@ -26,6 +27,11 @@ from webui.requests import base_url
 
 PROGRESS_INTERVAL_S = 2.0
 IMAGES_INTERVAL_S = 0.3
+# Previews come about eight a second, and each update costs the server (Gradio postprocesses every cell shown, to
+# the cache and back) and the page (it draws them all again) more than a 5-step image costs: 16 previews on the page
+# took 0.45 of a full grid's time with an update every 0.3 s, 0.36-0.38 with one every 0.8 s (bench_preview.py
+# --page-costs 16; 1.5 s gained nothing more). A full grid gains nothing from a longer wait (its images dominate).
+PREVIEW_IMAGES_INTERVAL_S = 0.8
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,8 @@ def stream_cells(app, recipes: list[Recipe], captions: list[str], request, progr
             else:
                 events, beside = stream_on_gpu(model, recipes, cancel=cancel), model.lanes
             fast = all(recipe.preview_steps for recipe in recipes)  # previews: many cells a second
-            wait = IMAGES_INTERVAL_S if beside > 1 or fast else 0.0  # one at a time: nothing finishes beside a cell
+            # (one image at a time: nothing finishes beside a cell, so it need not wait)
+            wait = PREVIEW_IMAGES_INTERVAL_S if fast else IMAGES_INTERVAL_S if beside > 1 else 0.0
             for event in events:
                 if isinstance(event, Result):
                     path = app.pngs.save(event)
