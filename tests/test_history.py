@@ -1,6 +1,7 @@
 """History with lineage: kept in the browser, restored without regenerating, exported and imported safely."""
 
 import json
+import re
 from types import SimpleNamespace
 
 import gradio as gr
@@ -82,6 +83,24 @@ def test_entries_say_where_they_came_from(app):
     labels = [label for label, _ in app.history.show(history, None)["timeline"].choices]
     assert labels[0].startswith("#2 ·") and labels[0].endswith("← anchor seed 4 from #1")  # newest first
     assert "grid of 2: seeds 3, 4 · 'a circle'" in labels[1]
+
+
+def test_a_chinese_browser_reads_history_in_chinese_with_its_numbers_and_words_kept(app):
+    history, grid, vary = explored(app)
+    chinese = SimpleNamespace(headers={"accept-language": "zh-CN,zh;q=0.9"}, session_hash="zh")
+    shown = app.history.show(history, chinese)
+    labels = [label for label, _ in shown["timeline"].choices]
+    assert labels[0].endswith("← 锚点种子 4，来自 #1") and "变体（4）" in labels[0]
+    assert "2 张网格：种子 3, 4 · 'a circle'" in labels[1]  # the prompt as written
+    assert captions(shown["history_thumbs"]) == ["#2 · 变体（4）", "#1 · 2 张网格"]
+    restored = app.history.restore(history, "2", chinese)
+    assert captions(restored["history_view"]) == ["基础提示词", ", red", ", blue", "at night"]  # a visitor's lines kept
+    note = restored["history_note"].value
+    assert note.startswith("#2，变体，生成于 ") and "锚点（种子 4）" in note
+    english = app.history.show(history, SimpleNamespace(headers={"accept-language": "en-GB"}, session_hash="en"))
+    assert captions(english["history_thumbs"]) == ["#2 · variations (4)", "#1 · grid of 2"]
+    assert not any(re.search("[\u4e00-\u9fff]", text) for text in
+                   [label for label, _ in english["timeline"].choices] + captions(english["history_thumbs"]))
 
 
 def test_a_timeline_click_restores_the_entry_from_the_record_without_regenerating(app, monkeypatch):

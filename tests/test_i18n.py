@@ -109,3 +109,16 @@ def test_a_verdict_reads_in_chinese_with_its_numbers_and_causes_kept(kind):
     left = re.sub(r"threads: 2 here, 1 there|sampler 'Foo' is not supported|its CPU kernels|x86-64|ARM|torch|"
                   r"diffusers|CPU|JPEG|WebP", "", chinese)
     assert not re.search(r"[A-Za-z]{3,}", left), chinese
+
+
+def test_every_chinese_history_template_keeps_its_english_templates_values():
+    from webui.history_words import ZH_CN as HISTORY_ZH_CN
+    from webui.history_words import phrase
+
+    names = re.compile(r"{(\w+)}")
+    for english, chinese in HISTORY_ZH_CN.items():
+        assert sorted(names.findall(english)) == sorted(names.findall(chinese)), english
+        assert not re.search(r"[A-Za-z]{3,}", names.sub("", chinese)), chinese  # no English left in the Chinese
+    assert phrase("{kind} ({count})", "zh-CN", kind="nudges", count=4) == "微调（4）"
+    assert phrase("{kind} ({count})", "en", kind="nudges", count=4) == "nudges (4)"
+    assert phrase("not a known template {x}", "zh-CN", x=1) == "not a known template 1"

@@ -20,7 +20,8 @@ from seedlab.explore.plot import plot_recipes
 from seedlab.explore.travel import CURVES, animation_name, save_animation, steps_draw_noise, travel_recipes
 from seedlab.files.sheets import save_plot_sheet
 from webui.fields import user_errors
-from webui.i18n import words
+from webui.history_words import phrase
+from webui.i18n import language, words
 from webui.requests import visitor
 
 AXES = (("plot_x", "X axis", "seed: 1-4"), ("plot_y", "Y axis (optional)", "num_inference_steps: 10, 20"),
@@ -95,7 +96,7 @@ def travel(app, values: dict, request=None, progress=None):
                              "jump between frames: pick a scheduler that draws nothing while stepping (Euler, DPM++ "
                              "2M, DDIM, UniPC)")
         app.admission.charge(recipes, visitor(request))
-    captions = [frame_caption(recipe) for recipe in recipes]
+    captions = [frame_caption(recipe, language(request)) for recipe in recipes]
     last: dict = {}
     for update in app.run(recipes, captions, request, progress, "travel"):
         if not last:  # the previous travel's animation goes with the first update
@@ -114,11 +115,12 @@ def travel(app, values: dict, request=None, progress=None):
     yield {"travel_animation": gr.DownloadButton(value=str(animation), interactive=True)}
 
 
-def frame_caption(recipe: Recipe) -> str:
+def frame_caption(recipe: Recipe, lang: str = "en") -> str:
     """A frame as a person reads it: "seed 2" where it is a seed's own image, "seed 2 → 0, 25%" between seeds."""
+    seed = phrase("seed {seed}", lang, seed=recipe.seed)
     if not recipe.variation_strength:
-        return f"seed {recipe.seed}"
-    return f"seed {recipe.seed} → {recipe.variation_seed}, {recipe.variation_strength * 100:.3g}%"
+        return seed
+    return f"{seed} → {recipe.variation_seed}, {recipe.variation_strength * 100:.3g}%"
 
 
 def axes_of(values: dict):

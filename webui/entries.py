@@ -21,6 +21,7 @@ from seedlab.engine.environment import Environment
 from seedlab.engine.recipe import SPECS
 from seedlab.files.links import check_fingerprint, result_record
 from webui import thumbnails
+from webui.history_words import phrase
 
 FORMAT = "seedlab-history"  # an exported file's "format", with "version"
 VERSION = 1
@@ -210,36 +211,40 @@ def identity(entry: Entry) -> tuple:
     return entry.kind, entry.made_at, cells
 
 
-def caption(entry: Entry, index: int) -> str:
+def caption(entry: Entry, index: int, lang: str = "en") -> str:
     """A cell's caption, derived from its recipe (never stored text): the seed, variation or nudge it shows."""
     recipe = entry.cells[index].recipe
     if entry.kind == "grid":
-        return f"seed {recipe.seed}"
+        return phrase("seed {seed}", lang, seed=recipe.seed)
     if entry.kind == "nudges":
-        return f"variation seed {recipe.variation_seed} · strength {recipe.variation_strength:g}"
+        return phrase("variation seed {seed} · strength {strength}", lang, seed=recipe.variation_seed,
+                      strength=f"{recipe.variation_strength:g}")
     if entry.kind in ("plot", "travel"):  # what sets the cell apart: the fields its entry's cells vary over
         first = entry.cells[0].recipe
         varied = [name for name in SPECS
                   if any(getattr(cell.recipe, name) != getattr(first, name) for cell in entry.cells)]
         shown = " · ".join(f"{SPECS[name].label} {SPECS[name].to_text(getattr(recipe, name))}" for name in varied[:3])
-        return shown or f"seed {recipe.seed}"
+        return shown or phrase("seed {seed}", lang, seed=recipe.seed)
     row_start = index - index % entry.columns if entry.kind == "matrix" else 0
     base = entry.cells[row_start].recipe.prompt
-    column = "base prompt" if index == row_start else variation_text(base, recipe.prompt).strip()
-    return f"seed {recipe.seed} · {column}" if entry.kind == "matrix" else column
+    column = phrase("base prompt", lang) if index == row_start else variation_text(base, recipe.prompt).strip()
+    return phrase("seed {seed} · {column}", lang, seed=recipe.seed, column=column) if entry.kind == "matrix" else column
 
 
-def summary(entry: Entry) -> str:
-    """What an entry is, in a few words, after its number: its thumbnail's caption ("#9 · previews of 8")."""
+def _what(entry: Entry, lang: str) -> str:
+    """An entry's kind and size: "previews of 8", "grid of 8", "matrix 2 x 3", "nudges (4)"."""
     count = len(entry.cells)
-    if entry.kind == "grid":
+    if entry.kind == "grid":  # previews and finished ones read apart (a preview's recipe says it is one)
         previews = sum(cell.recipe.preview_steps > 0 for cell in entry.cells)
-        what = f"{'previews' if previews == count else 'grid'} of {count}"
-    elif entry.kind == "matrix":
-        what = f"matrix {count // entry.columns} x {entry.columns}"
-    else:
-        what = f"{entry.kind} ({count})"
-    return f"#{entry.id} · {what}"
+        return phrase("previews of {count}" if previews == count else "grid of {count}", lang, count=count)
+    if entry.kind == "matrix":
+        return phrase("matrix {rows} x {columns}", lang, rows=count // entry.columns, columns=entry.columns)
+    return phrase("{kind} ({count})", lang, kind=entry.kind, count=count)
+
+
+def summary(entry: Entry, lang: str = "en") -> str:
+    """What an entry is, in a few words, after its number: its thumbnail's caption ("#9 · previews of 8")."""
+    return f"#{entry.id} · {_what(entry, lang)}"
 
 
 def variation_text(base: str, prompt: str) -> str:
@@ -247,27 +252,29 @@ def variation_text(base: str, prompt: str) -> str:
     return prompt[len(base):] if prompt.startswith(base) and prompt != base else prompt
 
 
-def label(entry: Entry, numbers: set[int]) -> str:
+def label(entry: Entry, numbers: set[int], lang: str = "en") -> str:
     """One line of the timeline: number, time, what it is, and where it came from (plain text)."""
     first = entry.cells[0].recipe
     count = len(entry.cells)
-    prompt = first.prompt if len(first.prompt) <= 40 else first.prompt[:40] + "…"
-    stopped = f" (stopped: {count} of {entry.asked})" if entry.asked else ""  # not "grid of 1" for 1 of 16
-    if entry.kind == "grid":  # previews, finished ones and a mix read apart (a preview's recipe says it is one)
+    prompt = repr(first.prompt if len(first.prompt) <= 40 else first.prompt[:40] + "…")
+    # not "grid of 1" for 1 of 16
+    stopped = phrase(" (stopped: {count} of {asked})", lang, count=count, asked=entry.asked) if entry.asked else ""
+    if entry.kind == "grid":
         seeds = [str(cell.recipe.seed) for cell in entry.cells]
         previews = sum(cell.recipe.preview_steps > 0 for cell in entry.cells)
-        kind = "previews" if previews == count else "grid"
-        still = f", {count - previews} finished, {previews} still previews" if 0 < previews < count else ""
-        what = (f"{kind} of {count}{stopped}{still}: seeds {', '.join(seeds[:4])}{'…' if count > 4 else ''} · "
-                f"{prompt!r}")
+        still = (phrase(", {finished} finished, {previews} still previews", lang, finished=count - previews,
+                        previews=previews) if 0 < previews < count else "")
+        what = phrase("{what}: seeds {seeds} · {prompt}", lang, what=_what(entry, lang) + stopped + still,
+                      seeds=", ".join(seeds[:4]) + ("…" if count > 4 else ""), prompt=prompt)
     elif entry.kind == "matrix":
-        what = f"matrix {count // entry.columns} seeds x {entry.columns} columns · {prompt!r}"
+        what = phrase("matrix {rows} seeds x {columns} columns · {prompt}", lang, rows=count // entry.columns,
+                      columns=entry.columns, prompt=prompt)
     else:
-        what = f"{entry.kind} ({count}){stopped} · {prompt!r}"
+        what = phrase("{what} · {prompt}", lang, what=_what(entry, lang) + stopped, prompt=prompt)
     line = f"#{entry.id} · {entry.made_at[11:16]} · {what}"
     if entry.anchor is not None:
-        source = (f"#{entry.parent}" if entry.parent in numbers else "an image outside this history")
-        line += f" ← anchor seed {entry.anchor.recipe.seed} from {source}"
+        source = f"#{entry.parent}" if entry.parent in numbers else phrase("an image outside this history", lang)
+        line += phrase(" ← anchor seed {seed} from {source}", lang, seed=entry.anchor.recipe.seed, source=source)
     return line
 
 

@@ -25,7 +25,8 @@ from webui.compare import travel as compare_travel
 from webui.fields import FIELDS, user_errors
 from webui.files import MAX_EXPORT_BYTES, MAX_EXPORTS, CancelRegistry, PngStore, ResultRecord
 from webui.history import History
-from webui.i18n import translated
+from webui.history_words import phrase
+from webui.i18n import language, translated
 from webui.matrix import matrix_page
 from webui.previews import Previews, caption
 from webui.reproduction import Reproduction
@@ -70,7 +71,8 @@ class WebApp:
         with user_errors(request):
             recipes = self.admission.grid(values, values.pop("seeds", None) or "")
             self.admission.charge(recipes, visitor(request))
-        yield from self.run(recipes, [caption(recipe) for recipe in recipes], request, progress, "grid")
+        yield from self.run(recipes, [caption(recipe, language(request)) for recipe in recipes], request, progress,
+                            "grid")
 
     def vary(self, values: dict, request: gr.Request | None = None, progress=None):
         """The base prompt, then each variation (one per line) appended to it, all from the anchor seed."""
@@ -96,8 +98,10 @@ class WebApp:
                 raise ValueError(f"matrix: this server makes at most {limits.max_images} images per request, "
                                  f"got {len(rows)} seeds x {len(lines) + 1} columns = {len(recipes)}")
             self.admission.charge(recipes, visitor(request))
-        columns = ["base prompt", *(line.strip() for line in lines)]
-        captions = [f"seed {row.seed} · {column}" for row in rows for column in columns]
+        lang = language(request)
+        columns = [phrase("base prompt", lang), *(line.strip() for line in lines)]
+        captions = [phrase("seed {seed} · {column}", lang, seed=row.seed, column=column) for row in rows
+                    for column in columns]
         yield from self.run(recipes, captions, request, progress, "matrix")
 
     # UI-only handlers (private endpoints).
@@ -131,7 +135,8 @@ class WebApp:
                 raise ValueError(f"Nudges must be a whole number from 1 to {most}, got {shown(str(count), 20)}")
             recipes = self.admission.nudges(anchor, random_seeds(count), strength)
             self.admission.charge(recipes, visitor(request))
-        captions = [f"variation seed {r.variation_seed} · strength {r.variation_strength:g}" for r in recipes]
+        captions = [phrase("variation seed {seed} · strength {strength}", language(request), seed=r.variation_seed,
+                           strength=f"{r.variation_strength:g}") for r in recipes]
         yield from self.run(recipes, captions, request, progress, "nudges")
 
     def select_nudge(self, results: list | None, evt: gr.SelectData) -> dict:

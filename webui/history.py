@@ -45,7 +45,8 @@ from webui.entries import (  # noqa: F401 - FORMAT: the history's file format, r
 )
 from webui.fields import restore, user_errors
 from webui.files import CancelRegistry, PngStore, ResultRecord
-from webui.i18n import HISTORY_NOTE, words
+from webui.history_words import phrase
+from webui.i18n import HISTORY_NOTE, language, words
 from webui.requests import base_url, visitor
 
 SECRET = "seedlab-history"  # BrowserState encrypts with it; fixed, so a history outlives a server restart
@@ -114,10 +115,10 @@ def with_results(entries: list[Entry], target: str, results, anchor, anchor_fing
     return add_entry(entries, KINDS[target], cells, start, columns, asked, picture)
 
 
-def timeline(entries: list[Entry]) -> gr.Radio:
-    """The timeline's choices, newest first (values are entry ids as text)."""
+def timeline(entries: list[Entry], lang: str = "en") -> gr.Radio:
+    """The timeline's choices, newest first (values are entry ids as text), in the visitor's language."""
     numbers = {entry.id for entry in entries}
-    return gr.Radio(choices=[(label(entry, numbers), str(entry.id)) for entry in reversed(entries)], value=None)
+    return gr.Radio(choices=[(label(entry, numbers, lang), str(entry.id)) for entry in reversed(entries)], value=None)
 
 
 class History:
@@ -137,20 +138,22 @@ class History:
             path = export_file(entries, base_url(request), self.exports.folder)
             self.exports.added(path)
             export = gr.DownloadButton(value=str(path), interactive=True)
-        return {"history": [entry.to_json() for entry in entries], "timeline": timeline(entries),
-                "history_thumbs": self.pictures(entries), "history_export": export,
+        lang = language(request)
+        return {"history": [entry.to_json() for entry in entries], "timeline": timeline(entries, lang),
+                "history_thumbs": self.pictures(entries, lang), "history_export": export,
                 "history_note": gr.Textbox(value=note, visible=bool(note))}
 
-    def pictures(self, entries: list[Entry]) -> gr.Gallery:
+    def pictures(self, entries: list[Entry], lang: str = "en") -> gr.Gallery:
         """The timeline's thumbnails, in its order (newest first), captioned with each entry's number and kind."""
         return gr.Gallery(value=[(thumbnails.thumbnail_file(entry.thumbnail, self.thumbs) if entry.thumbnail else
-                                  str(self.placeholder()), summary(entry)) for entry in reversed(entries)],
+                                  str(self.placeholder()), summary(entry, lang)) for entry in reversed(entries)],
                           selected_index=None)
 
     def show(self, value, request: gr.Request) -> dict:
         """On page load: the stored history, checked, as the timeline."""
         entries, dropped = read_history(value)
-        note = f"{dropped} stored entries could not be read and were left out." if dropped else ""
+        note = (phrase("{count} stored entries could not be read and were left out.", language(request), count=dropped)
+                if dropped else "")
         return self.updates(entries, request, note)
 
     def remember(self, target: str):
@@ -192,8 +195,10 @@ class History:
         """A timeline click: the entry's images from this server's record (not regenerated) and its controls."""
         entries, _ = read_history(value)
         entry = next((entry for entry in entries if str(entry.id) == str(choice)), None)
+        lang = language(request)
         if entry is None:
-            return {"history_note": gr.Textbox(value="That entry is no longer in the history.", visible=True)}
+            return {"history_note": gr.Textbox(value=phrase("That entry is no longer in the history.", lang),
+                                               visible=True)}
         base = base_url(request)
         gallery, records, missing, refused = [], [], 0, []
         for index, cell in enumerate(entry.cells):
@@ -207,7 +212,7 @@ class History:
             if path is None:
                 missing += 1
                 path = str(self.placeholder())
-            gallery.append((path, caption(entry, index) + ("" if found else " (not kept here)")))
+            gallery.append((path, caption(entry, index, lang) + ("" if found else phrase(" (not kept here)", lang))))
             records.append(result_record(cell.recipe, cell.fingerprint, cell.environment, base))
         first = entry.cells[0].recipe
         controls = {}
@@ -219,19 +224,22 @@ class History:
                         "seeds": ", ".join(str(cell.recipe.seed) for cell in rows)}
             if entry.kind in ("variations", "matrix"):
                 controls["variations"] = "\n".join(lines)
-        note = [f"#{entry.id}, {entry.kind} made {entry.made_at}: {len(entry.cells) - missing} of "
-                f"{len(entry.cells)} images shown from this server's record, none regenerated."]
+        note = [phrase("#{id}, {kind} made {made_at}: {shown} of {count} images shown from this server's record, "
+                       "none regenerated.", lang, id=entry.id, kind=entry.kind, made_at=entry.made_at,
+                       shown=len(entry.cells) - missing, count=len(entry.cells))]
         if missing:
-            note.append(f"{missing} are no longer kept here (a restart or pruning drops them), shown grey: "
-                        "\"Regenerate this entry\" makes them again, and each cell's link regenerates it.")
+            note.append(phrase("{missing} are no longer kept here (a restart or pruning drops them), shown grey: "
+                               "\"Regenerate this entry\" makes them again, and each cell's link regenerates it.",
+                               lang, missing=missing))
         if entry.anchor is not None:  # variations and nudges go on from their anchor, as when they were made
             anchor = entry.anchor
             controls.update(anchor_updates(result_record(anchor.recipe, anchor.fingerprint, anchor.environment, base)))
-            note.append(f"Its anchor (seed {anchor.recipe.seed}) is the anchor again.")
+            note.append(phrase("Its anchor (seed {seed}) is the anchor again.", lang, seed=anchor.recipe.seed))
         if controls:
-            note.append("The controls now hold its recipe.")
+            note.append(phrase("The controls now hold its recipe.", lang))
         if refused:
-            note.append("This server cannot make some of its recipes: " + "; ".join(refused[:3]))
+            note.append(phrase("This server cannot make some of its recipes: {refused}", lang,
+                               refused="; ".join(refused[:3])))
         return {**controls, "history_view": gr.Gallery(value=gallery, columns=min(entry.columns, 8) if
                                                        entry.kind == "matrix" else 4, selected_index=None),
                 "history_view_results": records, "restored_entry": entry.to_json(),
@@ -248,16 +256,19 @@ class History:
             recipes = [self.admission.recipe(cell.recipe.to_dict()) for cell in entry.cells]
             self.admission.limits.check_count(len(recipes), "seeds")
             self.admission.charge(recipes, visitor(request))
-        captions = [caption(entry, index) for index in range(len(entry.cells))]
+        lang = language(request)
+        captions = [caption(entry, index, lang) for index in range(len(entry.cells))]
         last: dict = {}
         for update in self.run(recipes, captions, request, progress, "history_view"):
             last = {**last, **update}
             yield update
         made = last.get("history_view_results") or []
         same = sum(record["fingerprint"] == cell.fingerprint for record, cell in zip(made, entry.cells))
-        verdict = (f"Regenerated {len(made)} of {len(entry.cells)} images: {same} identical to the history"
-                   + ("." if same == len(made) else f", {len(made) - same} differ (the history's were made in "
-                                                         "another environment, or the model changed)."))
+        verdict = (phrase("Regenerated {made} of {count} images: {same} identical to the history", lang,
+                          made=len(made), count=len(entry.cells), same=same)
+                   + ("." if same == len(made) else phrase(", {differ} differ (the history's were made in another "
+                                                           "environment, or the model changed).", lang,
+                                                           differ=len(made) - same)))
         yield {"history_note": gr.Textbox(value=verdict, visible=True)}
 
     def import_(self, path: str | None, value, request: gr.Request) -> dict:
@@ -265,10 +276,11 @@ class History:
         entries, _ = read_history(value)
         if not path:
             return {}
+        lang = language(request)
         try:
             raw = read_export(path)
         except ValueError as error:
-            return self.updates(entries, request, f"This file cannot be imported: {error}.")
+            return self.updates(entries, request, phrase("This file cannot be imported: {error}.", lang, error=error))
         imported, dropped = read_history(raw)
         admitted = []
         for entry in imported:
@@ -280,13 +292,17 @@ class History:
                 continue
             admitted.append(entry)
         merged, added = merge(entries, admitted)
-        note = f"Imported {len(added)} entries ({sum(len(e.cells) for e in added)} images)."
+        note = phrase("Imported {count} entries ({images} images).", lang, count=len(added),
+                      images=sum(len(e.cells) for e in added))
         if len(added) < len(admitted):
-            note += f" {len(admitted) - len(added)} entries were already in the history and were not added again."
+            note += phrase(" {count} entries were already in the history and were not added again.", lang,
+                           count=len(admitted) - len(added))
         if dropped:
-            note += f" {dropped} entries were left out: malformed, over the bounds, or not makeable on this server."
+            note += phrase(" {count} entries were left out: malformed, over the bounds, or not makeable on this "
+                           "server.", lang, count=dropped)
         if len(merged) < len(entries) + len(added):
-            note += f" The history keeps the newest {MAX_ENTRIES} entries and {MAX_CELLS} images: older ones went."
+            note += phrase(" The history keeps the newest {entries} entries and {images} images: older ones went.",
+                           lang, entries=MAX_ENTRIES, images=MAX_CELLS)
         return self.updates(merged, request, note)
 
     def placeholder(self) -> Path:

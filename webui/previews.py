@@ -16,7 +16,8 @@ from seedlab.files.links import decode_link
 from seedlab.serving.admission import Admission
 from webui.cells import checked, show_cell
 from webui.fields import user_errors
-from webui.i18n import words
+from webui.history_words import phrase
+from webui.i18n import language, words
 from webui.requests import visitor
 from webui.streaming import Cells, final_only
 
@@ -61,8 +62,9 @@ def preview_values(values: dict) -> dict:
     return {**values, "preview_steps": wanted}
 
 
-def caption(recipe: Recipe) -> str:
-    return f"seed {recipe.seed}" + (" · preview" if recipe.preview_steps else "")
+def caption(recipe: Recipe, lang: str = "en") -> str:
+    """A grid cell's caption in the visitor's language: its seed, and whether it is a preview."""
+    return phrase("seed {seed}", lang, seed=recipe.seed) + (phrase(" · preview", lang) if recipe.preview_steps else "")
 
 
 class Previews:
@@ -122,7 +124,8 @@ class Previews:
                 raise ValueError(f"links: this server finishes at most {most} images per request, got {len(lines)}")
             recipes = [self.admission.recipe(finished(decode_link(line)[0]).to_dict()) for line in lines]
             self.admission.charge(recipes, visitor(request))
-        yield from self.app.run(recipes, [caption(recipe) for recipe in recipes], request, progress, "grid")
+        captions = [caption(recipe, language(request)) for recipe in recipes]
+        yield from self.app.run(recipes, captions, request, progress, "grid")
 
     def _bounded(self, results) -> list:
         """The grid's results as the browser sent them, refused unread past a grid's size (max_images cells): each
@@ -147,12 +150,13 @@ class Previews:
                 path = self.app.record.kept(recipe, record["fingerprint"])
                 if path is None:
                     raise ValueError("this grid's images are no longer kept by the server: make it again")
-                gallery.append((path, caption(recipe)))
+                gallery.append((path, caption(recipe, language(request))))
             recipes = [self.admission.recipe(finished(Recipe.from_dict(records[place]["recipe"])).to_dict())
                        for place in places]
             self.admission.charge(recipes, visitor(request))
         into = Cells(gallery, records, places)
-        yield from self.app.run(recipes, [caption(recipe) for recipe in recipes], request, progress, "grid", into)
+        captions = [caption(recipe, language(request)) for recipe in recipes]
+        yield from self.app.run(recipes, captions, request, progress, "grid", into)
 
 
 def wire_previews(wiring, app, ui: dict, with_fields, fields: list, kept: list[str]) -> list:
