@@ -196,9 +196,11 @@ def wire(demo: gr.Blocks, app: WebApp, ui: dict) -> None:
     # Stop (and a closed tab, through Gradio) ends whichever generation this session is running.
     generating = [grid, grid_api, vary, vary_api, matrix, page_matrix, page_plot, plot_api, page_travel, travel_api,
                   nudges, regenerate, *reproducing, *wire_previews(wiring, app, ui, with_fields, fields, kept)]
-    ui["stop"].click(app.stop, None, ui["busy_note"], cancels=generating, queue=False, **PRIVATE)
+    stopping = ui["stop"].click(app.stop, None, ui["busy_note"], cancels=generating, queue=False, **PRIVATE)
     wiring.settles(grid, vary, page_matrix, page_plot, page_travel, nudges, regenerate)
-    stopped = ui["stop"].click(ready, None, wiring.buttons, queue=False, show_progress="hidden", **PRIVATE)
+    # The buttons come back once the server has stopped the run (not beside it): a Generate clicked at once must
+    # not start a run that a Stop still on its way would end.
+    stopped = stopping.then(ready, None, wiring.buttons, queue=False, show_progress="hidden", **PRIVATE)
     # A stopped generation keeps its finished cells: they go to History too.
     stopped.then(by_name(to_store(app.history.remember_stopped), ui, [ui[name] for name in kept]),
                  [ui[name] for name in ("history", "anchor", "anchor_fingerprint", "grid_results", "vary_results",
