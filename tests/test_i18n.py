@@ -122,3 +122,20 @@ def test_every_chinese_history_template_keeps_its_english_templates_values():
     assert phrase("{kind} ({count})", "zh-CN", kind="nudges", count=4) == "微调（4）"
     assert phrase("{kind} ({count})", "en", kind="nudges", count=4) == "nudges (4)"
     assert phrase("not a known template {x}", "zh-CN", x=1) == "not a known template 1"
+
+
+def test_the_commonest_notes_on_another_tools_fields_read_in_chinese_with_the_tools_words_kept():
+    from seedlab.files.infotext import read_infotext
+    from webui.verdict_words import said
+
+    _, notes, _ = read_infotext("a red circle\nSteps: 20, Sampler: Euler a, CFG scale: 7, Seed: 42, Size: 512x512, "
+                                "Tiling: True, Sigma churn: lots, ADetailer model: face_yolov8n.pt, "
+                                "SGM noise multiplier: True")
+    chinese = [said(note, "zh-CN") for note in notes]
+    assert len(chinese) == 5 and all(re.search(r"[\u4e00-\u9fff]", note) for note in chinese), chinese
+    for kept in ("Tiling: True", "ADetailer model: face_yolov8n.pt", "Sigma churn: lots", "SGM noise multiplier",
+                 "rng cuda-philox"):  # the tool's fields and values, and SeedLab's setting, as written
+        assert any(kept in note for note in chinese), kept
+    assert not any(re.search(r"SeedLab equivalent|is ignored|left at its default|does not say", note)
+                   for note in chinese), chinese
+    assert [said(note, "en") for note in notes] == notes

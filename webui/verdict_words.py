@@ -84,6 +84,20 @@ SENTENCES = (
     (r"The controls were reset to the page's defaults\.", "控件已重置为页面的默认值。"),
     (r", not the original image\. Press Generate to make it\.", "，并非原图。按“生成网格”即可生成。"),
     (r"^In the controls: ", "已填入控件："),
+    # The commonest endings of the readers' notes on other tools' fields (seedlab/files): the field and its value
+    # stay in the tool's own words before them.
+    (r" (?:has|have) no SeedLab equivalent and (?:is|are) ignored", " 在 SeedLab 中没有对应设置，已忽略"),
+    (r" could not be read \(([^()\n]*)\): it is left at its default", r" 无法读取（\1）：保留默认值"),
+    (r" is not applied: the image differs", " 未被应用：图像会不同"),
+    (r" \(an A1111 setting\)", "（A1111 的设置）"),
+    (r"the file does not say where its noise came from \(no RNG field\): A1111 draws it on the GPU by default, so "
+     r"rng cuda-philox \(that noise, computed on any machine\) is used; choose rng cpu if the file was made with "
+     r"A1111's RNG setting CPU or on a Mac",
+     "文件没有写明噪声的来源（无 RNG 字段）：A1111 默认在 GPU 上生成噪声，因此使用 rng cuda-philox（即该噪声，"
+     "可在任何机器上计算）；若文件是以 A1111 的 RNG 设置 CPU 或在 Mac 上生成的，请选择 rng cpu"),
+    (r" is not applied: (\S+) runs with its default sigmas", r" 未被应用：\1 使用其默认的 sigma"),
+    (r" made the image from another image \(img2img\): only the settings are restored",
+     "由另一张图像生成（img2img）：只恢复了设置"),
 )
 _COMPILED = tuple((re.compile(pattern, re.MULTILINE), chinese) for pattern, chinese in SENTENCES)
 
