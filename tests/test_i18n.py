@@ -139,3 +139,40 @@ def test_the_commonest_notes_on_another_tools_fields_read_in_chinese_with_the_to
     assert not any(re.search(r"SeedLab equivalent|is ignored|left at its default|does not say", note)
                    for note in chinese), chinese
     assert [said(note, "en") for note in notes] == notes
+
+
+def test_a_link_and_a_plot_that_list_several_problems_are_refused_in_chinese_with_each_problem_kept():
+    from seedlab.files.links import decode_link
+    from webui.compare import axes_of
+    from webui.i18n import message_text
+
+    with pytest.raises(ValueError) as link:
+        decode_link("http://x/?seed=abc&prompt=x")
+    chinese = message_text(str(link.value), "zh-CN")
+    assert chinese.startswith("链接：缺少 v（") and "链接需要 v, prompt, fp" in chinese, chinese
+    assert "'abc'" in chinese and "18446744073709551615" in chinese
+    with pytest.raises(ValueError) as plot:
+        axes_of({"x": "cfg: 1, 2", "y": "stepz: 1, 2"})
+    chinese = message_text(str(plot.value), "zh-CN")
+    assert "X 轴：'cfg' 不是可用的轴" in chinese and "Y 轴：'stepz' 不是可用的轴" in chinese, chinese  # both at once
+    assert "CFG Scale (guidance_scale)" in chinese and "Steps (num_inference_steps)" in chinese  # A1111's labels
+    for text in (str(link.value), str(plot.value)):
+        left = message_text(text, "zh-CN")
+        assert not re.search(r"is missing|a link needs|is not an axis|did you mean|must be", left), left
+        assert message_text(text, "en") == text
+
+
+def test_the_servers_budget_refuses_in_chinese_with_its_durations():
+    from seedlab.serving.budget import Ledger
+    from webui.i18n import message_text
+
+    ledger = Ledger(Limits(max_request_seconds=60, visitor_seconds=100))
+    with pytest.raises(ValueError) as too_long:
+        ledger.charge("v", 600)
+    ledger.charge("v", 60)
+    with pytest.raises(ValueError) as used_up:
+        ledger.charge("v", 50)
+    for error, numbers in ((too_long, ("10 min", "60 s")), (used_up, ("60 s", "2 min"))):
+        chinese = message_text(str(error.value), "zh-CN")
+        assert re.search(r"[\u4e00-\u9fff]", chinese) and all(n in chinese for n in numbers), chinese
+        assert not re.search(r"[a-z]{4,}", chinese), chinese

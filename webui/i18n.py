@@ -255,6 +255,13 @@ MESSAGES = (
     (r"variations: this server makes at most (\d+) variations per request, got (\d+)",
      r"变体：此服务器每次请求最多生成 \1 个变体，当前为 \2"),
     (r"Pick an anchor first: click a cell of the grid", "请先选择锚点：点击网格中的一个格子"),
+    # The server's budget (seedlab/serving/budget.py)
+    (r"this request would take about (.+) here; one request may take at most (.+) on this server: ask for fewer "
+     r"images, fewer steps or a smaller size",
+     r"此请求在这里约需 \1；此服务器上每个请求最多 \2：请减少图像数、步数或尺寸"),
+    (r"you have used about (.+) of generation time in the last (\d+) minutes; each visitor may use (.+): wait a few "
+     r"minutes or ask for less",
+     r"最近 \2 分钟内你已使用约 \1 的生成时间；每位访客最多可用 \3：请等几分钟，或减少请求"),
 )
 
 
@@ -275,12 +282,34 @@ def field_label(field: str, lang: str) -> str:
     return ZH_CN.get(label, label) if lang == "zh-CN" else label
 
 
+# Parts of the refusals that list several problems at once (a link's keys, a plot's axes), English pattern ->
+# Chinese, each applied wherever it occurs; what none knows stays as written.
+FRAGMENTS = (
+    (r"^link: ", "链接："),
+    (r"v=(\d+) is a link format this server does not read; it reads v=(\d+)",
+     r"v=\1 是此服务器不读取的链接格式；它读取 v=\2"),
+    (r"v is missing \(the link format version; this server reads v=(\d+)\)",
+     r"缺少 v（链接格式版本；此服务器读取 v=\1）"),
+    (r"\b([a-z_]+(?:, [a-z_]+)*) (?:is|are) missing(?=;|$)", r"缺少 \1"),
+    (r"a link needs ([a-z_]+(?:, [a-z_]+)*)", r"链接需要 \1"),
+    (r"\bseed must be a whole number from (\S+) to (\S+), got ([^;]+)", r"种子必须是 \1 到 \2 之间的整数，当前为 \3"),
+    (r"\b([XYZ]) axis: ", r"\1 轴："),
+    (r"('[^'\n]*') is not an axis; did you mean ([^?]+)\?",
+     lambda m: f"{m[1]} 不是可用的轴；是否要用 {m[2].replace(' or ', ' 或 ')}？"),
+    (r"('[^'\n]*') is not an axis; use one of A1111's labels \(([^)]*)\) or a recipe field's name \(such as "
+     r"guidance_scale\)", r"\1 不是可用的轴；请使用 A1111 的标签之一（\2）或配方字段名（如 guidance_scale）"),
+    (r"; ", "；"),  # between the problems, once each is in Chinese
+)
+
+
 def message_text(message: str, lang: str) -> str:
     """A whole refusal that names no recipe field (a bad seeds box) in `lang`; as it is where no pattern fits."""
     if lang == "zh-CN":
         for pattern, chinese in MESSAGES:
             if re.fullmatch(pattern, message):
                 return re.sub(pattern, chinese, message)
+        for pattern, chinese in FRAGMENTS:
+            message = re.sub(pattern, chinese, message)
     return message
 
 
