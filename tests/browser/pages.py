@@ -48,6 +48,19 @@ def wait_for_images(page, gallery: str, count: int) -> None:
                              f"messages on the page: {messages}") from error
 
 
+def generate_grid(page, seeds: str, steps: int, count: int, prompt: str | None = None, settled: bool = False) -> None:
+    """What a visitor does first: (a prompt,) the seeds and steps, Generate, then wait for the grid's `count`
+    images; with `settled`, also until every event chained after the run has finished."""
+    if prompt is not None:
+        page.locator("#prompt textarea").fill(prompt)
+    page.locator("#seeds textarea").fill(seeds)
+    page.locator("#num-inference-steps input").fill(str(steps))
+    page.locator("#generate").click()
+    wait_for_images(page, "grid", count)
+    if settled:
+        settle(page)
+
+
 def wait_for_value(page, elem_id: str, text: str) -> str:
     """Wait until the plain-text box `elem_id` contains `text`; returns its value."""
     page.wait_for_function(
@@ -78,10 +91,7 @@ def assert_served_as_png(page, images) -> list[bytes]:
 
 def grid_png(page, path) -> None:
     """Generate seed 4 (2 steps) and save the PNG the page serves for it at `path`."""
-    page.locator("#seeds textarea").fill("4")
-    page.locator("#num-inference-steps input").fill("2")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 1)
+    generate_grid(page, "4", 2, 1)
     path.write_bytes(page.request.get(thumbnails(page, "grid").nth(0).evaluate("img => img.src")).body())
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.browser.pages import CHROMIUM, wait_for_images, wait_for_value
+from tests.browser.pages import CHROMIUM, generate_grid, wait_for_images, wait_for_value
 from tests.browser.settle import open_settled, settle
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
@@ -34,12 +34,7 @@ OVERLAPS = """gallery => {
 
 def test_captions_sit_under_the_images_of_variations_and_nudges_at_both_sizes(browser, app_server):
     page = open_settled(browser, app_server.url, 1400, 900)
-    page.locator("#prompt textarea").fill("a caption")
-    page.locator("#seeds textarea").fill("3")
-    page.locator("#num-inference-steps input").fill("2")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 1)
-    settle(page)
+    generate_grid(page, "3", 2, 1, prompt="a caption", settled=True)
     page.locator("#grid .thumbnail-item").nth(0).click()  # the anchor
     wait_for_value(page, "anchor", "Anchor seed: 3")
     page.locator("#variations-box textarea").fill(", large and round\n, small")

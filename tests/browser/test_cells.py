@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from seedlab import read_png
-from tests.browser.pages import CHROMIUM, TIMEOUT_MS, open_reproduce, wait_for_images, wait_for_value
+from tests.browser.pages import CHROMIUM, TIMEOUT_MS, generate_grid, open_reproduce, wait_for_images, wait_for_value
 from tests.browser.settle import open_settled, settle, value
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
@@ -14,11 +14,7 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {
 
 def test_any_image_can_be_enlarged_downloaded_reused_and_made_the_anchor(browser, app_server, tmp_path):
     page = open_settled(browser, app_server.url, 390, 844)  # its requests counted, so it can be looked at settled
-    page.locator("#prompt textarea").fill("a cell")
-    page.locator("#seeds textarea").fill("3, 4")
-    page.locator("#num-inference-steps input").fill("2")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 2)
+    generate_grid(page, "3, 4", 2, 2, prompt="a cell")
 
     # A grid cell: the anchor, and the panel with its PNG, link and A1111 parameters.
     page.locator("#grid .thumbnail-item").nth(1).click()

@@ -5,6 +5,7 @@ import pytest
 from tests.browser.pages import (
     CHROMIUM,
     TIMEOUT_MS,
+    generate_grid,
     grid_png,
     open_reproduce,
     thumbnails,
@@ -37,14 +38,10 @@ def test_dice_with_a_bad_count_says_why_and_keeps_the_seeds(browser, app_server)
 
 def test_minus_one_in_the_seeds_box_draws_a_random_seed_as_on_a_plot_axis(browser, app_server):
     """Issue 33: -1 (random, as in A1111) was refused in the Seeds box but accepted on a plot axis."""
-    from tests.browser.settle import open_settled, settle
+    from tests.browser.settle import open_settled
 
     page = open_settled(browser, app_server.url)
-    page.locator("#seeds textarea").fill("-1, 5")
-    page.locator("#num-inference-steps input").fill("1")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 2)
-    settle(page)
+    generate_grid(page, "-1, 5", 1, 2, settled=True)
     captions = page.locator("#grid .caption-label").all_inner_texts()
     assert captions[1] == "seed 5" and captions[0].startswith("seed ") and captions[0] != "seed -1", captions
     assert page.locator("#seeds textarea").input_value() == "-1, 5"  # as typed: -1 draws afresh each time
@@ -68,10 +65,7 @@ def test_the_model_is_a_main_control_in_view_without_opening_a_group(browser, ap
 
 def test_at_390_px_the_grid_shows_every_cell(browser, app_server):
     page = open_page(browser, app_server.url, 390, 844)
-    page.locator("#seeds textarea").fill("0-3")
-    page.locator("#num-inference-steps input").fill("1")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 4)
+    generate_grid(page, "0-3", 1, 4)
     gallery = page.locator("#grid").bounding_box()
     for index in range(4):
         cell = page.locator("#grid .thumbnail-item").nth(index).bounding_box()
@@ -257,17 +251,13 @@ def test_the_page_offers_a1111s_samplers_hires_fix_and_reads_prompts_as_a1111(br
 
 def test_screen_readers_hear_the_anchor_and_the_history_by_name(browser, app_server):
     """Issue 33: the anchor box was announced as "Textbox" and the history list as "Radio"."""
-    from tests.browser.settle import open_settled, settle
+    from tests.browser.settle import open_settled
 
     page = open_settled(browser, app_server.url)
     snapshot = page.locator("body").aria_snapshot()
     assert 'textbox "Anchor"' in snapshot, snapshot[:2000]
     assert 'textbox "Textbox"' not in snapshot and 'radiogroup "Radio"' not in snapshot
-    page.locator("#seeds textarea").fill("3")
-    page.locator("#num-inference-steps input").fill("1")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 1)
-    settle(page)
+    generate_grid(page, "3", 1, 1, settled=True)
     page.get_by_text("History", exact=True).first.click()
     timeline = page.locator("#timeline").aria_snapshot()
     assert "- text: History" in timeline and "Radio" not in timeline, timeline[:400]
@@ -280,12 +270,7 @@ def test_editing_the_prompt_after_picking_an_anchor_says_before_the_run_which_pr
     from tests.browser.settle import open_settled, settle, value
 
     page = open_settled(browser, app_server.url)
-    page.locator("#prompt textarea").fill("a red circle")
-    page.locator("#seeds textarea").fill("3")
-    page.locator("#num-inference-steps input").fill("1")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 1)
-    settle(page)
+    generate_grid(page, "3", 1, 1, prompt="a red circle", settled=True)
     thumbnails(page, "grid").nth(0).click()
     settle(page)
     assert not page.locator("#vary-note").is_visible()

@@ -3,7 +3,7 @@ served by `python app.py --model DIR`."""
 
 import pytest
 
-from tests.browser.pages import CHROMIUM, wait_for_images
+from tests.browser.pages import CHROMIUM, generate_grid, wait_for_images
 from tests.browser.settle import open_settled, ready, settle, value
 from tests.conftest import AppServer
 from tests.tiny_families import save_tiny_ddim, save_tiny_sdxl
@@ -28,12 +28,7 @@ def sdxl_server(tmp_path_factory):
 def test_grid_anchor_variations_and_a_link_on_an_sdxl_folder(browser, sdxl_server):
     page = open_settled(browser, sdxl_server.url)
     assert value(page, "width") == "32" and value(page, "height") == "32"  # the folder's native size
-    page.locator("#prompt textarea").fill("a red circle")
-    page.locator("#seeds textarea").fill("0-2")
-    page.locator("#num-inference-steps input").fill("2")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 3)
-    settle(page)
+    generate_grid(page, "0-2", 2, 3, prompt="a red circle", settled=True)
     page.locator("#grid .thumbnail-item").nth(1).click()
     settle(page)
     assert value(page, "anchor").startswith("Anchor seed: 1")

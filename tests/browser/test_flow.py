@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.pages import CHROMIUM, open_reproduce, thumbnails, wait_for_images
+from tests.browser.pages import CHROMIUM, generate_grid, open_reproduce, thumbnails, wait_for_images
 from tests.browser.settle import open_settled, ready, settle, value
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
@@ -77,11 +77,7 @@ def test_a_bad_link_keeps_its_message_and_leaves_the_page_ready(browser, app_ser
 
 
 def grid_of_two(page):
-    page.locator("#seeds textarea").fill("5-6")
-    page.locator("#num-inference-steps input").fill("1")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 2)
-    settle(page)
+    generate_grid(page, "5-6", 1, 2, settled=True)
 
 
 def refused(page, message: str) -> None:
@@ -190,11 +186,7 @@ def test_the_random_button_needs_no_emoji_font(browser, app_server):
 
 def test_on_a_phone_every_gallery_fits_its_box_with_readable_captions(browser, app_server):
     page = open_settled(browser, app_server.url, 390, 844)
-    page.locator("#seeds textarea").fill("0-2")
-    page.locator("#num-inference-steps input").fill("1")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 3)
-    settle(page)
+    generate_grid(page, "0-2", 1, 3, settled=True)
     page.locator("#grid .thumbnail-item").nth(1).click()
     settle(page)
     page.get_by_text("Nudge the anchor (variation seeds)").click()
@@ -241,11 +233,7 @@ def test_what_the_user_acts_on_is_in_view(browser, app_server, width, height):
     if width == 1400:  # a laptop: the prompt, the seeds, Generate and the grid without scrolling
         for elem_id in ("prompt", "seeds", "generate", "grid"):
             assert in_view(page, elem_id), elem_id
-    page.locator("#seeds textarea").fill("0-3")
-    page.locator("#num-inference-steps input").fill("1")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 4)
-    settle(page)
+    generate_grid(page, "0-3", 1, 4, settled=True)
     page.locator("#grid .thumbnail-item").nth(3).click()  # the Selected image shows where the eye is
     settle(page)
     assert in_view(page, "cell-image") and value(page, "cell-title").startswith("Seed 3")

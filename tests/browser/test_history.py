@@ -6,7 +6,7 @@ import os
 import pytest
 
 from seedlab import fingerprint
-from tests.browser.pages import CHROMIUM, SCREENSHOT, fresh_page, wait_for_images, wait_for_value
+from tests.browser.pages import CHROMIUM, SCREENSHOT, fresh_page, generate_grid, wait_for_images, wait_for_value
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
 
@@ -122,10 +122,7 @@ def test_an_import_is_checked_and_shown_as_text(browser, app_server, tmp_path):
     page.set_viewport_size({"width": 390, "height": 844})
     load(page, app_server.url)
     page.locator("#prompt textarea").fill("<img src=x onerror=\"document.body.dataset.hacked=1\">")
-    page.locator("#seeds textarea").fill("5")
-    page.locator("#num-inference-steps input").fill("1")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 1)
+    generate_grid(page, "5", 1, 1)
     open_history(page)
     wait_for_entries(page, 1)
     with page.expect_download() as download:
@@ -149,10 +146,7 @@ def test_an_import_is_checked_and_shown_as_text(browser, app_server, tmp_path):
     page = fresh_page(browser, app_server.url)
     page.set_viewport_size({"width": 390, "height": 844})
     load(page, app_server.url)
-    page.locator("#seeds textarea").fill("6")
-    page.locator("#num-inference-steps input").fill("1")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 1)
+    generate_grid(page, "6", 1, 1)
     open_history(page)
     wait_for_entries(page, 1)
     choose(page, exported)

@@ -5,7 +5,7 @@ is on screen while a run goes on."""
 
 import pytest
 
-from tests.browser.pages import CHROMIUM, wait_for_images, wait_for_value
+from tests.browser.pages import CHROMIUM, generate_grid, wait_for_images, wait_for_value
 from tests.browser.settle import open_settled, settle, value
 from webui.cells import NO_CELL
 
@@ -20,12 +20,7 @@ def on_screen(page, selector: str) -> bool:
 
 
 def grid_of_four(page) -> None:
-    page.locator("#prompt textarea").fill("a red star on a blue background")
-    page.locator("#seeds textarea").fill("0-3")
-    page.locator("#num-inference-steps input").fill("2")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 4)
-    settle(page)
+    generate_grid(page, "0-3", 2, 4, prompt="a red star on a blue background", settled=True)
 
 
 def test_grid_picked_image_and_variations_box_are_in_view_together_on_a_laptop(browser, app_server):

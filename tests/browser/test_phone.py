@@ -3,7 +3,7 @@
 import pytest
 from gradio_client import Client
 
-from tests.browser.pages import CHROMIUM, wait_for_images, wait_for_value
+from tests.browser.pages import CHROMIUM, generate_grid, wait_for_value
 from tests.browser.settle import open_settled, settle
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
@@ -19,12 +19,7 @@ def in_view(page, selector: str) -> bool:
 def test_the_grid_is_in_view_after_generate_on_a_phone(browser, app_server):
     page = open_settled(browser, app_server.url, *PHONE)
     assert not in_view(page, "#grid"), "the grid starts below the controls on a phone"
-    page.locator("#prompt textarea").fill("a red circle")
-    page.locator("#seeds textarea").fill("1, 2")
-    page.locator("#num-inference-steps input").fill("2")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 2)
-    settle(page)
+    generate_grid(page, "1, 2", 2, 2, prompt="a red circle", settled=True)
     assert in_view(page, "#grid")
 
 

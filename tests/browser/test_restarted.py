@@ -4,7 +4,7 @@ page's own, so Vary and Make anchor go on from them on the new server instead of
 
 import pytest
 
-from tests.browser.pages import CHROMIUM, wait_for_images, wait_for_value
+from tests.browser.pages import CHROMIUM, generate_grid, wait_for_images, wait_for_value
 from tests.browser.settle import open_settled, settle, value
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the UI with")
@@ -12,12 +12,7 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {
 
 def test_vary_and_make_anchor_go_on_after_a_server_restart(browser, app_server):
     page = open_settled(browser, app_server.url, 1400, 900)
-    page.locator("#prompt textarea").fill("a red star on a blue background")
-    page.locator("#seeds textarea").fill("0-1")
-    page.locator("#num-inference-steps input").fill("2")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 2)
-    settle(page)
+    generate_grid(page, "0-1", 2, 2, prompt="a red star on a blue background", settled=True)
     page.locator("#grid .thumbnail-item").nth(1).click()
     wait_for_value(page, "cell-title", "Seed 1")
     settle(page)

@@ -6,7 +6,7 @@ the browser shares with the app, CPU they need); bench/bench_page.py measures th
 
 import pytest
 
-from tests.browser.pages import CHROMIUM, thumbnails, wait_for_images
+from tests.browser.pages import CHROMIUM, generate_grid, thumbnails, wait_for_images
 from tests.browser.settle import TIMEOUT_MS, TRACKER, ready, settle, value
 from webui.handlers import NO_ANCHOR
 
@@ -36,11 +36,7 @@ def test_generate_starts_its_run_with_no_round_trip_first_and_clears_the_anchor_
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(app_server.url)
     page.wait_for_function("document.body.dataset.seedlab === 'ready'")
-    page.locator("#seeds textarea").fill("0-1")
-    page.locator("#num-inference-steps input").fill("1")
-    page.locator("#generate").click()
-    wait_for_images(page, "grid", 2)
-    settle(page)
+    generate_grid(page, "0-1", 1, 2, settled=True)
     thumbnails(page, "grid").nth(1).click()  # an anchor, which the next grid must clear
     settle(page)
     assert value(page, "anchor") != NO_ANCHOR and value(page, "grid-link")
